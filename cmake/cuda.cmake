@@ -1,0 +1,12 @@
+# The CUDA backend: sm_90 code plus compute_90 PTX so newer GPUs run it too.
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+if(NOT CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+  set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
+endif()
+file(GLOB DML_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.cu)
+function(dml_add_cuda_backend target)
+  target_sources(${target} PRIVATE ${DML_CUDA_SOURCES})
+  target_compile_definitions(${target} PRIVATE DML_HAVE_CUDA=1)
+  target_link_libraries(${target} PUBLIC CUDA::cudart)
+endfunction()

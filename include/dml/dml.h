@@ -1,0 +1,137 @@
+/*
+ * dml.h — the libdml API: DirectML's operator lifecycle as plain C functions.
+ *
+ *   dmlCreateDevice        ~ DMLCreateDevice1
+ *   dmlCreateOperator      ~ IDMLDevice::CreateOperator    (validates, deep-copies)
+ *   dmlCompileOperator     ~ IDMLDevice::CompileOperator   (chooses kernels)
+ *   dmlGetBindingProperties~ IDMLDispatchable::GetBindingProperties
+ *   dmlInitializeOperator  ~ IDMLOperatorInitializer + RecordDispatch
+ *   dmlDispatch            ~ IDMLBindingTable::Bind* + RecordDispatch
+ *
+ * Every function returns an HRESULT (or nothing for releases); nothing
+ * aborts on bad input. After a failure, dmlGetLastErrorMessage() explains it,
+ * naming the operator, the field and the violated rule.
+ *
+ * Buffers are addresses in the device's memory: host memory on the CPU
+ * backend (any malloc'ed memory may be bound), CUDA device memory on the CUDA
+ * backend (dmlAllocateBuffer's or the caller's cudaMalloc'ed memory).
+ */
+#ifndef DML_DML_H
+#define DML_DML_H
+
+#include <stddef.h>
+
+#include "dml_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DML_VERSION_MAJOR 0
+#define DML_VERSION_MINOR 1
+#define DML_VERSION_PATCH 0
+
+/* Opaque handles. */
+typedef struct DMLDevice DMLDevice;
+typedef struct DMLOperator DMLOperator;
+typedef struct DMLCompiledOperator DMLCompiledOperator;
+
+typedef enum DML_BACKEND {
+    DML_BACKEND_CPU = 0, /* all cores, SIMD; always available */
+    DML_BACKEND_CUDA = 1 /* NVIDIA GPUs; only when libdml was built with CUDA */
+} DML_BACKEND;
+
+typedef struct DML_DEVICE_DESC {
+    DML_BACKEND Backend;
+    DML_CREATE_DEVICE_FLAGS Flags;
+    /* The feature level the device behaves as; 0 means the highest libdml
+     * supports. Operators, data types and dimension counts introduced after
+     * it are rejected by dmlCreateOperator, as DirectML at that level would. */
+    DML_FEATURE_LEVEL FeatureLevel;
+    UINT ThreadCount;       /* CPU: worker threads; 0 = all cores */
+    void* CudaStream;       /* CUDA: a cudaStream_t to dispatch on; NULL = the device's own */
+    INT CudaDeviceOrdinal;  /* CUDA: which GPU */
+} DML_DEVICE_DESC;
+
+/* Everything bound for one dispatch, in DirectML's slot order (spec
+ * tensors.md §6.1): one entry per input slot and per output slot, absent
+ * optional tensors included (DML_BINDING_TYPE_NONE). */
+typedef struct DML_DISPATCH_BINDINGS {
+    UINT InputCount;
+    const DML_BINDING_DESC* Inputs;
+    UINT OutputCount;
+    const DML_BINDING_DESC* Outputs;
+    DML_BINDING_DESC TemporaryResource;  /* NONE when TemporaryResourceSize is 0 */
+    DML_BINDING_DESC PersistentResource; /* NONE when PersistentResourceSize is 0 */
+} DML_DISPATCH_BINDINGS;
+
+/* ---- Version and messages ---- */
+const char* dmlGetVersionString(void);
+/* The message of the last failed call on this thread ("" if none). */
+const char* dmlGetLastErrorMessage(void);
+/* "E_INVALIDARG", "S_OK", ...; "unknown HRESULT" for others. */
+const char* dmlStatusName(HRESULT status);
+
+/* ---- Device ---- */
+/* desc may be NULL: CPU backend, highest feature level, all cores.
+ * A FeatureLevel above what libdml supports gives DXGI_ERROR_UNSUPPORTED. */
+HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device);
+void dmlReleaseDevice(DMLDevice* device);
+/* S_OK while healthy; the cause once the device is removed (spec §7.3). */
+HRESULT dmlGetDeviceRemovedReason(const DMLDevice* device);
+/* IDMLDevice::CheckFeatureSupport, same queries and answers. */
+HRESULT dmlCheckFeatureSupport(const DMLDevice* device, DML_FEATURE feature, UINT featureQueryDataSize,
+                               const void* featureQueryData, UINT featureSupportDataSize,
+                               void* featureSupportData);
+DML_BACKEND dmlGetDeviceBackend(const DMLDevice* device);
+
+/* ---- Buffers in the device's memory ---- */
+HRESULT dmlAllocateBuffer(DMLDevice* device, UINT64 sizeInBytes, void** buffer);
+void dmlFreeBuffer(DMLDevice* device, void* buffer);
+HRESULT dmlUpload(DMLDevice* device, void* deviceDst, const void* hostSrc, UINT64 sizeInBytes);
+HRESULT dmlDownload(DMLDevice* device, void* hostDst, const void* deviceSrc, UINT64 sizeInBytes);
+HRESULT dmlFill(DMLDevice* device, void* deviceDst, int byteValue, UINT64 sizeInBytes);
+/* Waits for all work dispatched on the device. */
+HRESULT dmlSynchronize(DMLDevice* device);
+
+/* ---- Operators ---- */
+HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLOperator** op);
+void dmlReleaseOperator(DMLOperator* op);
+/* Number of input and output binding slots of an operator (spec §6.1). */
+HRESULT dmlGetOperatorSlotCounts(const DMLOperator* op, UINT* inputCount, UINT* outputCount);
+
+HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTION_FLAGS flags,
+                           DMLCompiledOperator** compiled);
+void dmlReleaseCompiledOperator(DMLCompiledOperator* compiled);
+HRESULT dmlGetBindingProperties(const DMLCompiledOperator* compiled, DML_BINDING_PROPERTIES* properties);
+
+/* Captures OWNED_BY_DML inputs into the persistent resource. inputs holds
+ * one entry per input slot (only OWNED_BY_DML tensors are bound, others are
+ * NONE) and may be NULL with inputCount 0 when there are none. persistent is
+ * NONE (or NULL) when PersistentResourceSize is 0. Must be called once before
+ * the first dispatch of an operator whose PersistentResourceSize is not 0. */
+HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, const DML_BINDING_DESC* inputs,
+                              const DML_BINDING_DESC* persistent);
+
+/* Validates every binding (count, type, size, alignment, overlap; spec T-8),
+ * then runs the operator. On failure nothing is written. May return before
+ * the work completes (CUDA); dmlSynchronize waits for it. */
+HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* bindings);
+
+/* ---- Helpers ---- */
+/* DMLCalcBufferTensorSize with 64-bit arithmetic (spec tensors.md §4);
+ * 0 for an unknown data type or on overflow. */
+UINT64 DMLCalcBufferTensorSize(DML_TENSOR_DATA_TYPE dataType, UINT dimensionCount, const UINT* sizes,
+                               const UINT* strides);
+/* Bytes per element; 0 for UNKNOWN and the sub-byte types. */
+UINT dmlDataTypeSize(DML_TENSOR_DATA_TYPE dataType);
+/* "FLOAT32", ...; NULL for an unknown value. */
+const char* dmlDataTypeName(DML_TENSOR_DATA_TYPE dataType);
+/* "MAX_POOLING2", ...; NULL for an operator libdml does not know. */
+const char* dmlOperatorTypeName(DML_OPERATOR_TYPE type);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DML_DML_H */

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages libdml needs to build and test, when missing.
+# As root it runs apt-get itself; otherwise it prints the command to run.
+set -euo pipefail
+
+packages=(gcc g++ make cmake pkg-config libcjson-dev clang libclang-rt-14-dev valgrind)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "libdml setup: missing Debian packages: ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "Run as root:  apt-get update && apt-get install -y ${missing[*]}"
+  exit 1
+fi

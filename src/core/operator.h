@@ -1,0 +1,99 @@
+/* The internal shape of devices, operators and backends. Data flows down:
+ * src/ops/ fills a DMLOperator (validated slots and family parameters),
+ * src/core/ checks bindings, a backend's kernel computes. */
+#ifndef DML_CORE_OPERATOR_H
+#define DML_CORE_OPERATOR_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "dml/dml.h"
+#include "tensor.h"
+
+/* The most input or output slots of any operator (BATCH_NORMALIZATION has 5 inputs). */
+#define DML_MAX_SLOTS 6
+
+/* One kernel per family variant; each backend fills a table indexed by it. */
+typedef enum dml_kernel_id {
+    DML_KERNEL_MAX_POOLING,
+    DML_KERNEL_MAX_POOLING_GRAD,
+    DML_KERNEL_ROI_POOLING,
+    DML_KERNEL_ROI_ALIGN,
+    DML_KERNEL_ROI_ALIGN_GRAD,
+    DML_KERNEL_BATCH_NORMALIZATION,
+    DML_KERNEL_BATCH_NORMALIZATION_TRAINING,
+    DML_KERNEL_BATCH_NORMALIZATION_GRAD,
+    DML_KERNEL_BATCH_NORMALIZATION_TRAINING_GRAD,
+    DML_KERNEL_COUNT
+} dml_kernel_id;
+
+/* A binding slot: the description's field name and its validated tensor
+ * (tensor.present is false for an absent optional tensor). */
+typedef struct dml_slot {
+    const char* field;
+    dml_tensor tensor;
+} dml_slot;
+
+struct DMLOperator {
+    DMLDevice* device;
+    DML_OPERATOR_TYPE type;
+    const char* name; /* "MAX_POOLING2" */
+    dml_kernel_id kernel;
+    uint32_t input_count;
+    uint32_t output_count;
+    dml_slot inputs[DML_MAX_SLOTS];
+    dml_slot outputs[DML_MAX_SLOTS];
+    /* Family parameters (a struct of src/ops/<family>.h), owned; no pointers inside. */
+    void* params;
+    size_t params_size;
+};
+
+/* What a kernel receives: the operator and the address of every slot's data
+ * (Buffer + Offset; NULL for an absent optional tensor). */
+typedef struct dml_kernel_args {
+    const DMLOperator* op;
+    void* inputs[DML_MAX_SLOTS];
+    void* outputs[DML_MAX_SLOTS];
+    DML_EXECUTION_FLAGS flags;
+    const DMLDevice* device;
+} dml_kernel_args;
+
+/* Kernels never validate: everything was checked before. They return S_OK,
+ * or E_OUTOFMEMORY / a backend error for resources they could not get. */
+typedef HRESULT (*dml_kernel_fn)(const dml_kernel_args* args);
+
+typedef struct dml_backend {
+    const char* name; /* "cpu", "cuda" */
+    HRESULT (*create)(DMLDevice* device, const DML_DEVICE_DESC* desc);
+    void (*destroy)(DMLDevice* device);
+    HRESULT (*allocate)(DMLDevice* device, uint64_t size, void** buffer);
+    void (*free)(DMLDevice* device, void* buffer);
+    HRESULT (*upload)(DMLDevice* device, void* device_dst, const void* host_src, uint64_t size);
+    HRESULT (*download)(DMLDevice* device, void* host_dst, const void* device_src, uint64_t size);
+    HRESULT (*copy)(DMLDevice* device, void* device_dst, const void* device_src, uint64_t size);
+    HRESULT (*fill)(DMLDevice* device, void* device_dst, int byte_value, uint64_t size);
+    HRESULT (*synchronize)(DMLDevice* device);
+    dml_kernel_fn kernels[DML_KERNEL_COUNT]; /* NULL: not (yet) on this backend */
+} dml_backend;
+
+extern const dml_backend dml_cpu_backend;
+/* The CUDA backend, or NULL when libdml was built without CUDA. */
+const dml_backend* dml_cuda_backend(void);
+
+struct DMLDevice {
+    const dml_backend* backend;
+    DML_FEATURE_LEVEL feature_level;
+    DML_CREATE_DEVICE_FLAGS flags;
+    uint32_t threads;            /* CPU worker threads (>= 1) */
+    void* backend_state;         /* owned by the backend */
+    _Atomic HRESULT removed_reason; /* S_OK while healthy */
+};
+
+/* Puts the device into the removed state (spec tensors.md §7.3) and returns
+ * DXGI_ERROR_DEVICE_REMOVED with a message naming the cause. */
+HRESULT dml_device_remove(DMLDevice* device, HRESULT reason, const char* what);
+
+/* Clears the last message; fails for a NULL or removed device. */
+HRESULT dml_check_device_usable(const DMLDevice* device, const char* function);
+
+#endif

@@ -1,0 +1,13 @@
+/* The CPU backend's kernels (one file per family) and shared helpers. */
+#ifndef DML_CPU_CPU_H
+#define DML_CPU_CPU_H
+
+#include "../core/operator.h"
+
+HRESULT dml_cpu_max_pooling(const dml_kernel_args* args);
+HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args);
+
+/* Worker threads for one dispatch (the device's ThreadCount). */
+static inline int dml_cpu_threads(const dml_kernel_args* args) { return (int)args->device->threads; }
+
+#endif

@@ -1,0 +1,308 @@
+/* Max pooling and its gradient on the CPU (spec max_pooling.md §5, §6).
+ *
+ * Every problem is seen as 5-D {N, C, D, H, W} (a 4-D one has D = 1). The
+ * forward pass is parallel over output rows; each output element scans its
+ * window in increasing logical order, so ties go to the lowest index. The
+ * gradient is parallel over (n, c) planes; each plane accumulates its windows
+ * in increasing output order, so results never depend on the thread count. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../core/half.h"
+#include "../ops/max_pooling.h"
+#include "cpu.h"
+
+typedef struct pool_view {
+    uint32_t sizes[5];
+    uint64_t strides[5]; /* elements */
+} pool_view;
+
+/* A 4-D tensor becomes 5-D with a unit D dimension. */
+static pool_view view_5d(const dml_tensor* tensor) {
+    pool_view view;
+    uint32_t skip = tensor->rank == 4 ? 1 : 0;
+    for (uint32_t i = 0, j = 0; i < 5; i++) {
+        if (skip && i == 2) {
+            view.sizes[i] = 1;
+            view.strides[i] = 0;
+            continue;
+        }
+        view.sizes[i] = tensor->sizes[j];
+        view.strides[i] = tensor->strides[j];
+        j++;
+    }
+    return view;
+}
+
+/* The window taps of one output coordinate that land inside the input:
+ * k in [begin, end) reads position start + k * dilation. */
+typedef struct tap_range {
+    int64_t start;
+    uint32_t begin, end;
+} tap_range;
+
+static tap_range taps(const dml_pooling_params* p, uint32_t dim, uint32_t out, uint32_t in_size) {
+    tap_range r;
+    int64_t stride = p->strides[dim], dilation = p->dilations[dim], window = p->window[dim];
+    r.start = (int64_t)out * stride - (int64_t)p->start_padding[dim];
+    int64_t first = r.start >= 0 ? 0 : (-r.start + dilation - 1) / dilation;   /* first k with pos >= 0 */
+    int64_t last = (int64_t)in_size - r.start;                                    /* pos < in_size */
+    int64_t end = last <= 0 ? 0 : (last + dilation - 1) / dilation;
+    if (end > window) end = window;
+    if (first > end) first = end;
+    r.begin = (uint32_t)first;
+    r.end = (uint32_t)end;
+    return r;
+}
+
+/* The argmax of one window within its (n, c) plane: the plane-relative
+ * logical position (d * H + h) * W + w and the element offset, or found = false. */
+typedef struct window_max {
+    bool found;
+    uint64_t position;
+    uint64_t offset;
+} window_max;
+
+/* Comparison rules per type. Floats: strict >, and NaN never wins over a
+ * number (decision MP-3): v > best || (isnan(best) && !isnan(v)). */
+#define GREATER_INT(v, best) ((v) > (best))
+#define GREATER_FLOAT(v, best) ((v) > (best) || (isnan(best) && !isnan(v)))
+#define GREATER_DOUBLE(v, best) GREATER_FLOAT(v, best)
+#define HALF_IS_NAN(h) (((h) & 0x7FFFu) > 0x7C00u)
+#define GREATER_HALF(v, best)                                                                      \
+    ((!HALF_IS_NAN(v) && HALF_IS_NAN(best)) ||                                                     \
+     (!HALF_IS_NAN(v) && dml_half_to_float(v) > dml_half_to_float(best)))
+
+/* Scans one window of the plane at `plane` (element pointer) in increasing
+ * logical order and returns the first maximal element. */
+#define DEFINE_WINDOW_MAX(SUFFIX, T, GREATER)                                                      \
+    static window_max window_max_##SUFFIX(const T* plane, const pool_view* in, const tap_range r[3], \
+                                          const dml_pooling_params* p) {                           \
+        window_max result = {false, 0, 0};                                                         \
+        T best = 0;                                                                                \
+        for (uint32_t kd = r[0].begin; kd < r[0].end; kd++) {                                      \
+            uint64_t d = (uint64_t)(r[0].start + (int64_t)kd * p->dilations[0]);                   \
+            for (uint32_t kh = r[1].begin; kh < r[1].end; kh++) {                                  \
+                uint64_t h = (uint64_t)(r[1].start + (int64_t)kh * p->dilations[1]);               \
+                for (uint32_t kw = r[2].begin; kw < r[2].end; kw++) {                              \
+                    uint64_t w = (uint64_t)(r[2].start + (int64_t)kw * p->dilations[2]);           \
+                    uint64_t offset = d * in->strides[2] + h * in->strides[3] + w * in->strides[4]; \
+                    T v = plane[offset];                                                           \
+                    if (!result.found || GREATER(v, best)) {                                       \
+                        best = v;                                                                  \
+                        result.found = true;                                                       \
+                        result.offset = offset;                                                    \
+                        result.position = (d * in->sizes[3] + h) * in->sizes[4] + w;               \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        return result;                                                                             \
+    }
+
+DEFINE_WINDOW_MAX(f32, float, GREATER_FLOAT)
+DEFINE_WINDOW_MAX(f64, double, GREATER_DOUBLE)
+DEFINE_WINDOW_MAX(f16, uint16_t, GREATER_HALF)
+DEFINE_WINDOW_MAX(i8, int8_t, GREATER_INT)
+DEFINE_WINDOW_MAX(u8, uint8_t, GREATER_INT)
+DEFINE_WINDOW_MAX(i16, int16_t, GREATER_INT)
+DEFINE_WINDOW_MAX(u16, uint16_t, GREATER_INT)
+DEFINE_WINDOW_MAX(i32, int32_t, GREATER_INT)
+DEFINE_WINDOW_MAX(u32, uint32_t, GREATER_INT)
+DEFINE_WINDOW_MAX(i64, int64_t, GREATER_INT)
+DEFINE_WINDOW_MAX(u64, uint64_t, GREATER_INT)
+
+/* ---- Forward ---- */
+
+typedef struct forward_problem {
+    const dml_pooling_params* params;
+    pool_view in, out, idx;
+    const void* input;
+    void* output;
+    void* indices; /* NULL when OutputIndicesTensor is absent */
+    bool indices_64;
+} forward_problem;
+
+static void write_index(const forward_problem* f, uint64_t offset, uint64_t value) {
+    if (f->indices_64)
+        ((uint64_t*)f->indices)[offset] = value;
+    else
+        ((uint32_t*)f->indices)[offset] = (uint32_t)value; /* < 2^32 elements (spec T-1) */
+}
+
+/* One output row (n, c, od, oh, all ow). LOWEST is the all-padding value. */
+#define DEFINE_FORWARD_ROW(SUFFIX, T, LOWEST)                                                      \
+    static void forward_row_##SUFFIX(const forward_problem* f, uint64_t row) {                     \
+        const dml_pooling_params* p = f->params;                                                   \
+        uint32_t oh = (uint32_t)(row % f->out.sizes[3]);                                           \
+        uint64_t rest = row / f->out.sizes[3];                                                     \
+        uint32_t od = (uint32_t)(rest % f->out.sizes[2]);                                          \
+        rest /= f->out.sizes[2];                                                                   \
+        uint32_t c = (uint32_t)(rest % f->out.sizes[1]);                                           \
+        uint32_t n = (uint32_t)(rest / f->out.sizes[1]);                                           \
+        const T* plane = (const T*)f->input + n * f->in.strides[0] + c * f->in.strides[1];         \
+        uint64_t plane_base = ((uint64_t)n * f->in.sizes[1] + c) * f->in.sizes[2] * f->in.sizes[3] * \
+                              f->in.sizes[4];                                                      \
+        uint64_t out_row = n * f->out.strides[0] + c * f->out.strides[1] + od * f->out.strides[2] + \
+                           oh * f->out.strides[3];                                                 \
+        uint64_t idx_row = n * f->idx.strides[0] + c * f->idx.strides[1] + od * f->idx.strides[2] + \
+                           oh * f->idx.strides[3];                                                 \
+        tap_range r[3];                                                                            \
+        r[0] = taps(p, 0, od, f->in.sizes[2]);                                                     \
+        r[1] = taps(p, 1, oh, f->in.sizes[3]);                                                     \
+        for (uint32_t ow = 0; ow < f->out.sizes[4]; ow++) {                                        \
+            r[2] = taps(p, 2, ow, f->in.sizes[4]);                                                 \
+            window_max m = window_max_##SUFFIX(plane, &f->in, r, p);                               \
+            T* out = (T*)f->output + out_row + ow * f->out.strides[4];                             \
+            *out = m.found ? plane[m.offset] : (LOWEST);                                           \
+            if (f->indices)                                                                        \
+                write_index(f, idx_row + ow * f->idx.strides[4], m.found ? plane_base + m.position \
+                                                                          : UINT64_MAX);           \
+        }                                                                                          \
+    }
+
+DEFINE_FORWARD_ROW(f32, float, -INFINITY)
+DEFINE_FORWARD_ROW(f64, double, -INFINITY)
+DEFINE_FORWARD_ROW(f16, uint16_t, 0xFC00u) /* -inf */
+DEFINE_FORWARD_ROW(i8, int8_t, INT8_MIN)
+DEFINE_FORWARD_ROW(u8, uint8_t, 0)
+DEFINE_FORWARD_ROW(i16, int16_t, INT16_MIN)
+DEFINE_FORWARD_ROW(u16, uint16_t, 0)
+DEFINE_FORWARD_ROW(i32, int32_t, INT32_MIN)
+DEFINE_FORWARD_ROW(u32, uint32_t, 0)
+DEFINE_FORWARD_ROW(i64, int64_t, INT64_MIN)
+DEFINE_FORWARD_ROW(u64, uint64_t, 0)
+
+typedef void (*forward_row_fn)(const forward_problem* f, uint64_t row);
+
+static forward_row_fn forward_row_for(DML_TENSOR_DATA_TYPE type) {
+    switch (type) {
+    case DML_TENSOR_DATA_TYPE_FLOAT32: return forward_row_f32;
+    case DML_TENSOR_DATA_TYPE_FLOAT64: return forward_row_f64;
+    case DML_TENSOR_DATA_TYPE_FLOAT16: return forward_row_f16;
+    case DML_TENSOR_DATA_TYPE_INT8: return forward_row_i8;
+    case DML_TENSOR_DATA_TYPE_UINT8: return forward_row_u8;
+    case DML_TENSOR_DATA_TYPE_INT16: return forward_row_i16;
+    case DML_TENSOR_DATA_TYPE_UINT16: return forward_row_u16;
+    case DML_TENSOR_DATA_TYPE_INT32: return forward_row_i32;
+    case DML_TENSOR_DATA_TYPE_UINT32: return forward_row_u32;
+    case DML_TENSOR_DATA_TYPE_INT64: return forward_row_i64;
+    case DML_TENSOR_DATA_TYPE_UINT64: return forward_row_u64;
+    default: return NULL;
+    }
+}
+
+HRESULT dml_cpu_max_pooling(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    const dml_tensor* indices = op->output_count > DML_POOL_OUTPUT_INDICES
+                                    ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor
+                                    : NULL;
+    forward_problem f = {
+        .params = op->params,
+        .in = view_5d(&op->inputs[DML_POOL_INPUT].tensor),
+        .out = view_5d(&op->outputs[DML_POOL_OUTPUT].tensor),
+        .input = args->inputs[DML_POOL_INPUT],
+        .output = args->outputs[DML_POOL_OUTPUT],
+    };
+    if (indices && indices->present) {
+        f.idx = view_5d(indices);
+        f.indices = args->outputs[DML_POOL_OUTPUT_INDICES];
+        f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
+    }
+    forward_row_fn row_fn = forward_row_for(op->inputs[DML_POOL_INPUT].tensor.type);
+    int64_t rows = (int64_t)f.out.sizes[0] * f.out.sizes[1] * f.out.sizes[2] * f.out.sizes[3];
+#pragma omp parallel for num_threads(dml_cpu_threads(args)) schedule(static)
+    for (int64_t row = 0; row < rows; row++) row_fn(&f, (uint64_t)row);
+    return S_OK;
+}
+
+/* ---- Gradient ---- */
+
+typedef struct grad_problem {
+    const dml_pooling_params* params;
+    pool_view in, grad_in, grad_out;
+    const void* input;
+    const void* input_gradient;
+    void* output_gradient;
+} grad_problem;
+
+/* Accumulates one (n, c) plane into acc (D*H*W floats, FLOAT32 for both
+ * FLOAT16 and FLOAT32, spec §6) and writes it out. */
+#define DEFINE_GRAD_PLANE(SUFFIX, T, TO_FLOAT, FROM_FLOAT)                                         \
+    static void grad_plane_##SUFFIX(const grad_problem* g, uint64_t plane_index, float* acc) {     \
+        const dml_pooling_params* p = g->params;                                                   \
+        uint32_t c = (uint32_t)(plane_index % g->in.sizes[1]);                                     \
+        uint32_t n = (uint32_t)(plane_index / g->in.sizes[1]);                                     \
+        uint64_t plane_size = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];          \
+        memset(acc, 0, plane_size * sizeof *acc);                                                  \
+        const T* plane = (const T*)g->input + n * g->in.strides[0] + c * g->in.strides[1];         \
+        const T* dy = (const T*)g->input_gradient + n * g->grad_in.strides[0] + c * g->grad_in.strides[1]; \
+        tap_range r[3];                                                                            \
+        for (uint32_t od = 0; od < g->grad_in.sizes[2]; od++) {                                    \
+            r[0] = taps(p, 0, od, g->in.sizes[2]);                                                 \
+            for (uint32_t oh = 0; oh < g->grad_in.sizes[3]; oh++) {                                \
+                r[1] = taps(p, 1, oh, g->in.sizes[3]);                                             \
+                for (uint32_t ow = 0; ow < g->grad_in.sizes[4]; ow++) {                            \
+                    r[2] = taps(p, 2, ow, g->in.sizes[4]);                                         \
+                    window_max m = window_max_##SUFFIX(plane, &g->in, r, p);                       \
+                    if (!m.found) continue; /* all-padding window: no gradient */                  \
+                    acc[m.position] += TO_FLOAT(dy[od * g->grad_in.strides[2] + oh * g->grad_in.strides[3] + \
+                                                   ow * g->grad_in.strides[4]]);                   \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        T* dx = (T*)g->output_gradient + n * g->grad_out.strides[0] + c * g->grad_out.strides[1];  \
+        uint64_t position = 0;                                                                     \
+        for (uint32_t d = 0; d < g->in.sizes[2]; d++)                                              \
+            for (uint32_t h = 0; h < g->in.sizes[3]; h++)                                          \
+                for (uint32_t w = 0; w < g->in.sizes[4]; w++)                                      \
+                    dx[d * g->grad_out.strides[2] + h * g->grad_out.strides[3] + w * g->grad_out.strides[4]] = \
+                        FROM_FLOAT(acc[position++]);                                               \
+    }
+
+#define FLOAT_IDENTITY(x) (x)
+DEFINE_GRAD_PLANE(f32, float, FLOAT_IDENTITY, FLOAT_IDENTITY)
+DEFINE_GRAD_PLANE(f16, uint16_t, dml_half_to_float, dml_float_to_half)
+
+HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    grad_problem g = {
+        .params = op->params,
+        .in = view_5d(&op->inputs[DML_POOL_INPUT].tensor),
+        .grad_in = view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor),
+        .grad_out = view_5d(&op->outputs[DML_POOL_OUTPUT].tensor),
+        .input = args->inputs[DML_POOL_INPUT],
+        .input_gradient = args->inputs[DML_POOL_INPUT_GRADIENT],
+        .output_gradient = args->outputs[DML_POOL_OUTPUT],
+    };
+    bool half = op->inputs[DML_POOL_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    uint64_t plane_size = (uint64_t)g.in.sizes[2] * g.in.sizes[3] * g.in.sizes[4];
+    int64_t planes = (int64_t)g.in.sizes[0] * g.in.sizes[1];
+    int threads = dml_cpu_threads(args);
+    if (threads > planes) threads = (int)planes;
+    /* One accumulator plane per thread. */
+    float* scratch = malloc((size_t)threads * plane_size * sizeof(float));
+    if (scratch == NULL) return E_OUTOFMEMORY;
+#pragma omp parallel num_threads(threads)
+    {
+        int thread = 0;
+#ifdef _OPENMP
+        thread = omp_get_thread_num();
+#endif
+        float* acc = scratch + (size_t)thread * plane_size;
+#pragma omp for schedule(static)
+        for (int64_t plane = 0; plane < planes; plane++) {
+            if (half)
+                grad_plane_f16(&g, (uint64_t)plane, acc);
+            else
+                grad_plane_f32(&g, (uint64_t)plane, acc);
+        }
+    }
+    free(scratch);
+    return S_OK;
+}

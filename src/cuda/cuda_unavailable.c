@@ -1,0 +1,4 @@
+/* Linked instead of the CUDA backend when libdml is built without CUDA. */
+#include "../core/operator.h"
+
+const dml_backend* dml_cuda_backend(void) { return NULL; }

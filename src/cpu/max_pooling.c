@@ -72,7 +72,6 @@ typedef struct window_max {
  * number (decision MP-3): v > best || (isnan(best) && !isnan(v)). */
 #define GREATER_INT(v, best) ((v) > (best))
 #define GREATER_FLOAT(v, best) ((v) > (best) || (isnan(best) && !isnan(v)))
-#define GREATER_DOUBLE(v, best) GREATER_FLOAT(v, best)
 #define HALF_IS_NAN(h) (((h) & 0x7FFFu) > 0x7C00u)
 #define GREATER_HALF(v, best)                                                                      \
     ((!HALF_IS_NAN(v) && HALF_IS_NAN(best)) ||                                                     \
@@ -106,7 +105,6 @@ typedef struct window_max {
     }
 
 DEFINE_WINDOW_MAX(f32, float, GREATER_FLOAT)
-DEFINE_WINDOW_MAX(f64, double, GREATER_DOUBLE)
 DEFINE_WINDOW_MAX(f16, uint16_t, GREATER_HALF)
 DEFINE_WINDOW_MAX(i8, int8_t, GREATER_INT)
 DEFINE_WINDOW_MAX(u8, uint8_t, GREATER_INT)
@@ -167,7 +165,6 @@ static void write_index(const forward_problem* f, uint64_t offset, uint64_t valu
     }
 
 DEFINE_FORWARD_ROW(f32, float, -INFINITY)
-DEFINE_FORWARD_ROW(f64, double, -INFINITY)
 DEFINE_FORWARD_ROW(f16, uint16_t, 0xFC00u) /* -inf */
 DEFINE_FORWARD_ROW(i8, int8_t, INT8_MIN)
 DEFINE_FORWARD_ROW(u8, uint8_t, 0)
@@ -183,7 +180,6 @@ typedef void (*forward_row_fn)(const forward_problem* f, uint64_t row);
 static forward_row_fn forward_row_for(DML_TENSOR_DATA_TYPE type) {
     switch (type) {
     case DML_TENSOR_DATA_TYPE_FLOAT32: return forward_row_f32;
-    case DML_TENSOR_DATA_TYPE_FLOAT64: return forward_row_f64;
     case DML_TENSOR_DATA_TYPE_FLOAT16: return forward_row_f16;
     case DML_TENSOR_DATA_TYPE_INT8: return forward_row_i8;
     case DML_TENSOR_DATA_TYPE_UINT8: return forward_row_u8;

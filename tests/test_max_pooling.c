@@ -1,0 +1,631 @@
+/* The max pooling family (spec max_pooling.md): golden vectors MP-1..MP-8,
+ * randomized comparisons with the float64 reference over every type, rank,
+ * layout and option, determinism, and every validation rule of §3. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "reference/max_pooling_reference.h"
+
+/* ---- A pooling problem: description, tensors and buffers ---- */
+
+typedef struct pool_case {
+    DML_OPERATOR_TYPE type; /* MAX_POOLING, 1, 2 or MAX_POOLING_GRAD */
+    DML_TENSOR_DATA_TYPE data_type, index_type; /* index_type UNKNOWN: no indices tensor */
+    uint32_t rank;
+    uint32_t input_sizes[5], output_sizes[5];
+    uint32_t strides[3], window[3], start_padding[3], end_padding[3], dilations[3];
+    test_layout layouts[3]; /* input, output (or input gradient), indices (or output gradient) */
+} pool_case;
+
+typedef struct pool_run {
+    test_tensor input, output, indices, output_gradient; /* forward: input, output, indices; grad: input, output
+                                                            = InputGradient, output_gradient */
+    test_buffer input_buffer, output_buffer, indices_buffer, output_gradient_buffer;
+    DML_MAX_POOLING_OPERATOR_DESC pool;
+    DML_MAX_POOLING1_OPERATOR_DESC pool1;
+    DML_MAX_POOLING2_OPERATOR_DESC pool2;
+    DML_MAX_POOLING_GRAD_OPERATOR_DESC grad;
+    DML_OPERATOR_DESC desc;
+} pool_run;
+
+static bool is_grad(const pool_case* c) { return c->type == DML_OPERATOR_MAX_POOLING_GRAD; }
+
+/* Builds the description and poisoned guarded buffers of c. */
+static void pool_run_init(pool_run* r, const pool_case* c) {
+    memset(r, 0, sizeof *r);
+    uint32_t k = c->rank - 2;
+    test_tensor_init(&r->input, c->data_type, c->rank, c->input_sizes, c->layouts[0]);
+    test_buffer_alloc(&r->input_buffer, r->input.buffer.TotalTensorSizeInBytes);
+    test_tensor_init(&r->output, c->data_type, c->rank, c->output_sizes, c->layouts[1]);
+    test_buffer_alloc(&r->output_buffer, r->output.buffer.TotalTensorSizeInBytes);
+    if (is_grad(c)) {
+        test_tensor_init(&r->output_gradient, c->data_type, c->rank, c->input_sizes, c->layouts[2]);
+        test_buffer_alloc(&r->output_gradient_buffer, r->output_gradient.buffer.TotalTensorSizeInBytes);
+        r->grad = (DML_MAX_POOLING_GRAD_OPERATOR_DESC){&r->input.desc, &r->output.desc, &r->output_gradient.desc,
+                                                       k, c->strides, c->window, c->start_padding,
+                                                       c->end_padding, c->dilations};
+        r->desc = (DML_OPERATOR_DESC){c->type, &r->grad};
+        return;
+    }
+    const DML_TENSOR_DESC* indices = NULL;
+    if (c->index_type != DML_TENSOR_DATA_TYPE_UNKNOWN) {
+        test_tensor_init(&r->indices, c->index_type, c->rank, c->output_sizes, c->layouts[2]);
+        test_buffer_alloc(&r->indices_buffer, r->indices.buffer.TotalTensorSizeInBytes);
+        indices = &r->indices.desc;
+    }
+    switch (c->type) {
+    case DML_OPERATOR_MAX_POOLING:
+        r->pool = (DML_MAX_POOLING_OPERATOR_DESC){&r->input.desc, &r->output.desc, k, c->strides, c->window,
+                                                  c->start_padding, c->end_padding};
+        r->desc = (DML_OPERATOR_DESC){c->type, &r->pool};
+        break;
+    case DML_OPERATOR_MAX_POOLING1:
+        r->pool1 = (DML_MAX_POOLING1_OPERATOR_DESC){&r->input.desc, &r->output.desc, indices, k, c->strides,
+                                                    c->window, c->start_padding, c->end_padding};
+        r->desc = (DML_OPERATOR_DESC){c->type, &r->pool1};
+        break;
+    default:
+        r->pool2 = (DML_MAX_POOLING2_OPERATOR_DESC){&r->input.desc, &r->output.desc, indices, k, c->strides,
+                                                    c->window, c->start_padding, c->end_padding, c->dilations};
+        r->desc = (DML_OPERATOR_DESC){c->type, &r->pool2};
+        break;
+    }
+}
+
+static void pool_run_free(pool_run* r) {
+    test_buffer_free(&r->input_buffer);
+    test_buffer_free(&r->output_buffer);
+    if (r->indices_buffer.block) test_buffer_free(&r->indices_buffer);
+    if (r->output_gradient_buffer.block) test_buffer_free(&r->output_gradient_buffer);
+}
+
+static HRESULT pool_dispatch(DMLDevice* device, pool_run* r, const pool_case* c) {
+    if (is_grad(c)) {
+        test_buffer* inputs[2] = {&r->input_buffer, &r->output_buffer};
+        test_buffer* outputs[1] = {&r->output_gradient_buffer};
+        return test_run(device, &r->desc, 2, inputs, 1, outputs);
+    }
+    test_buffer* inputs[1] = {&r->input_buffer};
+    test_buffer* outputs[2] = {&r->output_buffer, r->indices_buffer.block ? &r->indices_buffer : NULL};
+    return test_run(device, &r->desc, 1, inputs, c->type == DML_OPERATOR_MAX_POOLING ? 1 : 2, outputs);
+}
+
+static ref_pooling reference_problem(const pool_case* c) {
+    ref_pooling p = {.spatial_rank = c->rank - 2};
+    memcpy(p.input_sizes, c->input_sizes, sizeof p.input_sizes);
+    memcpy(p.output_sizes, c->output_sizes, sizeof p.output_sizes);
+    for (uint32_t i = 0; i < p.spatial_rank; i++) {
+        p.strides[i] = c->strides[i];
+        p.window[i] = c->window[i];
+        p.start_padding[i] = c->start_padding[i];
+        p.dilations[i] = c->type == DML_OPERATOR_MAX_POOLING2 || is_grad(c) ? c->dilations[i] : 1;
+    }
+    return p;
+}
+
+/* The all-padding value of each type (decision MP-2). */
+static double lowest_value(DML_TENSOR_DATA_TYPE type) {
+    switch (type) {
+    case DML_TENSOR_DATA_TYPE_FLOAT32:
+    case DML_TENSOR_DATA_TYPE_FLOAT16: return -INFINITY;
+    case DML_TENSOR_DATA_TYPE_INT8: return -128;
+    case DML_TENSOR_DATA_TYPE_INT16: return -32768;
+    case DML_TENSOR_DATA_TYPE_INT32: return -2147483648.0;
+    case DML_TENSOR_DATA_TYPE_INT64: return -9223372036854775808.0;
+    default: return 0; /* unsigned */
+    }
+}
+
+static double* load_logical(const test_buffer* b, const test_tensor* t) {
+    double* values = malloc(t->element_count * sizeof *values);
+    for (uint64_t i = 0; i < t->element_count; i++)
+        values[i] = test_load(t->buffer.DataType, b->data, test_tensor_offset(t, i));
+    return values;
+}
+
+/* Forward check: every output is a bit-exact copy of the input element the
+ * reference chose (or the sentinel), indices equal the reference's. */
+static void check_forward(const pool_run* r, const pool_case* c, const char* what) {
+    double* input = load_logical(&r->input_buffer, &r->input);
+    uint64_t count = r->output.element_count;
+    double* expected = malloc(count * sizeof *expected);
+    uint64_t* indices = malloc(count * sizeof *indices);
+    ref_pooling p = reference_problem(c);
+    ref_max_pooling(&p, input, lowest_value(c->data_type), expected, indices);
+    for (uint64_t o = 0; o < count && !test_case_failed(); o++) {
+        uint64_t got = test_load_bits(c->data_type, r->output_buffer.data, test_tensor_offset(&r->output, o));
+        if (indices[o] != UINT64_MAX) {
+            uint64_t want = test_load_bits(c->data_type, r->input_buffer.data,
+                                           test_tensor_offset(&r->input, indices[o]));
+            EXPECT(got == want, "%s: output %llu bits 0x%llx, expected input element %llu (0x%llx)", what,
+                   (unsigned long long)o, (unsigned long long)got, (unsigned long long)indices[o],
+                   (unsigned long long)want);
+        } else {
+            double value = test_load(c->data_type, r->output_buffer.data, test_tensor_offset(&r->output, o));
+            EXPECT(value == lowest_value(c->data_type), "%s: all-padding output %llu is %g", what,
+                   (unsigned long long)o, value);
+        }
+        if (r->indices_buffer.block) {
+            uint64_t got_index = test_load_bits(c->index_type, r->indices_buffer.data,
+                                                test_tensor_offset(&r->indices, o));
+            uint64_t want_index = indices[o];
+            if (c->index_type == DML_TENSOR_DATA_TYPE_UINT32 && want_index == UINT64_MAX) want_index = UINT32_MAX;
+            EXPECT(got_index == want_index, "%s: index %llu is %llu, expected %llu", what, (unsigned long long)o,
+                   (unsigned long long)got_index, (unsigned long long)want_index);
+        }
+    }
+    test_buffer_check_guards(&r->output_buffer, "OutputTensor");
+    test_buffer_check_unaddressed(&r->output_buffer, &r->output, "OutputTensor");
+    if (r->indices_buffer.block) {
+        test_buffer_check_guards(&r->indices_buffer, "OutputIndicesTensor");
+        test_buffer_check_unaddressed(&r->indices_buffer, &r->indices, "OutputIndicesTensor");
+    }
+    free(input);
+    free(expected);
+    free(indices);
+}
+
+static void check_grad(const pool_run* r, const pool_case* c, const char* what) {
+    double* input = load_logical(&r->input_buffer, &r->input);
+    double* input_gradient = load_logical(&r->output_buffer, &r->output);
+    double* expected = malloc(r->input.element_count * sizeof *expected);
+    ref_pooling p = reference_problem(c);
+    ref_max_pooling_grad(&p, input, input_gradient, expected);
+    bool half = c->data_type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    test_compare(&r->output_gradient_buffer, &r->output_gradient, expected, half ? 2e-3 : 1e-5, half ? 2e-3 : 1e-5,
+                 what);
+    test_buffer_check_guards(&r->output_gradient_buffer, "OutputGradientTensor");
+    test_buffer_check_unaddressed(&r->output_gradient_buffer, &r->output_gradient, "OutputGradientTensor");
+    free(input);
+    free(input_gradient);
+    free(expected);
+}
+
+/* ---- Golden vectors (spec examples.md MP-1..MP-8) ---- */
+
+static pool_case golden_case(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_type, const uint32_t in[4],
+                             const uint32_t out[4], uint32_t window_h, uint32_t window_w, uint32_t stride,
+                             uint32_t padding, uint32_t dilation) {
+    pool_case c = {.type = type, .data_type = data_type, .rank = 4};
+    memcpy(c.input_sizes, in, 4 * sizeof *in);
+    memcpy(c.output_sizes, out, 4 * sizeof *out);
+    c.window[0] = window_h;
+    c.window[1] = window_w;
+    for (int i = 0; i < 2; i++) {
+        c.strides[i] = stride;
+        c.start_padding[i] = c.end_padding[i] = padding;
+        c.dilations[i] = dilation;
+    }
+    c.index_type = type == DML_OPERATOR_MAX_POOLING || type == DML_OPERATOR_MAX_POOLING_GRAD
+                       ? DML_TENSOR_DATA_TYPE_UNKNOWN
+                       : DML_TENSOR_DATA_TYPE_UINT32;
+    for (int i = 0; i < 3; i++) c.layouts[i] = test_random_layout(false);
+    return c;
+}
+
+/* Runs a golden forward vector in both float types with random layouts. */
+static void golden_forward(const char* id, DML_OPERATOR_TYPE type, const uint32_t in[4], const uint32_t out[4],
+                           uint32_t window_h, uint32_t window_w, uint32_t stride, uint32_t padding,
+                           uint32_t dilation, const double* input, const double* expected_values,
+                           const double* expected_indices) {
+    DMLDevice* device = test_device(0);
+    DML_TENSOR_DATA_TYPE types[2] = {DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16};
+    for (int t = 0; t < 2; t++) {
+        pool_case c = golden_case(type, types[t], in, out, window_h, window_w, stride, padding, dilation);
+        pool_run r;
+        pool_run_init(&r, &c);
+        test_fill_values(&r.input_buffer, &r.input, input);
+        EXPECT_STATUS(pool_dispatch(device, &r, &c), S_OK, NULL);
+        test_compare(&r.output_buffer, &r.output, expected_values, 0, 0, id);
+        if (r.indices_buffer.block) test_compare(&r.indices_buffer, &r.indices, expected_indices, 0, 0, id);
+        test_buffer_check_guards(&r.output_buffer, id);
+        pool_run_free(&r);
+    }
+    dmlReleaseDevice(device);
+}
+
+static void golden_grad(const char* id, const uint32_t in[4], const uint32_t out[4], const double* input,
+                        const double* input_gradient, const double* expected) {
+    DMLDevice* device = test_device(0);
+    DML_TENSOR_DATA_TYPE types[2] = {DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16};
+    for (int t = 0; t < 2; t++) {
+        pool_case c = golden_case(DML_OPERATOR_MAX_POOLING_GRAD, types[t], in, out, 2, 2, 1, 0, 1);
+        pool_run r;
+        pool_run_init(&r, &c);
+        test_fill_values(&r.input_buffer, &r.input, input);
+        test_fill_values(&r.output_buffer, &r.output, input_gradient);
+        EXPECT_STATUS(pool_dispatch(device, &r, &c), S_OK, NULL);
+        test_compare(&r.output_gradient_buffer, &r.output_gradient, expected, 0, 0, id);
+        pool_run_free(&r);
+    }
+    dmlReleaseDevice(device);
+}
+
+static const uint32_t in_1133[4] = {1, 1, 3, 3}, out_1122[4] = {1, 1, 2, 2};
+static const double seed_input[9] = {1, 2, 3, 2, 4, 2, 5, 6, 7};
+
+TEST_CASE(golden_mp1_seed_forward_every_variant) {
+    const double values[4] = {4, 4, 6, 7}, indices[4] = {4, 4, 7, 8};
+    golden_forward("MP-1 MAX_POOLING2", DML_OPERATOR_MAX_POOLING2, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input,
+                   values, indices);
+    golden_forward("MP-1 MAX_POOLING1", DML_OPERATOR_MAX_POOLING1, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input,
+                   values, indices);
+    golden_forward("MP-1 MAX_POOLING", DML_OPERATOR_MAX_POOLING, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input,
+                   values, NULL);
+}
+
+TEST_CASE(golden_mp2_seed_gradient) {
+    const double dy[4] = {1, 2, 4, 5}, dx[9] = {0, 0, 0, 0, 3, 0, 0, 4, 5};
+    golden_grad("MP-2", in_1133, out_1122, seed_input, dy, dx);
+}
+
+TEST_CASE(golden_mp3_window_1x3) {
+    const uint32_t in[4] = {1, 1, 2, 4}, out[4] = {1, 1, 2, 2};
+    const double input[8] = {3, 5, 7, 1, 9, 4, 2, 8}, values[4] = {7, 7, 9, 8}, indices[4] = {2, 2, 4, 7};
+    golden_forward("MP-3", DML_OPERATOR_MAX_POOLING1, in, out, 1, 3, 1, 0, 1, input, values, indices);
+}
+
+TEST_CASE(golden_mp4_indices_span_the_whole_tensor) {
+    const uint32_t in[4] = {1, 2, 3, 3}, out[4] = {1, 2, 2, 2};
+    const double input[18] = {1, 2, 3, 2, 4, 2, 5, 6, 7, 9, 1, 1, 1, 1, 1, 1, 1, 8};
+    const double values[8] = {4, 4, 6, 7, 9, 1, 1, 8}, indices[8] = {4, 4, 7, 8, 9, 10, 12, 17};
+    golden_forward("MP-4", DML_OPERATOR_MAX_POOLING2, in, out, 2, 2, 1, 0, 1, input, values, indices);
+}
+
+TEST_CASE(golden_mp5_padding_and_dilation) {
+    const uint32_t in[4] = {1, 1, 4, 4};
+    double input[16];
+    for (int i = 0; i < 16; i++) input[i] = i + 1;
+    const double values[4] = {6, 8, 14, 16}, indices[4] = {5, 7, 13, 15};
+    golden_forward("MP-5", DML_OPERATOR_MAX_POOLING2, in, out_1122, 2, 2, 2, 1, 2, input, values, indices);
+}
+
+TEST_CASE(golden_mp6_ties_pick_the_lowest_index) {
+    const uint32_t in[4] = {1, 1, 2, 2}, out[4] = {1, 1, 1, 1};
+    const double input[4] = {5, 5, 5, 5}, values[1] = {5}, indices[1] = {0};
+    golden_forward("MP-6", DML_OPERATOR_MAX_POOLING2, in, out, 2, 2, 1, 0, 1, input, values, indices);
+}
+
+TEST_CASE(golden_mp7_ceil_mode_output_size) {
+    const double input[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, values[4] = {5, 6, 8, 9}, indices[4] = {4, 5, 7, 8};
+    golden_forward("MP-7", DML_OPERATOR_MAX_POOLING2, in_1133, out_1122, 2, 2, 2, 0, 1, input, values, indices);
+}
+
+TEST_CASE(golden_mp8_gradient_accumulates_overlaps) {
+    const double input[9] = {1, 1, 1, 1, 9, 1, 1, 1, 1}, dy[4] = {0.5, 0.25, 2, 1};
+    const double dx[9] = {0, 0, 0, 0, 3.75, 0, 0, 0, 0};
+    golden_grad("MP-8", in_1133, out_1122, input, dy, dx);
+}
+
+TEST_CASE(all_padding_windows_give_the_sentinel) {
+    /* Padding 3 > window 2: the corner windows hold padding only (MP-2, MP-6). */
+    const uint32_t in[4] = {1, 1, 2, 2}, out[4] = {1, 1, 4, 4};
+    DMLDevice* device = test_device(0);
+    pool_case c = golden_case(DML_OPERATOR_MAX_POOLING2, DML_TENSOR_DATA_TYPE_INT16, in, out, 2, 2, 1, 3, 1);
+    c.index_type = DML_TENSOR_DATA_TYPE_UINT64;
+    pool_run r;
+    pool_run_init(&r, &c);
+    test_fill_random(&r.input_buffer, &r.input, 0, 0);
+    EXPECT_STATUS(pool_dispatch(device, &r, &c), S_OK, NULL);
+    EXPECT(test_load_bits(DML_TENSOR_DATA_TYPE_UINT64, r.indices_buffer.data, 0) == UINT64_MAX,
+           "all-ones UINT64 index");
+    check_forward(&r, &c, "all-padding");
+    pool_run_free(&r);
+    dmlReleaseDevice(device);
+}
+
+/* ---- Randomized comparisons with the reference ---- */
+
+static const DML_TENSOR_DATA_TYPE forward_types[] = {
+    DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16, DML_TENSOR_DATA_TYPE_INT64,
+    DML_TENSOR_DATA_TYPE_INT32,   DML_TENSOR_DATA_TYPE_INT16,   DML_TENSOR_DATA_TYPE_INT8,
+    DML_TENSOR_DATA_TYPE_UINT64,  DML_TENSOR_DATA_TYPE_UINT32,  DML_TENSOR_DATA_TYPE_UINT16,
+    DML_TENSOR_DATA_TYPE_UINT8};
+
+/* A random problem: windows, strides, dilations and paddings of every kind
+ * (padding beyond the window included), and output sizes from the floor
+ * formula, the ceil formula, or anything >= 1 (decision MP-1). */
+static pool_case random_case(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_type) {
+    pool_case c = {.type = type, .data_type = data_type, .rank = test_rand_range(4, 5)};
+    c.input_sizes[0] = test_rand_range(1, 3);
+    c.input_sizes[1] = test_rand_range(1, 4);
+    c.output_sizes[0] = c.input_sizes[0];
+    c.output_sizes[1] = c.input_sizes[1];
+    bool dilated = type == DML_OPERATOR_MAX_POOLING2 || type == DML_OPERATOR_MAX_POOLING_GRAD;
+    for (uint32_t i = 0; i < c.rank - 2; i++) {
+        uint32_t in = c.input_sizes[2 + i] = test_rand_range(1, c.rank == 5 ? 6 : 11);
+        c.window[i] = test_rand_range(1, 4);
+        c.strides[i] = test_rand_range(1, 3);
+        c.dilations[i] = dilated ? test_rand_range(1, 3) : 1;
+        c.start_padding[i] = test_rand_range(0, c.window[i] + 1);
+        c.end_padding[i] = test_rand_range(0, c.window[i] + 1);
+        uint32_t dilated_window = (c.window[i] - 1) * c.dilations[i] + 1;
+        uint32_t padded = in + c.start_padding[i] + c.end_padding[i];
+        uint32_t floor_size = padded >= dilated_window ? (padded - dilated_window) / c.strides[i] + 1 : 1;
+        uint32_t ceil_size =
+            padded >= dilated_window ? (padded - dilated_window + c.strides[i] - 1) / c.strides[i] + 1 : 1;
+        uint32_t choice = test_rand_range(0, 3);
+        c.output_sizes[2 + i] = choice == 0 ? ceil_size : choice == 1 ? test_rand_range(1, floor_size + 2) : floor_size;
+    }
+    c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
+    if ((type == DML_OPERATOR_MAX_POOLING1 || type == DML_OPERATOR_MAX_POOLING2) && test_rand_range(0, 3) > 0)
+        c.index_type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_UINT32 : DML_TENSOR_DATA_TYPE_UINT64;
+    c.layouts[0] = test_random_layout(true);
+    c.layouts[1] = test_random_layout(type == DML_OPERATOR_MAX_POOLING_GRAD); /* InputGradient may broadcast */
+    c.layouts[2] = test_random_layout(false);
+    return c;
+}
+
+/* Inputs with many ties (few distinct values) half of the time, and for
+ * floats some NaN and infinities, to exercise the tie and NaN rules. */
+static void fill_pooling_input(pool_run* r, const pool_case* c) {
+    bool few_values = test_rand_bool();
+    if (!few_values && !test_type_is_float(c->data_type)) { /* integers over the type's whole range */
+        test_fill_random(&r->input_buffer, &r->input, 0, 0);
+        return;
+    }
+    bool specials = test_type_is_float(c->data_type) && test_rand_range(0, 3) == 0;
+    for (uint64_t i = 0; i < r->input.element_count; i++) {
+        double v = few_values ? (double)test_rand_range(0, 3) : test_rand_double(-100, 100);
+        uint32_t pick = specials ? test_rand_range(0, 19) : 99;
+        if (pick == 0) v = NAN;
+        if (pick == 1) v = INFINITY;
+        if (pick == 2) v = -INFINITY;
+        test_store(c->data_type, r->input_buffer.data, test_tensor_offset(&r->input, i), v);
+    }
+}
+
+static const char* case_name(const pool_case* c) {
+    static char name[160];
+    snprintf(name, sizeof name, "%s %s rank %u layouts %s/%s/%s", dmlOperatorTypeName(c->type),
+             dmlDataTypeName(c->data_type), c->rank, test_layout_name(c->layouts[0]), test_layout_name(c->layouts[1]),
+             test_layout_name(c->layouts[2]));
+    return name;
+}
+
+TEST_CASE(random_forward_matches_reference) {
+    DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(0)};
+    const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2};
+    for (int i = 0; i < 300 && !test_case_failed(); i++) {
+        pool_case c = random_case(types[test_rand_range(0, 2)], forward_types[test_rand_range(0, 9)]);
+        pool_run r;
+        pool_run_init(&r, &c);
+        fill_pooling_input(&r, &c);
+        EXPECT_STATUS(pool_dispatch(devices[test_rand_range(0, 2)], &r, &c), S_OK, NULL);
+        check_forward(&r, &c, case_name(&c));
+        pool_run_free(&r);
+    }
+    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+}
+
+TEST_CASE(random_gradient_matches_reference) {
+    DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(0)};
+    for (int i = 0; i < 200 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
+        pool_case c = random_case(DML_OPERATOR_MAX_POOLING_GRAD, type);
+        pool_run r;
+        pool_run_init(&r, &c);
+        fill_pooling_input(&r, &c);
+        /* Gradients that are multiples of 1/64 are exact in FLOAT16 and sum exactly in FLOAT32. */
+        for (uint64_t o = 0; o < r.output.element_count; o++)
+            test_store(type, r.output_buffer.data, test_tensor_offset(&r.output, o),
+                       (double)test_rand_range(0, 256) / 64.0 - 2.0);
+        EXPECT_STATUS(pool_dispatch(devices[test_rand_range(0, 2)], &r, &c), S_OK, NULL);
+        check_grad(&r, &c, case_name(&c));
+        pool_run_free(&r);
+    }
+    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+}
+
+TEST_CASE(gradient_is_deterministic_across_threads_and_runs) {
+    /* Overlapping windows (stride 1, window 3) over many planes and few planes,
+     * with non-representable gradient values so that order would matter. */
+    DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(0)};
+    const uint32_t shapes[2][4] = {{2, 16, 17, 19}, {1, 1, 64, 61}};
+    for (int s = 0; s < 2; s++) {
+        pool_case c = {.type = DML_OPERATOR_MAX_POOLING_GRAD, .data_type = DML_TENSOR_DATA_TYPE_FLOAT32, .rank = 4};
+        memcpy(c.input_sizes, shapes[s], sizeof shapes[s]);
+        memcpy(c.output_sizes, shapes[s], sizeof shapes[s]);
+        c.output_sizes[2] -= 2;
+        c.output_sizes[3] -= 2;
+        for (int i = 0; i < 2; i++) {
+            c.window[i] = 3;
+            c.strides[i] = c.dilations[i] = 1;
+        }
+        pool_run r;
+        pool_run_init(&r, &c);
+        for (uint64_t i = 0; i < r.input.element_count; i++) /* few values: many shared maxima */
+            test_store(c.data_type, r.input_buffer.data, i, (double)test_rand_range(0, 2));
+        test_fill_random(&r.output_buffer, &r.output, -1, 1);
+        uint64_t bytes = r.output_gradient_buffer.size;
+        uint8_t* first = NULL;
+        for (int run = 0; run < 6; run++) {
+            test_buffer_poison(&r.output_gradient_buffer);
+            EXPECT_STATUS(pool_dispatch(devices[run % 3], &r, &c), S_OK, NULL);
+            if (first == NULL) {
+                first = malloc(bytes);
+                memcpy(first, r.output_gradient_buffer.data, bytes);
+                check_grad(&r, &c, "determinism reference run");
+            } else {
+                EXPECT(memcmp(first, r.output_gradient_buffer.data, bytes) == 0,
+                       "shape %d run %d (threads %s) differs from the first run", s, run,
+                       run % 3 == 0 ? "1" : run % 3 == 1 ? "2" : "all");
+            }
+        }
+        free(first);
+        pool_run_free(&r);
+    }
+    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+}
+
+/* ---- Validation (spec §2, §3) ---- */
+
+typedef struct invalid_case {
+    pool_case c;
+    pool_run r;
+} invalid_case;
+
+static HRESULT create_only(DMLDevice* device, const DML_OPERATOR_DESC* desc) {
+    DMLOperator* op = NULL;
+    HRESULT status = dmlCreateOperator(device, desc, &op);
+    dmlReleaseOperator(op);
+    return status;
+}
+
+static DMLDevice* device_at(DML_FEATURE_LEVEL level) {
+    DML_DEVICE_DESC desc = {.FeatureLevel = level, .ThreadCount = 1};
+    DMLDevice* device = NULL;
+    if (FAILED(dmlCreateDevice(&desc, &device))) abort();
+    return device;
+}
+
+static pool_case valid_case(DML_OPERATOR_TYPE type) {
+    const uint32_t in[4] = {2, 3, 5, 5}, out[4] = {2, 3, 4, 4};
+    pool_case c = golden_case(type, DML_TENSOR_DATA_TYPE_FLOAT32, in, out, 2, 2, 1, 0, 1);
+    for (int i = 0; i < 3; i++) c.layouts[i] = TEST_LAYOUT_PACKED;
+    return c;
+}
+
+/* After a change of sizes or types, TotalTensorSizeInBytes grows to stay
+ * valid, so that each check breaks exactly one rule. */
+static void grow_total_sizes(pool_run* r) {
+    test_tensor* tensors[4] = {&r->input, &r->output, &r->indices, &r->output_gradient};
+    for (int i = 0; i < 4; i++) {
+        DML_BUFFER_TENSOR_DESC* b = &tensors[i]->buffer;
+        if (b->Sizes == NULL) continue;
+        UINT64 needed = DMLCalcBufferTensorSize(b->DataType, b->DimensionCount, b->Sizes, b->Strides);
+        if (needed > b->TotalTensorSizeInBytes) b->TotalTensorSizeInBytes = needed;
+    }
+}
+
+/* Each check builds a valid case, breaks one thing, and expects the status
+ * and a message that names the field. */
+#define EXPECT_REJECTED(op_type, level, breakage, ...)                                             \
+    do {                                                                                           \
+        DMLDevice* device_ = device_at(level);                                                     \
+        pool_case c = valid_case(op_type);                                                         \
+        pool_run r;                                                                                \
+        pool_run_init(&r, &c);                                                                     \
+        breakage;                                                                                  \
+        grow_total_sizes(&r);                                                                      \
+        EXPECT_STATUS(create_only(device_, &r.desc), E_INVALIDARG, __VA_ARGS__);                   \
+        pool_run_free(&r);                                                                         \
+        dmlReleaseDevice(device_);                                                                 \
+    } while (0)
+
+#define EXPECT_ACCEPTED(op_type, level, change)                                                    \
+    do {                                                                                           \
+        DMLDevice* device_ = device_at(level);                                                     \
+        pool_case c = valid_case(op_type);                                                         \
+        pool_run r;                                                                                \
+        pool_run_init(&r, &c);                                                                     \
+        change;                                                                                    \
+        grow_total_sizes(&r);                                                                      \
+        EXPECT_STATUS(create_only(device_, &r.desc), S_OK, NULL);                                  \
+        pool_run_free(&r);                                                                         \
+        dmlReleaseDevice(device_);                                                                 \
+    } while (0)
+
+#define TOP DML_FEATURE_LEVEL_6_4
+#define MP DML_OPERATOR_MAX_POOLING
+#define MP1 DML_OPERATOR_MAX_POOLING1
+#define MP2 DML_OPERATOR_MAX_POOLING2
+#define GRAD DML_OPERATOR_MAX_POOLING_GRAD
+
+TEST_CASE(validation_required_tensors_and_arrays) {
+    EXPECT_REJECTED(MP2, TOP, r.pool2.InputTensor = NULL, "MAX_POOLING2", "InputTensor", "required");
+    EXPECT_REJECTED(MP, TOP, r.pool.OutputTensor = NULL, "MAX_POOLING", "OutputTensor", "required");
+    EXPECT_REJECTED(GRAD, TOP, r.grad.InputGradientTensor = NULL, "MAX_POOLING_GRAD", "InputGradientTensor");
+    EXPECT_REJECTED(GRAD, TOP, r.grad.OutputGradientTensor = NULL, "OutputGradientTensor");
+    EXPECT_REJECTED(MP2, TOP, r.pool2.Strides = NULL, "MAX_POOLING2", "Strides is NULL");
+    EXPECT_REJECTED(MP1, TOP, r.pool1.WindowSize = NULL, "WindowSize is NULL");
+    EXPECT_REJECTED(MP, TOP, r.pool.StartPadding = NULL, "StartPadding is NULL");
+    EXPECT_REJECTED(MP2, TOP, r.pool2.EndPadding = NULL, "EndPadding is NULL");
+    EXPECT_REJECTED(MP2, TOP, r.pool2.Dilations = NULL, "Dilations is NULL");
+    EXPECT_REJECTED(GRAD, TOP, r.grad.Dilations = NULL, "Dilations is NULL");
+    EXPECT_ACCEPTED(MP1, TOP, r.pool1.OutputIndicesTensor = NULL);
+}
+
+TEST_CASE(validation_dimension_counts) {
+    EXPECT_REJECTED(MP2, TOP, (r.input.buffer.DimensionCount = 3, r.pool2.DimensionCount = 1),
+                    "InputTensor.DimensionCount is 3", "4..5");
+    EXPECT_REJECTED(MP2, TOP, r.pool2.DimensionCount = 3, "DimensionCount is 3", "InputTensor.DimensionCount - 2");
+    EXPECT_REJECTED(GRAD, TOP, r.grad.DimensionCount = 1, "MAX_POOLING_GRAD", "DimensionCount is 1");
+    EXPECT_REJECTED(MP2, TOP, r.output.buffer.DimensionCount = 3, "OutputTensor.DimensionCount");
+    EXPECT_REJECTED(GRAD, TOP, r.output.buffer.DimensionCount = 3, "InputGradientTensor.DimensionCount");
+    /* GRAD is 4-D only below FL 4.0 (decision MP-8). */
+    {
+        DMLDevice* fl3 = device_at(DML_FEATURE_LEVEL_3_0);
+        DMLDevice* fl4 = device_at(DML_FEATURE_LEVEL_4_0);
+        pool_case c = valid_case(GRAD);
+        c.rank = 5;
+        c.input_sizes[4] = 5;
+        c.output_sizes[4] = 4;
+        c.window[2] = 2;
+        c.strides[2] = c.dilations[2] = 1;
+        pool_run r;
+        pool_run_init(&r, &c);
+        EXPECT_STATUS(create_only(fl3, &r.desc), E_INVALIDARG, "MAX_POOLING_GRAD", "InputTensor.DimensionCount is 5",
+                      "must be 4");
+        EXPECT_STATUS(create_only(fl4, &r.desc), S_OK, NULL);
+        pool_run_free(&r);
+        dmlReleaseDevice(fl3);
+        dmlReleaseDevice(fl4);
+    }
+}
+
+TEST_CASE(validation_shapes) {
+    EXPECT_REJECTED(MP2, TOP, r.output.sizes[0] = 1, "OutputTensor.Sizes[0] is 1", "batch size");
+    EXPECT_REJECTED(MP1, TOP, r.output.sizes[1] = 2, "OutputTensor.Sizes[1] is 2", "channel");
+    EXPECT_REJECTED(MP2, TOP, r.indices.sizes[3] = 3, "OutputIndicesTensor.Sizes[3]", "OutputTensor.Sizes[3]");
+    EXPECT_REJECTED(GRAD, TOP, r.output_gradient.sizes[2] = 4, "OutputGradientTensor.Sizes[2]",
+                    "InputTensor.Sizes[2]");
+    EXPECT_REJECTED(GRAD, TOP, r.output.sizes[1] = 1, "InputGradientTensor.Sizes[1] is 1", "channel");
+    EXPECT_REJECTED(GRAD, TOP, r.output.sizes[0] = 3, "InputGradientTensor.Sizes[0] is 3");
+    /* Any spatial output size >= 1 is accepted (decision MP-1). */
+    EXPECT_ACCEPTED(MP2, TOP, (r.output.sizes[2] = 40, r.indices.sizes[2] = 40));
+}
+
+TEST_CASE(validation_window_parameters) {
+    EXPECT_REJECTED(MP2, TOP, c.strides[1] = 0, "MAX_POOLING2", "Strides[1] is 0", ">= 1");
+    EXPECT_REJECTED(MP1, TOP, c.window[0] = 0, "WindowSize[0] is 0");
+    EXPECT_REJECTED(MP2, TOP, c.dilations[1] = 0, "Dilations[1] is 0");
+    EXPECT_REJECTED(GRAD, TOP, c.dilations[0] = 0, "MAX_POOLING_GRAD", "Dilations[0] is 0");
+    /* Padding larger than the window is allowed (decision MP-6). */
+    EXPECT_ACCEPTED(MP2, TOP, (c.start_padding[0] = 9, c.end_padding[1] = 9));
+}
+
+TEST_CASE(validation_data_types_by_feature_level) {
+    EXPECT_REJECTED(MP2, TOP, r.output.buffer.DataType = DML_TENSOR_DATA_TYPE_FLOAT16, "OutputTensor.DataType",
+                    "InputTensor.DataType");
+    EXPECT_REJECTED(MP2, TOP, (r.input.buffer.DataType = r.output.buffer.DataType = DML_TENSOR_DATA_TYPE_FLOAT64),
+                    "InputTensor.DataType is FLOAT64");
+    EXPECT_REJECTED(MP2, TOP, r.indices.buffer.DataType = DML_TENSOR_DATA_TYPE_INT32,
+                    "OutputIndicesTensor.DataType is INT32", "UINT32");
+    EXPECT_REJECTED(MP1, DML_FEATURE_LEVEL_4_1, r.indices.buffer.DataType = DML_TENSOR_DATA_TYPE_UINT64,
+                    "OutputIndicesTensor.DataType is UINT64");
+    EXPECT_ACCEPTED(MP1, DML_FEATURE_LEVEL_5_0, r.indices.buffer.DataType = DML_TENSOR_DATA_TYPE_UINT64);
+    /* 8-bit integers from FL 3.0, the other integers from FL 5.0. */
+    EXPECT_REJECTED(MP, DML_FEATURE_LEVEL_2_1, (r.input.buffer.DataType = r.output.buffer.DataType =
+                                                    DML_TENSOR_DATA_TYPE_UINT8), "InputTensor.DataType is UINT8");
+    EXPECT_ACCEPTED(MP, DML_FEATURE_LEVEL_3_0,
+                    (r.input.buffer.DataType = r.output.buffer.DataType = DML_TENSOR_DATA_TYPE_INT8));
+    EXPECT_REJECTED(MP2, DML_FEATURE_LEVEL_4_1,
+                    (r.input.buffer.DataType = r.output.buffer.DataType = DML_TENSOR_DATA_TYPE_INT32),
+                    "InputTensor.DataType is INT32");
+    EXPECT_ACCEPTED(MP2, DML_FEATURE_LEVEL_5_0,
+                    (r.input.buffer.DataType = r.output.buffer.DataType = DML_TENSOR_DATA_TYPE_UINT16));
+    EXPECT_REJECTED(GRAD, TOP, r.output_gradient.buffer.DataType = DML_TENSOR_DATA_TYPE_FLOAT16,
+                    "OutputGradientTensor.DataType");
+    EXPECT_REJECTED(GRAD, TOP,
+                    (r.input.buffer.DataType = r.output.buffer.DataType = r.output_gradient.buffer.DataType =
+                         DML_TENSOR_DATA_TYPE_INT8),
+                    "MAX_POOLING_GRAD", "InputTensor.DataType is INT8");
+    /* Operators by feature level. */
+    EXPECT_REJECTED(MP1, DML_FEATURE_LEVEL_1_0, (void)0, "MAX_POOLING1", "feature level");
+    EXPECT_REJECTED(GRAD, DML_FEATURE_LEVEL_2_1, (void)0, "MAX_POOLING_GRAD", "feature level");
+    EXPECT_ACCEPTED(MP, DML_FEATURE_LEVEL_1_0, (void)0);
+}

@@ -317,6 +317,21 @@ TEST_CASE(all_padding_windows_give_the_sentinel) {
     dmlReleaseDevice(device);
 }
 
+TEST_CASE(huge_strides_leave_windows_outside_the_input) {
+    /* Stride 2^32 - 1: every window but the first starts past the input. */
+    const uint32_t in[4] = {1, 2, 3, 3}, out[4] = {1, 2, 3, 2};
+    DMLDevice* device = test_device(0);
+    pool_case c = golden_case(DML_OPERATOR_MAX_POOLING2, DML_TENSOR_DATA_TYPE_FLOAT32, in, out, 2, 2, 1, 0, 1);
+    c.strides[0] = c.strides[1] = UINT32_MAX;
+    pool_run r;
+    pool_run_init(&r, &c);
+    test_fill_random(&r.input_buffer, &r.input, -5, 5);
+    EXPECT_STATUS(pool_dispatch(device, &r, &c), S_OK, NULL);
+    check_forward(&r, &c, "huge strides");
+    pool_run_free(&r);
+    dmlReleaseDevice(device);
+}
+
 /* ---- Randomized comparisons with the reference ---- */
 
 static const DML_TENSOR_DATA_TYPE forward_types[] = {

@@ -47,9 +47,13 @@ typedef struct tap_range {
 } tap_range;
 
 static tap_range taps(const dml_pooling_params* p, uint32_t dim, uint32_t out, uint32_t in_size) {
-    tap_range r;
-    int64_t stride = p->strides[dim], dilation = p->dilations[dim], window = p->window[dim];
-    r.start = (int64_t)out * stride - (int64_t)p->start_padding[dim];
+    tap_range r = {0, 0, 0};
+    int64_t dilation = p->dilations[dim], window = p->window[dim];
+    /* out * stride < 2^64 always, but may not fit int64: a window starting
+     * past the input's end has no taps. */
+    uint64_t offset = (uint64_t)out * p->strides[dim];
+    if (offset >= (uint64_t)p->start_padding[dim] + in_size) return r;
+    r.start = (int64_t)offset - (int64_t)p->start_padding[dim];
     int64_t first = r.start >= 0 ? 0 : (-r.start + dilation - 1) / dilation;   /* first k with pos >= 0 */
     int64_t last = (int64_t)in_size - r.start;                                    /* pos < in_size */
     int64_t end = last <= 0 ? 0 : (last + dilation - 1) / dilation;

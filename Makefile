@@ -6,7 +6,7 @@ ASAN_DIR ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build build-asan run test test-release test-asan install clean
+.PHONY: all setup build build-asan run test test-release test-asan bench install clean
 
 all: build
 
@@ -35,6 +35,10 @@ test-asan: build-asan
 
 # Every test, in the release build and under ASan + UBSan.
 test: test-release test-asan
+
+# Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
+bench: build
+	$(BUILD_DIR)/bench/bench_max_pooling
 
 install: build
 	cmake --install $(BUILD_DIR)

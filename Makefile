@@ -3,10 +3,11 @@
 
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build build-asan run test test-release test-asan bench install clean
+.PHONY: all setup build build-asan build-tsan run test test-release test-asan test-tsan bench install clean
 
 all: build
 
@@ -22,6 +23,12 @@ build-asan: setup
 	  -DDML_SANITIZE=address,undefined -DDML_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 
+# ThreadSanitizer needs clang's OpenMP (libomp) with its TSan annotations (archer).
+build-tsan: setup
+	CC=clang cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDML_WERROR=ON \
+	  -DDML_SANITIZE=thread -DDML_CUDA=OFF -DDML_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSAN_DIR) -j $(JOBS)
+
 # The main job: a short tour of the operators.
 run: build
 	$(BUILD_DIR)/examples/max_pooling_example
@@ -33,8 +40,15 @@ test-asan: build-asan
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
-# Every test, in the release build and under ASan + UBSan.
-test: test-release test-asan
+test-tsan: build-tsan
+	cd $(TSAN_DIR) && OMP_TOOL_LIBRARIES=$(ARCHER) TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --output-on-failure -j $(JOBS)
+
+ARCHER ?= $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
+
+# Every test: in the release build, under ASan + UBSan, and under
+# ThreadSanitizer (OpenMP kernels included).
+test: test-release test-asan test-tsan
 
 # Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
 bench: build

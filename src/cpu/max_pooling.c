@@ -54,9 +54,15 @@ static tap_range taps(const dml_pooling_params* p, uint32_t dim, uint32_t out, u
     uint64_t offset = (uint64_t)out * p->strides[dim];
     if (offset >= (uint64_t)p->start_padding[dim] + in_size) return r;
     r.start = (int64_t)offset - (int64_t)p->start_padding[dim];
-    int64_t first = r.start >= 0 ? 0 : (-r.start + dilation - 1) / dilation;   /* first k with pos >= 0 */
-    int64_t last = (int64_t)in_size - r.start;                                    /* pos < in_size */
-    int64_t end = last <= 0 ? 0 : (last + dilation - 1) / dilation;
+    int64_t last = (int64_t)in_size - r.start; /* taps need pos < in_size */
+    int64_t first, end;
+    if (dilation == 1) { /* the common case, without divisions */
+        first = r.start >= 0 ? 0 : -r.start;
+        end = last;
+    } else {
+        first = r.start >= 0 ? 0 : (-r.start + dilation - 1) / dilation; /* first k with pos >= 0 */
+        end = last <= 0 ? 0 : (last + dilation - 1) / dilation;
+    }
     if (end > window) end = window;
     if (first > end) first = end;
     r.begin = (uint32_t)first;
@@ -82,29 +88,43 @@ typedef struct window_max {
      (!HALF_IS_NAN(v) && dml_half_to_float(v) > dml_half_to_float(best)))
 
 /* Scans one window of the plane at `plane` (element pointer) in increasing
- * logical order and returns the first maximal element. */
+ * logical order and returns the first maximal element. Pointers step by
+ * dilation * stride; the position is computed once, for the winner. */
 #define DEFINE_WINDOW_MAX(SUFFIX, T, GREATER)                                                      \
     static window_max window_max_##SUFFIX(const T* plane, const pool_view* in, const tap_range r[3], \
                                           const dml_pooling_params* p) {                           \
         window_max result = {false, 0, 0};                                                         \
-        T best = 0;                                                                                \
-        for (uint32_t kd = r[0].begin; kd < r[0].end; kd++) {                                      \
-            uint64_t d = (uint64_t)(r[0].start + (int64_t)kd * p->dilations[0]);                   \
-            for (uint32_t kh = r[1].begin; kh < r[1].end; kh++) {                                  \
-                uint64_t h = (uint64_t)(r[1].start + (int64_t)kh * p->dilations[1]);               \
-                for (uint32_t kw = r[2].begin; kw < r[2].end; kw++) {                              \
-                    uint64_t w = (uint64_t)(r[2].start + (int64_t)kw * p->dilations[2]);           \
-                    uint64_t offset = d * in->strides[2] + h * in->strides[3] + w * in->strides[4]; \
-                    T v = plane[offset];                                                           \
-                    if (!result.found || GREATER(v, best)) {                                       \
+        if (r[0].begin >= r[0].end || r[1].begin >= r[1].end || r[2].begin >= r[2].end) return result; \
+        uint64_t first[3], step[3];                                                                \
+        for (int i = 0; i < 3; i++) {                                                              \
+            first[i] = (uint64_t)(r[i].start + (int64_t)r[i].begin * p->dilations[i]);            \
+            step[i] = (uint64_t)p->dilations[i] * in->strides[2 + i];                              \
+        }                                                                                          \
+        const T* start = plane + first[0] * in->strides[2] + first[1] * in->strides[3] + first[2] * in->strides[4]; \
+        T best = *start;                                                                           \
+        uint32_t best_k[3] = {r[0].begin, r[1].begin, r[2].begin};                                 \
+        const T* at_d = start;                                                                     \
+        for (uint32_t kd = r[0].begin; kd < r[0].end; kd++, at_d += step[0]) {                    \
+            const T* at_h = at_d;                                                                  \
+            for (uint32_t kh = r[1].begin; kh < r[1].end; kh++, at_h += step[1]) {                 \
+                const T* at_w = at_h;                                                              \
+                for (uint32_t kw = r[2].begin; kw < r[2].end; kw++, at_w += step[2]) {             \
+                    T v = *at_w;                                                                   \
+                    if (GREATER(v, best)) {                                                        \
                         best = v;                                                                  \
-                        result.found = true;                                                       \
-                        result.offset = offset;                                                    \
-                        result.position = (d * in->sizes[3] + h) * in->sizes[4] + w;               \
+                        best_k[0] = kd;                                                            \
+                        best_k[1] = kh;                                                            \
+                        best_k[2] = kw;                                                            \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
+        uint64_t d = (uint64_t)(r[0].start + (int64_t)best_k[0] * p->dilations[0]);                \
+        uint64_t h = (uint64_t)(r[1].start + (int64_t)best_k[1] * p->dilations[1]);                \
+        uint64_t w = (uint64_t)(r[2].start + (int64_t)best_k[2] * p->dilations[2]);                \
+        result.found = true;                                                                       \
+        result.offset = d * in->strides[2] + h * in->strides[3] + w * in->strides[4];              \
+        result.position = (d * in->sizes[3] + h) * in->sizes[4] + w;                               \
         return result;                                                                             \
     }
 

@@ -48,9 +48,13 @@ struct tap_range {
 };
 
 __device__ tap_range taps(const dml_pooling_params& p, int dim, uint32_t out, uint32_t in_size) {
-    tap_range r;
-    int64_t stride = p.strides[dim], dilation = p.dilations[dim], window = p.window[dim];
-    r.start = (int64_t)out * stride - (int64_t)p.start_padding[dim];
+    tap_range r = {0, 0, 0};
+    int64_t dilation = p.dilations[dim], window = p.window[dim];
+    /* out * stride < 2^64 but may not fit int64: a window that starts past
+     * the input's end has no taps. */
+    uint64_t offset = (uint64_t)out * p.strides[dim];
+    if (offset >= (uint64_t)p.start_padding[dim] + in_size) return r;
+    r.start = (int64_t)offset - (int64_t)p.start_padding[dim];
     int64_t first = r.start >= 0 ? 0 : (-r.start + dilation - 1) / dilation; /* first k with pos >= 0 */
     int64_t last = (int64_t)in_size - r.start;                                  /* pos < in_size */
     int64_t end = last <= 0 ? 0 : (last + dilation - 1) / dilation;
@@ -68,11 +72,6 @@ struct f32_type {
     typedef float T;
     static __device__ bool greater(T v, T best) { return v > best || (isnan(best) && !isnan(v)); }
     static __device__ T lowest() { return __int_as_float((int)0xFF800000u); } /* -inf */
-};
-struct f64_type {
-    typedef double T;
-    static __device__ bool greater(T v, T best) { return v > best || (isnan(best) && !isnan(v)); }
-    static __device__ T lowest() { return __longlong_as_double((long long)0xFFF0000000000000ull); }
 };
 struct f16_type {
     typedef uint16_t T; /* binary16 bits */
@@ -225,12 +224,12 @@ struct cover_range {
 };
 
 __device__ cover_range covering_outputs(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
-    int64_t stride = p.strides[dim], reach = (int64_t)(p.window[dim] - 1) * p.dilations[dim];
-    int64_t t = (int64_t)x + p.start_padding[dim]; /* o * stride = t - k * dilation */
-    int64_t low = t - reach;
+    uint64_t stride = p.strides[dim];
+    uint64_t reach = (uint64_t)(p.window[dim] - 1) * p.dilations[dim]; /* < 2^64 */
+    uint64_t t = (uint64_t)x + p.start_padding[dim]; /* o * stride = t - k * dilation, < 2^33 */
     cover_range c;
-    c.first = low <= 0 ? 0 : (low + stride - 1) / stride;
-    c.last = t / stride;
+    c.first = reach >= t ? 0 : (int64_t)((t - reach + stride - 1) / stride);
+    c.last = (int64_t)(t / stride);
     if (c.last > (int64_t)out_size - 1) c.last = (int64_t)out_size - 1;
     return c;
 }
@@ -317,7 +316,6 @@ HRESULT dml_cuda_max_pooling(const dml_kernel_args* args) {
     f.count = element_count(f.out);
     switch (op->inputs[DML_POOL_INPUT].tensor.type) {
     case DML_TENSOR_DATA_TYPE_FLOAT32: return launch_forward<f32_type>(args, f);
-    case DML_TENSOR_DATA_TYPE_FLOAT64: return launch_forward<f64_type>(args, f);
     case DML_TENSOR_DATA_TYPE_FLOAT16: return launch_forward<f16_type>(args, f);
     case DML_TENSOR_DATA_TYPE_INT8: return launch_forward<i8_type>(args, f);
     case DML_TENSOR_DATA_TYPE_UINT8: return launch_forward<u8_type>(args, f);

@@ -57,6 +57,19 @@ TEST_CASE(cuda_device_creation) {
     cudaGetDevice(&after);
     EXPECT(before == after, "current GPU %d before, %d after dmlCreateDevice", before, after);
     dmlReleaseDevice(device);
+
+#if CUDART_VERSION >= 12080
+    if (count >= 2) {
+        /* A stream of GPU 0 with CudaDeviceOrdinal 1. */
+        cudaStream_t stream = NULL;
+        EXPECT(cudaSetDevice(0) == cudaSuccess && cudaStreamCreate(&stream) == cudaSuccess, "stream on GPU 0");
+        DML_DEVICE_DESC other = {.Backend = DML_BACKEND_CUDA, .CudaDeviceOrdinal = 1, .CudaStream = stream};
+        EXPECT_STATUS(dmlCreateDevice(&other, &device), E_INVALIDARG, "CudaStream", "CudaDeviceOrdinal");
+        cudaStreamDestroy(stream);
+    } else {
+        printf("note: one GPU, so the check of a stream of another GPU did not run\n");
+    }
+#endif
 }
 
 TEST_CASE(cuda_buffers) {
@@ -278,6 +291,10 @@ TEST_CASE(cuda_max_pooling_matches_cpu) {
     DMLDevice* cpu = cpu_device();
     static const DML_OPERATOR_TYPE types[] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1,
                                               DML_OPERATOR_MAX_POOLING2};
+    /* With DML_TEST_CUDA_DEVICE=1 on a machine of several GPUs, the device is
+     * not the current GPU: every libdml call must switch to it and back. */
+    int current = -1, now = -2;
+    cudaGetDevice(&current);
     for (int iteration = 0; iteration < 400 && !test_case_failed(); iteration++) {
         pool_case* c = calloc(1, sizeof *c);
         c->type = types[test_rand_range(0, 2)];
@@ -295,6 +312,8 @@ TEST_CASE(cuda_max_pooling_matches_cpu) {
         c->idx_layout = test_random_layout(false);
         compare_forward(cpu, cuda, c);
         free(c);
+        cudaGetDevice(&now);
+        EXPECT(now == current, "current GPU %d before, %d after the dispatches", current, now);
     }
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);

@@ -428,9 +428,9 @@ TEST_CASE(cuda_max_pooling_large) {
     dmlReleaseDevice(cuda);
 }
 
-/* Validation on a CUDA device: errors with messages, and the device stays usable. */
-TEST_CASE(cuda_binding_errors_keep_device) {
-    DMLDevice* cuda = test_cuda_device();
+/* Binding errors on a device: the same statuses and messages as on the CPU
+ * (validation is shared), and the device stays usable. */
+static void check_binding_errors(DMLDevice* device) {
     pool_case* c = calloc(1, sizeof *c);
     c->type = DML_OPERATOR_MAX_POOLING2;
     c->value_type = DML_TENSOR_DATA_TYPE_FLOAT32;
@@ -438,18 +438,29 @@ TEST_CASE(cuda_binding_errors_keep_device) {
     test_tensor_init(&c->in, c->value_type, 4, c->in_sizes, TEST_LAYOUT_PACKED);
     test_tensor_init(&c->out, c->value_type, 4, c->out_sizes, TEST_LAYOUT_PACKED);
     build_descs(c);
-    test_buffer in, small;
-    test_buffer_alloc(&in, c->in.buffer.TotalTensorSizeInBytes);
-    test_buffer_alloc(&small, c->out.buffer.TotalTensorSizeInBytes - 4);
-    EXPECT_STATUS(test_run(cuda, &c->op, 1, (test_buffer*[]){&in}, 2, (test_buffer*[]){&small, NULL}), E_INVALIDARG,
-                  "MAX_POOLING2", "OutputTensor", "SizeInBytes");
-    /* One buffer bound as input and output: the overlap is seen on CUDA too. */
-    EXPECT_STATUS(test_run(cuda, &c->op, 1, (test_buffer*[]){&in}, 2, (test_buffer*[]){&in, NULL}), E_INVALIDARG,
-                  "overlaps");
-    EXPECT(dmlGetDeviceRemovedReason(cuda) == S_OK, "binding errors do not remove the device (T-8)");
+    uint64_t in_bytes = c->in.buffer.TotalTensorSizeInBytes, out_bytes = c->out.buffer.TotalTensorSizeInBytes;
+    test_buffer in, small, both;
+    test_buffer_alloc(&in, in_bytes);
+    test_buffer_alloc(&small, out_bytes - 4);
+    test_buffer_alloc(&both, in_bytes > out_bytes ? in_bytes : out_bytes);
+    EXPECT_STATUS(test_run(device, &c->op, 1, (test_buffer*[]){&in}, 2, (test_buffer*[]){&small, NULL}),
+                  E_INVALIDARG, "MAX_POOLING2", "OutputTensor", "SizeInBytes");
+    /* One buffer bound as input and output (the harness mirrors it once). */
+    EXPECT_STATUS(test_run(device, &c->op, 1, (test_buffer*[]){&both}, 2, (test_buffer*[]){&both, NULL}),
+                  E_INVALIDARG, "MAX_POOLING2", "OutputTensor", "overlaps", "InputTensor");
+    EXPECT(dmlGetDeviceRemovedReason(device) == S_OK, "binding errors do not remove the device (T-8)");
     test_buffer_free(&in);
     test_buffer_free(&small);
+    test_buffer_free(&both);
     free(c);
+}
+
+TEST_CASE(cuda_binding_errors_keep_device) {
+    DMLDevice* cpu = cpu_device();
+    check_binding_errors(cpu);
+    dmlReleaseDevice(cpu);
+    DMLDevice* cuda = test_cuda_device();
+    check_binding_errors(cuda);
     dmlReleaseDevice(cuda);
 }
 

@@ -337,7 +337,28 @@ void test_fill_values(test_buffer* b, const test_tensor* t, const double* values
 
 /* ---- Running an operator ---- */
 
+bool test_backend_is_cuda(void) {
+    const char* backend = getenv("DML_TEST_BACKEND");
+    if (backend == NULL || *backend == '\0' || strcmp(backend, "cpu") == 0) return false;
+    if (strcmp(backend, "cuda") == 0) return true;
+    fprintf(stderr, "DML_TEST_BACKEND is \"%s\" but must be cpu or cuda\n", backend);
+    exit(2);
+}
+
+DMLDevice* test_cuda_device(void) {
+    const char* ordinal = getenv("DML_TEST_CUDA_DEVICE");
+    DML_DEVICE_DESC desc = {.Backend = DML_BACKEND_CUDA, .CudaDeviceOrdinal = ordinal ? atoi(ordinal) : 0};
+    DMLDevice* device = NULL;
+    if (FAILED(dmlCreateDevice(&desc, &device))) {
+        printf("SKIPPED: no CUDA device (%s)\n", dmlGetLastErrorMessage());
+        fflush(stdout);
+        exit(TEST_SKIP_EXIT_CODE);
+    }
+    return device;
+}
+
 DMLDevice* test_device(uint32_t threads) {
+    if (test_backend_is_cuda()) return test_cuda_device();
     DML_DEVICE_DESC desc = {.Backend = DML_BACKEND_CPU, .ThreadCount = threads};
     DMLDevice* device = NULL;
     HRESULT status = dmlCreateDevice(&desc, &device);
@@ -348,22 +369,77 @@ DMLDevice* test_device(uint32_t threads) {
     return device;
 }
 
-static void bind_buffers(uint32_t count, test_buffer** buffers, DML_BUFFER_BINDING* buffer_bindings,
-                         DML_BINDING_DESC* bindings) {
+/* The buffers of one test_run and, on a device with its own memory, their
+ * mirrors there (the whole guarded block). */
+enum { MAX_RUN_BUFFERS = 16 };
+typedef struct run_buffers {
+    DMLDevice* device;
+    bool mirrored;
+    uint32_t count;
+    test_buffer* host[MAX_RUN_BUFFERS];
+    uint8_t* block[MAX_RUN_BUFFERS]; /* device copy of host[i]->block */
+} run_buffers;
+
+static uint64_t guarded_size(const test_buffer* b) { return b->size + 2 * TEST_GUARD_BYTES; }
+
+/* The payload address to bind for b: its own, or its mirror's. */
+static HRESULT run_buffer_address(run_buffers* run, test_buffer* b, void** address) {
+    if (!run->mirrored) {
+        *address = b->data;
+        return S_OK;
+    }
+    for (uint32_t i = 0; i < run->count; i++)
+        if (run->host[i] == b) {
+            *address = run->block[i] + TEST_GUARD_BYTES;
+            return S_OK;
+        }
+    if (run->count == MAX_RUN_BUFFERS) {
+        fprintf(stderr, "test_run: more than %d buffers\n", MAX_RUN_BUFFERS);
+        exit(2);
+    }
+    void* block = NULL;
+    HRESULT status = dmlAllocateBuffer(run->device, guarded_size(b), &block);
+    if (FAILED(status)) return status;
+    run->host[run->count] = b;
+    run->block[run->count] = block;
+    run->count++;
+    status = dmlUpload(run->device, block, b->block, guarded_size(b));
+    *address = (uint8_t*)block + TEST_GUARD_BYTES;
+    return status;
+}
+
+static HRESULT bind_buffers(run_buffers* run, uint32_t count, test_buffer** buffers,
+                            DML_BUFFER_BINDING* buffer_bindings, DML_BINDING_DESC* bindings) {
     for (uint32_t i = 0; i < count; i++) {
         if (buffers[i] == NULL) {
             bindings[i] = (DML_BINDING_DESC){DML_BINDING_TYPE_NONE, NULL};
             continue;
         }
-        buffer_bindings[i] = (DML_BUFFER_BINDING){buffers[i]->data, 0, buffers[i]->size};
+        void* address = NULL;
+        HRESULT status = run_buffer_address(run, buffers[i], &address);
+        if (FAILED(status)) return status;
+        buffer_bindings[i] = (DML_BUFFER_BINDING){address, 0, buffers[i]->size};
         bindings[i] = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &buffer_bindings[i]};
     }
+    return S_OK;
+}
+
+/* Brings every mirror back into its host block (after a successful run) and
+ * frees the mirrors. */
+static HRESULT run_buffers_finish(run_buffers* run, HRESULT status) {
+    for (uint32_t i = 0; i < run->count; i++) {
+        if (SUCCEEDED(status))
+            status = dmlDownload(run->device, run->host[i]->block, run->block[i], guarded_size(run->host[i]));
+        dmlFreeBuffer(run->device, run->block[i]);
+    }
+    return status;
 }
 
 HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t input_count, test_buffer** inputs,
                  uint32_t output_count, test_buffer** outputs) {
     DMLOperator* op = NULL;
     DMLCompiledOperator* compiled = NULL;
+    run_buffers run = {.device = device, .mirrored = dmlGetDeviceBackend(device) == DML_BACKEND_CUDA};
     HRESULT status = dmlCreateOperator(device, desc, &op);
     if (SUCCEEDED(status)) status = dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled);
     dmlReleaseOperator(op);
@@ -371,13 +447,17 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     if (SUCCEEDED(status)) {
         DML_BUFFER_BINDING in_buffers[8], out_buffers[8];
         DML_BINDING_DESC in_bindings[8], out_bindings[8];
-        bind_buffers(input_count, inputs, in_buffers, in_bindings);
-        bind_buffers(output_count, outputs, out_buffers, out_bindings);
-        DML_DISPATCH_BINDINGS bindings = {input_count, in_bindings, output_count, out_bindings,
-                                          {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
-        status = dmlDispatch(compiled, &bindings);
+        status = bind_buffers(&run, input_count, inputs, in_buffers, in_bindings);
+        if (SUCCEEDED(status)) status = bind_buffers(&run, output_count, outputs, out_buffers, out_bindings);
+        if (SUCCEEDED(status)) {
+            DML_DISPATCH_BINDINGS bindings = {input_count, in_bindings, output_count, out_bindings,
+                                              {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
+            status = dmlDispatch(compiled, &bindings);
+        }
         if (SUCCEEDED(status)) status = dmlSynchronize(device);
     }
+    /* After a failure only frees run here, which keeps the failure's message. */
+    status = run_buffers_finish(&run, status);
     dmlReleaseCompiledOperator(compiled);
     return status;
 }

@@ -120,10 +120,27 @@ void test_fill_random(test_buffer* b, const test_tensor* t, double lo, double hi
 void test_fill_values(test_buffer* b, const test_tensor* t, const double* values);
 
 /* ---- Running an operator ---- */
-/* Creates a CPU device with `threads` threads (0 = all) at the highest level. */
+/* The backend under test: the CPU, or CUDA when the environment has
+ * DML_TEST_BACKEND=cuda (ctest's <name>_cuda entries set it). The same test
+ * program then runs every case on a CUDA device unchanged. */
+bool test_backend_is_cuda(void);
+/* The exit status of a program that found nothing to test on (ctest reports
+ * it as skipped, not passed). */
+enum { TEST_SKIP_EXIT_CODE = 77 };
+/* Creates a device at the highest level: on the CPU with `threads` threads
+ * (0 = all), or, in CUDA mode, a CUDA device (threads does not apply). */
 DMLDevice* test_device(uint32_t threads);
+/* A CUDA device on GPU 0 (DML_TEST_CUDA_DEVICE=N picks another); when none
+ * can be created, prints "SKIPPED: no CUDA device (<message>)" and exits with
+ * TEST_SKIP_EXIT_CODE. */
+DMLDevice* test_cuda_device(void);
 /* Creates, compiles, initializes and dispatches desc with the given buffers
- * bound in slot order (NULL entries bind NONE). Returns the first failure. */
+ * bound in slot order (NULL entries bind NONE). Returns the first failure.
+ * On a CUDA device every buffer's whole block (guards, payload, guards) is
+ * mirrored into device memory, the device payload is bound, and after the
+ * dispatch and a synchronize the whole block comes back: guard, poison and
+ * value checks then read the host buffers as on the CPU. A buffer bound to
+ * several slots is mirrored once (overlap checks see the same addresses). */
 HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t input_count, test_buffer** inputs,
                  uint32_t output_count, test_buffer** outputs);
 

@@ -1,4 +1,5 @@
 /* Devices, buffers and feature queries. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,12 @@ void dmlReleaseDevice(DMLDevice* device) {
 HRESULT dml_device_remove(DMLDevice* device, HRESULT reason, const char* what) {
     HRESULT healthy = S_OK;
     atomic_compare_exchange_strong(&device->removed_reason, &healthy, reason);
+    /* The failure's own message (a CUDA error, say) stays part of the new one. */
+    char cause[768];
+    snprintf(cause, sizeof cause, "%s", dmlGetLastErrorMessage());
+    if (cause[0] != '\0')
+        return dml_fail(DXGI_ERROR_DEVICE_REMOVED, "device removed: %s: %s (%s)", what, cause,
+                        dmlStatusName(reason));
     return dml_fail(DXGI_ERROR_DEVICE_REMOVED, "device removed: %s (%s)", what, dmlStatusName(reason));
 }
 

@@ -4,11 +4,20 @@
 #ifndef DML_CORE_OPERATOR_H
 #define DML_CORE_OPERATOR_H
 
-#include <stdatomic.h>
 #include <stddef.h>
+#ifdef __cplusplus
+#include <atomic>
+#else
+#include <stdatomic.h>
+#endif
 
 #include "dml/dml.h"
 #include "tensor.h"
+
+/* The CUDA backend's .cu files include the core headers as C++. */
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The most input or output slots of any operator (BATCH_NORMALIZATION has 5 inputs). */
 #define DML_MAX_SLOTS 6
@@ -80,20 +89,38 @@ extern const dml_backend dml_cpu_backend;
 /* The CUDA backend, or NULL when libdml was built without CUDA. */
 const dml_backend* dml_cuda_backend(void);
 
+/* The removed reason is atomic: any thread may remove the device while others
+ * query it. C++ (the CUDA backend) sees std::atomic of the same size and
+ * alignment (checked below); only C code (src/core/device.c) touches it. */
+#ifdef __cplusplus
+typedef std::atomic<HRESULT> dml_atomic_hresult;
+static_assert(sizeof(dml_atomic_hresult) == sizeof(HRESULT) && alignof(dml_atomic_hresult) == alignof(HRESULT),
+              "C and C++ must agree on the layout of struct DMLDevice");
+#else
+typedef _Atomic HRESULT dml_atomic_hresult;
+_Static_assert(sizeof(dml_atomic_hresult) == sizeof(HRESULT) && _Alignof(dml_atomic_hresult) == _Alignof(HRESULT),
+               "C and C++ must agree on the layout of struct DMLDevice");
+#endif
+
 struct DMLDevice {
     const dml_backend* backend;
     DML_FEATURE_LEVEL feature_level;
     DML_CREATE_DEVICE_FLAGS flags;
     uint32_t threads;            /* CPU worker threads (>= 1) */
     void* backend_state;         /* owned by the backend */
-    _Atomic HRESULT removed_reason; /* S_OK while healthy */
+    dml_atomic_hresult removed_reason; /* S_OK while healthy */
 };
 
 /* Puts the device into the removed state (spec tensors.md §7.3) and returns
- * DXGI_ERROR_DEVICE_REMOVED with a message naming the cause. */
+ * DXGI_ERROR_DEVICE_REMOVED with a message naming what failed, followed by
+ * the last message recorded (the cause, e.g. CUDA's error string) if any. */
 HRESULT dml_device_remove(DMLDevice* device, HRESULT reason, const char* what);
 
 /* Clears the last message; fails for a NULL or removed device. */
 HRESULT dml_check_device_usable(const DMLDevice* device, const char* function);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

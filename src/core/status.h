@@ -4,6 +4,10 @@
 
 #include "dml/dml.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #define DML_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
 #else
@@ -23,5 +27,9 @@ void dml_clear_error(void);
         HRESULT dml_try_status_ = (expr);                                                          \
         if (FAILED(dml_try_status_)) return dml_try_status_;                                       \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

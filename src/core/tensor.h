@@ -8,6 +8,10 @@
 
 #include "dml/dml.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define DML_MAX_RANK DML_TENSOR_DIMENSION_COUNT_MAX1
 
 /* A validated, deep-copied tensor description. Strides are in elements and
@@ -48,5 +52,9 @@ uint64_t dml_tensor_addressed_bytes(const dml_tensor* tensor);
 
 /* Bit of a data type in a set of allowed types. */
 #define DML_TYPE_BIT(type) (1u << (unsigned)(type))
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

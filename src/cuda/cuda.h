@@ -1,0 +1,74 @@
+/* The CUDA backend's internals, shared by its .cu files.
+ *
+ * Adding a family to the CUDA backend: one src/cuda/<family>.cu with its
+ * kernels and a host function per kernel id (declared below), and one line in
+ * the kernel table of cuda_backend.cu. A host function launches on
+ * dml_cuda_stream(args) and ends with dml_cuda_check_launch(args, "NAME");
+ * it never synchronizes (dispatch is asynchronous). */
+#ifndef DML_CUDA_CUDA_H
+#define DML_CUDA_CUDA_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "../core/operator.h"
+#include "../core/status.h"
+
+/* What the backend keeps per DMLDevice (DMLDevice.backend_state). */
+typedef struct dml_cuda_device {
+    int ordinal;          /* DML_DEVICE_DESC.CudaDeviceOrdinal */
+    cudaStream_t stream;  /* every copy, fill and kernel of the device runs here */
+    bool owns_stream;     /* false: the caller's DML_DEVICE_DESC.CudaStream */
+    int multiprocessors;  /* sizes grid-stride launches */
+} dml_cuda_device;
+
+static inline dml_cuda_device* dml_cuda_state(const DMLDevice* device) {
+    return (dml_cuda_device*)device->backend_state;
+}
+
+static inline cudaStream_t dml_cuda_stream(const dml_kernel_args* args) {
+    return dml_cuda_state(args->device)->stream;
+}
+
+/* Makes the device's GPU current on this thread for the guard's lifetime and
+ * restores the caller's current GPU afterwards: libdml calls may come from any
+ * thread, and the caller's own CUDA state is left as it was. */
+class dml_cuda_device_guard {
+  public:
+    explicit dml_cuda_device_guard(const DMLDevice* device);
+    ~dml_cuda_device_guard();
+    dml_cuda_device_guard(const dml_cuda_device_guard&) = delete;
+    dml_cuda_device_guard& operator=(const dml_cuda_device_guard&) = delete;
+    /* cudaSuccess, or why the GPU could not be made current. */
+    cudaError_t status() const { return status_; }
+
+  private:
+    int previous_ = -1;
+    bool switched_ = false;
+    cudaError_t status_ = cudaSuccess;
+};
+
+/* Records "<what>: <CUDA's message> (<error name>)" and returns the status a
+ * kernel returns for it: E_OUTOFMEMORY for a lack of memory, otherwise
+ * DXGI_ERROR_DRIVER_INTERNAL_ERROR (dmlDispatch then removes the device,
+ * spec tensors.md §7.3). */
+HRESULT dml_cuda_kernel_error(cudaError_t error, const char* what);
+
+/* Clears a stale error of an earlier CUDA call on this thread, so that the
+ * check after a launch reports only the launch's own error. Call it before
+ * the first launch of a dispatch. */
+void dml_cuda_begin_launches(void);
+
+/* After each launch: S_OK, or the launch's error (dml_cuda_kernel_error). */
+HRESULT dml_cuda_check_launch(const char* kernel_name);
+
+/* Blocks for a grid-stride launch over `count` items with `threads` threads
+ * per block: enough to fill every multiprocessor several times over, and
+ * never more than the items need. */
+unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned threads);
+
+/* ---- Kernels (one .cu per family), indexed by dml_kernel_id in cuda_backend.cu ---- */
+HRESULT dml_cuda_max_pooling(const dml_kernel_args* args);
+HRESULT dml_cuda_max_pooling_grad(const dml_kernel_args* args);
+
+#endif

@@ -440,6 +440,13 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     DMLOperator* op = NULL;
     DMLCompiledOperator* compiled = NULL;
     run_buffers run = {.device = device, .mirrored = dmlGetDeviceBackend(device) == DML_BACKEND_CUDA};
+    /* Inputs, guards included, must come out of a dispatch bit-identical. */
+    uint8_t* input_snapshots[8] = {NULL};
+    for (uint32_t i = 0; i < input_count && i < 8; i++) {
+        if (inputs[i] == NULL) continue;
+        input_snapshots[i] = malloc(guarded_size(inputs[i]));
+        memcpy(input_snapshots[i], inputs[i]->block, guarded_size(inputs[i]));
+    }
     HRESULT status = dmlCreateOperator(device, desc, &op);
     if (SUCCEEDED(status)) status = dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled);
     dmlReleaseOperator(op);
@@ -459,6 +466,14 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     /* After a failure only frees run here, which keeps the failure's message. */
     status = run_buffers_finish(&run, status);
     dmlReleaseCompiledOperator(compiled);
+    for (uint32_t i = 0; i < input_count && i < 8; i++) {
+        if (input_snapshots[i] == NULL) continue;
+        bool aliased = false; /* an input also bound as an output may legitimately change */
+        for (uint32_t o = 0; o < output_count; o++) aliased |= outputs[o] == inputs[i];
+        EXPECT(aliased || memcmp(input_snapshots[i], inputs[i]->block, guarded_size(inputs[i])) == 0,
+               "%s: input slot %u changed during the dispatch", dmlOperatorTypeName(desc->Type), i);
+        free(input_snapshots[i]);
+    }
     return status;
 }
 

@@ -37,6 +37,8 @@ enum {
     BN_MAX_RANK = 8,
     TILE_ELEMENTS = 8192,   /* input elements per reduction tile */
     MAX_GROUP_BLOCK = 64,   /* groups per tile when groups are the inner loop */
+    MIN_GROUPS_INNER = 8,   /* fewer interleaved groups: one group at a time, strided */
+    SHORT_RUN = 16,         /* an innermost dimension this short is not the run dimension */
     BLOCK_ELEMENTS = 16384, /* elements per block of the element-wise pass */
     PIECE = 512,            /* pre-activation values buffered before the activation */
     EW_MAX_OPERANDS = 6
@@ -78,6 +80,13 @@ static uint64_t row_major_offset(const dml_tensor* tensor, uint64_t index) {
 }
 
 static bool is_half(const dml_tensor* tensor) { return tensor->type == DML_TENSOR_DATA_TYPE_FLOAT16; }
+
+/* malloc of count elements, NULL on overflow or failure. */
+static void* allocate_array(uint64_t count, size_t element_size) {
+    uint64_t bytes;
+    if (!dml_mul_u64(count, element_size, &bytes) || bytes > SIZE_MAX) return NULL;
+    return malloc(bytes ? (size_t)bytes : 1);
+}
 
 /* ---- Walking a row-major index range in runs along the innermost dimension ---- */
 
@@ -182,21 +191,30 @@ static void broadcast_strides(const dml_tensor* tensor, uint64_t* strides) {
 /* Operand 0 is the output: its strides order the dimensions. */
 typedef void (*ew_run_fn)(const void* problem, const uint64_t* offsets, const uint64_t* steps, uint64_t length);
 
+static void swap_dims(dim_list* list, uint32_t a, uint32_t b) {
+    uint32_t size = list->sizes[a];
+    list->sizes[a] = list->sizes[b];
+    list->sizes[b] = size;
+    for (uint32_t k = 0; k < list->operands; k++) {
+        uint64_t stride = list->strides[k][a];
+        list->strides[k][a] = list->strides[k][b];
+        list->strides[k][b] = stride;
+    }
+}
+
 /* Orders dims by the output's strides (outermost = largest, stable), then
  * simplifies, so that runs follow the output's memory. */
 static void ew_order(dim_list* list) {
     for (uint32_t i = 1; i < list->rank; i++)
         for (uint32_t j = i; j > 0 && list->strides[0][j - 1] < list->strides[0][j]; j--) {
-            uint32_t size = list->sizes[j];
-            list->sizes[j] = list->sizes[j - 1];
-            list->sizes[j - 1] = size;
-            for (uint32_t k = 0; k < list->operands; k++) {
-                uint64_t stride = list->strides[k][j];
-                list->strides[k][j] = list->strides[k][j - 1];
-                list->strides[k][j - 1] = stride;
-            }
+            swap_dims(list, j - 1, j);
         }
     dims_simplify(list);
+    /* Runs along a very short innermost dimension (NHWC with C = 2) cost more
+     * in bookkeeping than in work: run along the next dimension instead. */
+    uint32_t last = list->rank - 1;
+    if (list->rank >= 2 && list->sizes[last] < SHORT_RUN && list->sizes[last - 1] > list->sizes[last])
+        swap_dims(list, last - 1, last);
 }
 
 static void ew_run(const dim_list* list, uint64_t element_count, ew_run_fn run, const void* problem, int threads) {
@@ -249,31 +267,74 @@ static void apply_activation(const dml_activation* a, float* values, size_t coun
     }
 }
 
-#define LOAD_F32(pointer, index) ((double)(pointer)[index])
-#define LOAD_F16(pointer, index) ((double)dml_half_to_float((pointer)[index]))
-#define STORE_FLOAT_F32(pointer, index, value) ((pointer)[index] = (value))
-#define STORE_FLOAT_F16(pointer, index, value) ((pointer)[index] = dml_float_to_half(value))
-#define STORE_DOUBLE_F32(pointer, index, value) ((pointer)[index] = (float)(value))
-#define STORE_DOUBLE_F16(pointer, index, value) ((pointer)[index] = double_to_half(value))
+/* Hot loops are written once as always-inline functions and instantiated by
+ * the dispatchers below with constant `half` and unit steps, so that each
+ * instance is specialized (and vectorized where the compiler can). */
+#define HOT static inline __attribute__((always_inline))
+
+HOT double load(bool half, const void* base, uint64_t index) {
+    if (half) return (double)dml_half_to_float(((const uint16_t*)base)[index]);
+    return (double)((const float*)base)[index];
+}
+
+HOT void store_float(bool half, void* base, uint64_t index, float value) {
+    if (half)
+        ((uint16_t*)base)[index] = dml_float_to_half(value);
+    else
+        ((float*)base)[index] = value;
+}
+
+HOT void store_double(bool half, void* base, uint64_t index, double value) {
+    if (half)
+        ((uint16_t*)base)[index] = double_to_half(value);
+    else
+        ((float*)base)[index] = (float)value;
+}
+
+/* Calls IMPL(half, unit, ...) with both arguments constant. */
+#define DISPATCH(half, unit, IMPL, ...)                                                            \
+    do {                                                                                           \
+        if (half) {                                                                                \
+            if (unit)                                                                              \
+                IMPL(true, true, __VA_ARGS__);                                                     \
+            else                                                                                   \
+                IMPL(true, false, __VA_ARGS__);                                                    \
+        } else {                                                                                   \
+            if (unit)                                                                              \
+                IMPL(false, true, __VA_ARGS__);                                                    \
+            else                                                                                   \
+                IMPL(false, false, __VA_ARGS__);                                                   \
+        }                                                                                          \
+    } while (0)
 
 /* -- Forward output: act((x - mean) * factor + bias [+ fused add]) -- */
 
-enum { FWD_OUTPUT, FWD_INPUT, FWD_FUSED_ADD, FWD_GROUP }; /* TRAINING operands */
-enum { INF_OUTPUT, INF_INPUT, INF_MEAN, INF_VARIANCE, INF_SCALE, INF_BIAS }; /* inference operands */
+enum { FWD_OUTPUT, FWD_INPUT, FWD_FUSED_ADD, FWD_GROUP }; /* grouped operands */
+enum { INF_OUTPUT, INF_INPUT, INF_MEAN, INF_VARIANCE, INF_SCALE, INF_BIAS }; /* per-element inference operands */
 
-/* Per-group values of the element-wise passes (FLOAT64). Forward: {mean,
- * factor = Scale / sqrt(var + Epsilon), Bias, -}. Gradient: {Mean, k, u, w}
- * with dx = k * (dy - u - (x - Mean) * w). */
+/* Per-group values of the element-wise passes (FLOAT64), one array each so
+ * that loops over consecutive groups vectorize. Forward: {mean, factor =
+ * Scale / sqrt(variance + Epsilon), Bias}. Gradient: {Mean, k, u, w} with
+ * dx = k * (dy - u - (x - Mean) * w). */
 typedef struct group_values {
-    double v[4];
+    double* v[4];
 } group_values;
 
+static bool group_values_alloc(group_values* g, uint64_t count) {
+    double* block = allocate_array(count, 4 * sizeof(double));
+    for (int k = 0; k < 4; k++) g->v[k] = block ? block + (uint64_t)k * count : NULL;
+    return block != NULL;
+}
+
+static void group_values_free(group_values* g) { free(g->v[0]); }
+
 typedef struct forward_problem {
+    bool half;
     const void* input;
     const void* fused_add; /* TRAINING only; NULL when absent */
     void* output;
-    const group_values* groups; /* TRAINING */
-    const void* mean;           /* inference: the tensors themselves */
+    group_values groups; /* grouped form */
+    const void* mean;           /* per-element inference: the tensors themselves */
     const void* variance;
     const void* scale;
     const void* bias;
@@ -281,120 +342,137 @@ typedef struct forward_problem {
     dml_activation activation;
 } forward_problem;
 
-/* Rounds the pre-activation values to FLOAT32, applies the activation and
- * stores the piece. */
-#define DEFINE_FORWARD_RUNS(SUFFIX, T)                                                             \
-    static void finish_piece_##SUFFIX(const forward_problem* p, float* pre, size_t count, T* out,  \
-                                      uint64_t out_step) {                                         \
-        apply_activation(&p->activation, pre, count);                                              \
-        for (size_t t = 0; t < count; t++) STORE_FLOAT_##SUFFIX(out, t * out_step, pre[t]);        \
-    }                                                                                              \
-                                                                                                   \
-    static void training_run_##SUFFIX(const void* problem, const uint64_t* offsets, const uint64_t* steps, \
-                                      uint64_t length) {                                           \
-        const forward_problem* p = problem;                                                        \
-        float pre[PIECE];                                                                          \
-        for (uint64_t done = 0; done < length; done += PIECE) {                                    \
-            size_t count = (size_t)(length - done < PIECE ? length - done : PIECE);                \
-            const T* x = (const T*)p->input + offsets[FWD_INPUT] + done * steps[FWD_INPUT];        \
-            const group_values* g = p->groups + offsets[FWD_GROUP] + done * steps[FWD_GROUP];      \
-            uint64_t xs = steps[FWD_INPUT], gs = steps[FWD_GROUP];                                 \
-            if (p->fused_add) {                                                                    \
-                /* Spec §5: the fused add follows Bias, in FLOAT64 before the FLOAT32 rounding. */ \
-                const T* a = (const T*)p->fused_add + offsets[FWD_FUSED_ADD] + done * steps[FWD_FUSED_ADD]; \
-                uint64_t as = steps[FWD_FUSED_ADD];                                                \
-                for (size_t t = 0; t < count; t++) {                                               \
-                    const group_values* gt = g + t * gs;                                           \
-                    pre[t] = (float)((LOAD_##SUFFIX(x, t * xs) - gt->v[0]) * gt->v[1] + gt->v[2] + \
-                                     LOAD_##SUFFIX(a, t * as));                                    \
-                }                                                                                  \
-            } else if (gs == 0) { /* one group along the run (NCHW rows): hoist its values */      \
-                double mean = g->v[0], factor = g->v[1], bias = g->v[2];                           \
-                for (size_t t = 0; t < count; t++)                                                 \
-                    pre[t] = (float)((LOAD_##SUFFIX(x, t * xs) - mean) * factor + bias);           \
-            } else {                                                                               \
-                for (size_t t = 0; t < count; t++) {                                               \
-                    const group_values* gt = g + t * gs;                                           \
-                    pre[t] = (float)((LOAD_##SUFFIX(x, t * xs) - gt->v[0]) * gt->v[1] + gt->v[2]); \
-                }                                                                                  \
-            }                                                                                      \
-            finish_piece_##SUFFIX(p, pre, count,                                                   \
-                                  (T*)p->output + offsets[FWD_OUTPUT] + done * steps[FWD_OUTPUT],  \
-                                  steps[FWD_OUTPUT]);                                              \
-        }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
-    static void inference_run_##SUFFIX(const void* problem, const uint64_t* offsets, const uint64_t* steps, \
-                                       uint64_t length) {                                          \
-        const forward_problem* p = problem;                                                        \
-        float pre[PIECE];                                                                          \
-        for (uint64_t done = 0; done < length; done += PIECE) {                                    \
-            size_t count = (size_t)(length - done < PIECE ? length - done : PIECE);                \
-            const T* x = (const T*)p->input + offsets[INF_INPUT] + done * steps[INF_INPUT];        \
-            const T* mean = (const T*)p->mean + offsets[INF_MEAN] + done * steps[INF_MEAN];        \
-            const T* variance = (const T*)p->variance + offsets[INF_VARIANCE] + done * steps[INF_VARIANCE]; \
-            const T* scale = (const T*)p->scale + offsets[INF_SCALE] + done * steps[INF_SCALE];    \
-            const T* bias = (const T*)p->bias + offsets[INF_BIAS] + done * steps[INF_BIAS];        \
-            uint64_t xs = steps[INF_INPUT], ms = steps[INF_MEAN], vs = steps[INF_VARIANCE];        \
-            uint64_t ss = steps[INF_SCALE], bs = steps[INF_BIAS];                                  \
-            if ((ms | vs | ss | bs) == 0) { /* parameters constant along the run */               \
-                double m = LOAD_##SUFFIX(mean, 0), b = LOAD_##SUFFIX(bias, 0);                     \
-                double factor = LOAD_##SUFFIX(scale, 0) / sqrt(LOAD_##SUFFIX(variance, 0) + p->epsilon); \
-                for (size_t t = 0; t < count; t++) pre[t] = (float)((LOAD_##SUFFIX(x, t * xs) - m) * factor + b); \
-            } else {                                                                               \
-                for (size_t t = 0; t < count; t++) {                                               \
-                    double factor = LOAD_##SUFFIX(scale, t * ss) /                                 \
-                                    sqrt(LOAD_##SUFFIX(variance, t * vs) + p->epsilon);            \
-                    pre[t] = (float)((LOAD_##SUFFIX(x, t * xs) - LOAD_##SUFFIX(mean, t * ms)) * factor + \
-                                     LOAD_##SUFFIX(bias, t * bs));                                 \
-                }                                                                                  \
-            }                                                                                      \
-            finish_piece_##SUFFIX(p, pre, count,                                                   \
-                                  (T*)p->output + offsets[INF_OUTPUT] + done * steps[INF_OUTPUT],  \
-                                  steps[INF_OUTPUT]);                                              \
-        }                                                                                          \
-    }
+/* Rounds nothing more: pre holds FLOAT32 values; applies the activation and
+ * stores them with the output's step. */
+HOT void finish_piece(bool half, bool unit, const forward_problem* p, float* pre, size_t count, uint64_t out_offset,
+                      uint64_t out_step) {
+    apply_activation(&p->activation, pre, count);
+    if (unit) out_step = 1;
+    for (size_t t = 0; t < count; t++) store_float(half, p->output, out_offset + t * out_step, pre[t]);
+}
 
-DEFINE_FORWARD_RUNS(F32, float)
-DEFINE_FORWARD_RUNS(F16, uint16_t)
+/* unit: input and output step 1 along the run. */
+HOT void grouped_run_impl(bool half, bool unit, const forward_problem* p, const uint64_t* offsets,
+                          const uint64_t* steps, uint64_t length) {
+    float pre[PIECE];
+    uint64_t xs = unit ? 1 : steps[FWD_INPUT], gs = steps[FWD_GROUP], as = steps[FWD_FUSED_ADD];
+    for (uint64_t done = 0; done < length; done += PIECE) {
+        size_t count = (size_t)(length - done < PIECE ? length - done : PIECE);
+        uint64_t x0 = offsets[FWD_INPUT] + done * xs;
+        uint64_t g0 = offsets[FWD_GROUP] + done * gs;
+        const double* mean = p->groups.v[0] + g0;
+        const double* factor = p->groups.v[1] + g0;
+        const double* bias = p->groups.v[2] + g0;
+        if (p->fused_add) {
+            /* Spec §5: the fused add follows Bias, in FLOAT64 before the FLOAT32 rounding. */
+            uint64_t a0 = offsets[FWD_FUSED_ADD] + done * as;
+            for (size_t t = 0; t < count; t++)
+                pre[t] = (float)((load(half, p->input, x0 + t * xs) - mean[t * gs]) * factor[t * gs] + bias[t * gs] +
+                                 load(half, p->fused_add, a0 + t * as));
+        } else if (gs == 0) { /* one group along the run (NCHW rows): hoist its values */
+            double m = mean[0], f = factor[0], b = bias[0];
+            for (size_t t = 0; t < count; t++) pre[t] = (float)((load(half, p->input, x0 + t * xs) - m) * f + b);
+        } else if (unit && gs == 1) { /* consecutive groups (NHWC rows) */
+            for (size_t t = 0; t < count; t++)
+                pre[t] = (float)((load(half, p->input, x0 + t) - mean[t]) * factor[t] + bias[t]);
+        } else {
+            for (size_t t = 0; t < count; t++)
+                pre[t] = (float)((load(half, p->input, x0 + t * xs) - mean[t * gs]) * factor[t * gs] + bias[t * gs]);
+        }
+        finish_piece(half, unit, p, pre, count, offsets[FWD_OUTPUT] + done * steps[FWD_OUTPUT], steps[FWD_OUTPUT]);
+    }
+}
+
+static void grouped_run(const void* problem, const uint64_t* offsets, const uint64_t* steps, uint64_t length) {
+    const forward_problem* p = problem;
+    bool unit = steps[FWD_INPUT] == 1 && steps[FWD_OUTPUT] == 1;
+    DISPATCH(p->half, unit, grouped_run_impl, p, offsets, steps, length);
+}
+
+/* Inference with parameters (nearly) per element, read in place. */
+HOT void inference_run_impl(bool half, bool unit, const forward_problem* p, const uint64_t* offsets,
+                            const uint64_t* steps, uint64_t length) {
+    float pre[PIECE];
+    uint64_t xs = unit ? 1 : steps[INF_INPUT], ms = steps[INF_MEAN], vs = steps[INF_VARIANCE];
+    uint64_t ss = steps[INF_SCALE], bs = steps[INF_BIAS];
+    for (uint64_t done = 0; done < length; done += PIECE) {
+        size_t count = (size_t)(length - done < PIECE ? length - done : PIECE);
+        uint64_t x0 = offsets[INF_INPUT] + done * xs, m0 = offsets[INF_MEAN] + done * ms;
+        uint64_t v0 = offsets[INF_VARIANCE] + done * vs, s0 = offsets[INF_SCALE] + done * ss;
+        uint64_t b0 = offsets[INF_BIAS] + done * bs;
+        for (size_t t = 0; t < count; t++) {
+            double factor = load(half, p->scale, s0 + t * ss) / sqrt(load(half, p->variance, v0 + t * vs) + p->epsilon);
+            pre[t] = (float)((load(half, p->input, x0 + t * xs) - load(half, p->mean, m0 + t * ms)) * factor +
+                             load(half, p->bias, b0 + t * bs));
+        }
+        finish_piece(half, unit, p, pre, count, offsets[INF_OUTPUT] + done * steps[INF_OUTPUT], steps[INF_OUTPUT]);
+    }
+}
+
+static void inference_run(const void* problem, const uint64_t* offsets, const uint64_t* steps, uint64_t length) {
+    const forward_problem* p = problem;
+    bool unit = steps[INF_INPUT] == 1 && steps[INF_OUTPUT] == 1;
+    DISPATCH(p->half, unit, inference_run_impl, p, offsets, steps, length);
+}
 
 /* -- Input gradient: dx = k * (dy - u - (x - Mean) * w) -- */
 
 enum { BWD_OUTPUT_GRADIENT, BWD_INPUT, BWD_INPUT_GRADIENT, BWD_GROUP };
 
 typedef struct backward_problem {
-    const void* input; /* read only when uses_input (TRAINING_GRAD) */
+    bool half;
+    bool uses_input; /* TRAINING_GRAD; GRAD has u = w = 0 and never reads x */
+    const void* input;
     const void* input_gradient;
     void* output_gradient;
-    const group_values* groups;
-    bool uses_input;
+    group_values groups;
 } backward_problem;
 
-#define DEFINE_BACKWARD_RUN(SUFFIX, T)                                                             \
-    static void backward_run_##SUFFIX(const void* problem, const uint64_t* offsets, const uint64_t* steps, \
-                                      uint64_t length) {                                           \
-        const backward_problem* p = problem;                                                       \
-        const T* dy = (const T*)p->input_gradient + offsets[BWD_INPUT_GRADIENT];                   \
-        const group_values* g = p->groups + offsets[BWD_GROUP];                                    \
-        T* dx = (T*)p->output_gradient + offsets[BWD_OUTPUT_GRADIENT];                             \
-        uint64_t ys = steps[BWD_INPUT_GRADIENT], gs = steps[BWD_GROUP], os = steps[BWD_OUTPUT_GRADIENT]; \
-        if (!p->uses_input) { /* GRAD: dx = Scale * inv * dy */                                    \
-            for (uint64_t t = 0; t < length; t++)                                                  \
-                STORE_DOUBLE_##SUFFIX(dx, t * os, g[t * gs].v[1] * LOAD_##SUFFIX(dy, t * ys));     \
-            return;                                                                                \
-        }                                                                                          \
-        const T* x = (const T*)p->input + offsets[BWD_INPUT];                                      \
-        uint64_t xs = steps[BWD_INPUT];                                                            \
-        for (uint64_t t = 0; t < length; t++) {                                                    \
-            const group_values* gt = g + t * gs;                                                   \
-            double value = gt->v[1] * (LOAD_##SUFFIX(dy, t * ys) - gt->v[2] -                      \
-                                       (LOAD_##SUFFIX(x, t * xs) - gt->v[0]) * gt->v[3]);          \
-            STORE_DOUBLE_##SUFFIX(dx, t * os, value);                                              \
-        }                                                                                          \
+/* unit: input gradient and output gradient step 1 along the run. */
+HOT void backward_run_impl(bool half, bool unit, const backward_problem* p, const uint64_t* offsets,
+                           const uint64_t* steps, uint64_t length) {
+    uint64_t ys = unit ? 1 : steps[BWD_INPUT_GRADIENT], os = unit ? 1 : steps[BWD_OUTPUT_GRADIENT];
+    uint64_t xs = steps[BWD_INPUT], gs = steps[BWD_GROUP];
+    uint64_t y0 = offsets[BWD_INPUT_GRADIENT], o0 = offsets[BWD_OUTPUT_GRADIENT], x0 = offsets[BWD_INPUT];
+    uint64_t g0 = offsets[BWD_GROUP];
+    const double* mean = p->groups.v[0] + g0;
+    const double* k = p->groups.v[1] + g0;
+    const double* u = p->groups.v[2] + g0;
+    const double* w = p->groups.v[3] + g0;
+    if (!p->uses_input) {
+        if (gs == 0) {
+            double k0 = k[0];
+            for (uint64_t t = 0; t < length; t++)
+                store_double(half, p->output_gradient, o0 + t * os, k0 * load(half, p->input_gradient, y0 + t * ys));
+        } else {
+            for (uint64_t t = 0; t < length; t++)
+                store_double(half, p->output_gradient, o0 + t * os,
+                             k[t * gs] * load(half, p->input_gradient, y0 + t * ys));
+        }
+        return;
     }
+    if (gs == 0) {
+        double m0 = mean[0], k0 = k[0], u0 = u[0], w0 = w[0];
+        for (uint64_t t = 0; t < length; t++) {
+            double value = k0 * (load(half, p->input_gradient, y0 + t * ys) - u0 -
+                                 (load(half, p->input, x0 + t * xs) - m0) * w0);
+            store_double(half, p->output_gradient, o0 + t * os, value);
+        }
+        return;
+    }
+    for (uint64_t t = 0; t < length; t++) {
+        uint64_t j = t * gs;
+        double value = k[j] * (load(half, p->input_gradient, y0 + t * ys) - u[j] -
+                               (load(half, p->input, x0 + t * xs) - mean[j]) * w[j]);
+        store_double(half, p->output_gradient, o0 + t * os, value);
+    }
+}
 
-DEFINE_BACKWARD_RUN(F32, float)
-DEFINE_BACKWARD_RUN(F16, uint16_t)
+static void backward_run(const void* problem, const uint64_t* offsets, const uint64_t* steps, uint64_t length) {
+    const backward_problem* p = problem;
+    bool unit = steps[BWD_INPUT_GRADIENT] == 1 && steps[BWD_OUTPUT_GRADIENT] == 1;
+    DISPATCH(p->half, unit, backward_run_impl, p, offsets, steps, length);
+}
 
 /* ---- Grouped reduction ---- */
 
@@ -432,16 +510,20 @@ static void plan_reduction(reduce_plan* plan, const dml_batch_norm_params* param
      * between neighbouring elements of a group (NHWC-like layouts). */
     uint64_t group_step = plan->kept.strides[0][plan->kept.rank - 1];
     uint64_t element_step = plan->reduced.strides[0][plan->reduced.rank - 1];
-    plan->groups_inner = plan->inner_groups > 1 && plan->group_size > 1 && group_step < element_step;
+    bool interleaved = plan->inner_groups > 1 && plan->group_size > 1 && group_step < element_step;
+    plan->groups_inner = interleaved && plan->inner_groups >= MIN_GROUPS_INNER;
     if (plan->groups_inner) {
         plan->block = plan->inner_groups < MAX_GROUP_BLOCK ? plan->inner_groups : MAX_GROUP_BLOCK;
+        plan->chunk = TILE_ELEMENTS / plan->block;
+    } else if (interleaved) { /* a few interleaved groups (NHWC, small C): all in one tile, sharing its cache lines */
+        plan->block = plan->inner_groups;
         plan->chunk = TILE_ELEMENTS / plan->block;
     } else {
         plan->chunk = TILE_ELEMENTS;
         plan->block = 1;
     }
     if (plan->chunk > plan->group_size) plan->chunk = plan->group_size;
-    if (!plan->groups_inner) { /* small groups: several whole groups per tile */
+    if (!interleaved) { /* small groups: several whole groups per tile */
         uint64_t block = TILE_ELEMENTS / plan->chunk;
         plan->block = block < plan->inner_groups ? block : plan->inner_groups;
     }
@@ -480,41 +562,134 @@ static tile tile_at(const reduce_plan* plan, uint64_t index) {
     return t;
 }
 
+/* -- Sums along one run of a group (groups handled one at a time) -- */
+
 /* Sum of `length` elements at stride `step`, in four interleaved FLOAT64
  * lanes combined in a fixed order (the same for every thread count). */
-#define DEFINE_RUN_SUMS(SUFFIX, T)                                                                 \
-    static double run_sum_##SUFFIX(const T* p, uint64_t step, uint64_t length) {                   \
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                     \
-        uint64_t t = 0;                                                                            \
-        for (; t + 4 <= length; t += 4) {                                                          \
-            s0 += LOAD_##SUFFIX(p, t * step);                                                      \
-            s1 += LOAD_##SUFFIX(p, (t + 1) * step);                                                \
-            s2 += LOAD_##SUFFIX(p, (t + 2) * step);                                                \
-            s3 += LOAD_##SUFFIX(p, (t + 3) * step);                                                \
-        }                                                                                          \
-        for (; t < length; t++) s0 += LOAD_##SUFFIX(p, t * step);                                  \
-        return (s0 + s1) + (s2 + s3);                                                              \
-    }                                                                                              \
-    static double run_centered_squares_##SUFFIX(const T* p, uint64_t step, uint64_t length, double center) { \
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                     \
-        uint64_t t = 0;                                                                            \
-        for (; t + 4 <= length; t += 4) {                                                          \
-            double d0 = LOAD_##SUFFIX(p, t * step) - center, d1 = LOAD_##SUFFIX(p, (t + 1) * step) - center; \
-            double d2 = LOAD_##SUFFIX(p, (t + 2) * step) - center, d3 = LOAD_##SUFFIX(p, (t + 3) * step) - center; \
-            s0 += d0 * d0;                                                                         \
-            s1 += d1 * d1;                                                                         \
-            s2 += d2 * d2;                                                                         \
-            s3 += d3 * d3;                                                                         \
-        }                                                                                          \
-        for (; t < length; t++) {                                                                  \
-            double d = LOAD_##SUFFIX(p, t * step) - center;                                        \
-            s0 += d * d;                                                                           \
-        }                                                                                          \
-        return (s0 + s1) + (s2 + s3);                                                              \
+HOT double run_sum_impl(bool half, bool unit, const void* base, uint64_t offset, uint64_t step, uint64_t length) {
+    if (unit) step = 1;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    uint64_t t = 0;
+    for (; t + 4 <= length; t += 4) {
+        s0 += load(half, base, offset + t * step);
+        s1 += load(half, base, offset + (t + 1) * step);
+        s2 += load(half, base, offset + (t + 2) * step);
+        s3 += load(half, base, offset + (t + 3) * step);
     }
+    for (; t < length; t++) s0 += load(half, base, offset + t * step);
+    return (s0 + s1) + (s2 + s3);
+}
 
-DEFINE_RUN_SUMS(F32, float)
-DEFINE_RUN_SUMS(F16, uint16_t)
+/* Sum of (element - center)^2, lanes as above. */
+HOT double run_squares_impl(bool half, bool unit, const void* base, uint64_t offset, uint64_t step, uint64_t length,
+                            double center) {
+    if (unit) step = 1;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    uint64_t t = 0;
+    for (; t + 4 <= length; t += 4) {
+        double d0 = load(half, base, offset + t * step) - center;
+        double d1 = load(half, base, offset + (t + 1) * step) - center;
+        double d2 = load(half, base, offset + (t + 2) * step) - center;
+        double d3 = load(half, base, offset + (t + 3) * step) - center;
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+        s2 += d2 * d2;
+        s3 += d3 * d3;
+    }
+    for (; t < length; t++) {
+        double d = load(half, base, offset + t * step) - center;
+        s0 += d * d;
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* sdy += sum dy and sdyxc += sum dy * (x - mean), two lanes each. */
+HOT void run_gradient_sums_impl(bool half, bool unit, const void* x, uint64_t x_offset, uint64_t x_step,
+                                const void* dy, uint64_t dy_offset, uint64_t dy_step, uint64_t length, double mean,
+                                double* sdy, double* sdyxc) {
+    if (unit) x_step = dy_step = 1;
+    double s0 = 0, s1 = 0, c0 = 0, c1 = 0;
+    uint64_t t = 0;
+    for (; t + 2 <= length; t += 2) {
+        double dy0 = load(half, dy, dy_offset + t * dy_step), dy1 = load(half, dy, dy_offset + (t + 1) * dy_step);
+        s0 += dy0;
+        s1 += dy1;
+        c0 += dy0 * (load(half, x, x_offset + t * x_step) - mean);
+        c1 += dy1 * (load(half, x, x_offset + (t + 1) * x_step) - mean);
+    }
+    for (; t < length; t++) {
+        double dy0 = load(half, dy, dy_offset + t * dy_step);
+        s0 += dy0;
+        c0 += dy0 * (load(half, x, x_offset + t * x_step) - mean);
+    }
+    *sdy += s0 + s1;
+    *sdyxc += c0 + c1;
+}
+
+#define RUN_SUM(half, unit, result, ...) (result) = run_sum_impl(half, unit, __VA_ARGS__)
+#define RUN_SQUARES(half, unit, result, ...) (result) = run_squares_impl(half, unit, __VA_ARGS__)
+#define RUN_GRADIENT_SUMS(half, unit, ...) run_gradient_sums_impl(half, unit, __VA_ARGS__)
+
+static double run_sum(bool half, const void* base, uint64_t offset, uint64_t step, uint64_t length) {
+    double result;
+    DISPATCH(half, step == 1, RUN_SUM, result, base, offset, step, length);
+    return result;
+}
+
+static double run_squares(bool half, const void* base, uint64_t offset, uint64_t step, uint64_t length,
+                          double center) {
+    double result;
+    DISPATCH(half, step == 1, RUN_SQUARES, result, base, offset, step, length, center);
+    return result;
+}
+
+static void run_gradient_sums(bool half, const void* x, uint64_t x_offset, uint64_t x_step, const void* dy,
+                              uint64_t dy_offset, uint64_t dy_step, uint64_t length, double mean, double* sdy,
+                              double* sdyxc) {
+    DISPATCH(half, x_step == 1 && dy_step == 1, RUN_GRADIENT_SUMS, x, x_offset, x_step, dy, dy_offset, dy_step,
+             length, mean, sdy, sdyxc);
+}
+
+/* -- Sums of one run position across a block of groups (groups inner) -- */
+
+/* sums[g] += element (g) for each of `groups` groups at stride group_step,
+ * for every element of a run; each group's order stays the run's order. */
+HOT void block_sums_impl(bool half, bool unit, const void* base, uint64_t offset, uint64_t element_step,
+                         uint64_t length, uint64_t group_step, uint64_t groups, double* sums) {
+    if (unit) group_step = 1;
+    for (uint64_t e = 0; e < length; e++)
+        for (uint64_t g = 0; g < groups; g++) sums[g] += load(half, base, offset + e * element_step + g * group_step);
+}
+
+HOT void block_squares_impl(bool half, bool unit, const void* base, uint64_t offset, uint64_t element_step,
+                            uint64_t length, uint64_t group_step, uint64_t groups, const double* centers,
+                            double* squares) {
+    if (unit) group_step = 1;
+    for (uint64_t e = 0; e < length; e++)
+        for (uint64_t g = 0; g < groups; g++) {
+            double d = load(half, base, offset + e * element_step + g * group_step) - centers[g];
+            squares[g] += d * d;
+        }
+}
+
+HOT void block_gradient_sums_impl(bool half, bool unit, const void* x, uint64_t x_offset, uint64_t x_step,
+                                  uint64_t x_group_step, const void* dy, uint64_t dy_offset, uint64_t dy_step,
+                                  uint64_t dy_group_step, uint64_t length, uint64_t groups, const double* means,
+                                  double* sdy, double* sdyxc) {
+    if (unit) x_group_step = dy_group_step = 1;
+    for (uint64_t e = 0; e < length; e++)
+        for (uint64_t g = 0; g < groups; g++) {
+            double dyv = load(half, dy, dy_offset + e * dy_step + g * dy_group_step);
+            sdy[g] += dyv;
+            sdyxc[g] += dyv * (load(half, x, x_offset + e * x_step + g * x_group_step) - means[g]);
+        }
+}
+
+#define BLOCK_SUMS(half, unit, ...) block_sums_impl(half, unit, __VA_ARGS__)
+#define BLOCK_SQUARES(half, unit, ...) block_squares_impl(half, unit, __VA_ARGS__)
+#define BLOCK_GRADIENT_SUMS(half, unit, ...) block_gradient_sums_impl(half, unit, __VA_ARGS__)
+
+/* -- Tiles -- */
 
 /* One chunk of one group's statistics: element count, chunk mean, centered
  * sum of squares. */
@@ -522,136 +697,116 @@ typedef struct stats_partial {
     double count, mean, m2;
 } stats_partial;
 
-/* TRAINING: two passes over the tile (it stays in cache), per group. */
-#define DEFINE_STATS_TILE(SUFFIX, T)                                                               \
-    static void stats_tile_##SUFFIX(const reduce_plan* plan, const T* input, uint64_t index,       \
-                                    stats_partial* partials) {                                     \
-        tile t = tile_at(plan, index);                                                             \
-        const dim_list* red = &plan->reduced;                                                      \
-        uint64_t element_step = red->strides[0][red->rank - 1];                                    \
-        uint64_t group_step = plan->kept.strides[0][plan->kept.rank - 1];                          \
-        double count = (double)(t.end - t.begin);                                                  \
-        run_cursor cursor;                                                                         \
-        if (!plan->groups_inner) {                                                                 \
-            for (uint64_t g = 0; g < t.groups; g++) {                                              \
-                const T* base = input + t.base[0] + g * group_step;                                \
-                double sum = 0, m2 = 0;                                                            \
-                cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);                      \
-                FOR_EACH_RUN(cursor, length) {                                                     \
-                    sum += run_sum_##SUFFIX(base + cursor_offset(&cursor, red->strides[0]), element_step, length); \
-                }                                                                                  \
-                double mean = sum / count;                                                         \
-                cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);                      \
-                FOR_EACH_RUN(cursor, length) {                                                     \
-                    m2 += run_centered_squares_##SUFFIX(base + cursor_offset(&cursor, red->strides[0]), \
-                                                        element_step, length, mean);               \
-                }                                                                                  \
-                partials[(t.first_group + g) * plan->chunks + t.chunk] = (stats_partial){count, mean, m2}; \
-            }                                                                                      \
-            return;                                                                                \
-        }                                                                                          \
-        double sum[MAX_GROUP_BLOCK] = {0}, m2[MAX_GROUP_BLOCK] = {0};                              \
-        const T* base = input + t.base[0];                                                         \
-        cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);                              \
-        FOR_EACH_RUN(cursor, length) {                                                             \
-            const T* run = base + cursor_offset(&cursor, red->strides[0]);                         \
-            for (uint64_t e = 0; e < length; e++)                                                  \
-                for (uint64_t g = 0; g < t.groups; g++) sum[g] += LOAD_##SUFFIX(run, e * element_step + g * group_step); \
-        }                                                                                          \
-        for (uint64_t g = 0; g < t.groups; g++) sum[g] /= count; /* now the chunk means */         \
-        cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);                              \
-        FOR_EACH_RUN(cursor, length) {                                                             \
-            const T* run = base + cursor_offset(&cursor, red->strides[0]);                         \
-            for (uint64_t e = 0; e < length; e++)                                                  \
-                for (uint64_t g = 0; g < t.groups; g++) {                                          \
-                    double d = LOAD_##SUFFIX(run, e * element_step + g * group_step) - sum[g];     \
-                    m2[g] += d * d;                                                                \
-                }                                                                                  \
-        }                                                                                          \
-        for (uint64_t g = 0; g < t.groups; g++)                                                    \
-            partials[(t.first_group + g) * plan->chunks + t.chunk] = (stats_partial){count, sum[g], m2[g]}; \
+/* TRAINING: a tile's chunk statistics, two passes over the tile (it stays in
+ * cache): the chunk mean, then the sum of squares around it. */
+static void stats_tile(bool half, const reduce_plan* plan, const void* input, uint64_t index,
+                       stats_partial* partials) {
+    tile t = tile_at(plan, index);
+    const dim_list* red = &plan->reduced;
+    uint64_t element_step = red->strides[0][red->rank - 1];
+    uint64_t group_step = plan->kept.strides[0][plan->kept.rank - 1];
+    double count = (double)(t.end - t.begin);
+    run_cursor cursor;
+    if (!plan->groups_inner) {
+        for (uint64_t g = 0; g < t.groups; g++) {
+            uint64_t base = t.base[0] + g * group_step;
+            double sum = 0, m2 = 0;
+            cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
+            FOR_EACH_RUN(cursor, length) {
+                sum += run_sum(half, input, base + cursor_offset(&cursor, red->strides[0]), element_step, length);
+            }
+            double mean = sum / count;
+            cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
+            FOR_EACH_RUN(cursor, length) {
+                m2 += run_squares(half, input, base + cursor_offset(&cursor, red->strides[0]), element_step, length,
+                                  mean);
+            }
+            partials[(t.first_group + g) * plan->chunks + t.chunk] = (stats_partial){count, mean, m2};
+        }
+        return;
     }
-
-DEFINE_STATS_TILE(F32, float)
-DEFINE_STATS_TILE(F16, uint16_t)
+    double sum[MAX_GROUP_BLOCK] = {0}, m2[MAX_GROUP_BLOCK] = {0};
+    cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
+    FOR_EACH_RUN(cursor, length) {
+        uint64_t offset = t.base[0] + cursor_offset(&cursor, red->strides[0]);
+        DISPATCH(half, group_step == 1, BLOCK_SUMS, input, offset, element_step, length, group_step, t.groups, sum);
+    }
+    for (uint64_t g = 0; g < t.groups; g++) sum[g] /= count; /* now the chunk means */
+    cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
+    FOR_EACH_RUN(cursor, length) {
+        uint64_t offset = t.base[0] + cursor_offset(&cursor, red->strides[0]);
+        DISPATCH(half, group_step == 1, BLOCK_SQUARES, input, offset, element_step, length, group_step, t.groups,
+                 sum, m2);
+    }
+    for (uint64_t g = 0; g < t.groups; g++)
+        partials[(t.first_group + g) * plan->chunks + t.chunk] = (stats_partial){count, sum[g], m2[g]};
+}
 
 /* One chunk of one group's gradient sums: sdy = sum dy, sdyxc = sum dy * (x - Mean). */
 typedef struct grad_partial {
     double sdy, sdyxc;
 } grad_partial;
 
-#define DEFINE_GRAD_TILE(SUFFIX, T)                                                                \
-    static void grad_tile_##SUFFIX(const reduce_plan* plan, const T* input, const T* input_gradient, \
-                                   const group_values* groups, uint64_t index, grad_partial* partials) { \
-        tile t = tile_at(plan, index);                                                             \
-        const dim_list* red = &plan->reduced;                                                      \
-        uint64_t x_step = red->strides[0][red->rank - 1], dy_step = red->strides[1][red->rank - 1]; \
-        uint64_t x_group_step = plan->kept.strides[0][plan->kept.rank - 1];                        \
-        uint64_t dy_group_step = plan->kept.strides[1][plan->kept.rank - 1];                       \
-        double sdy[MAX_GROUP_BLOCK] = {0}, sdyxc[MAX_GROUP_BLOCK] = {0};                           \
-        run_cursor cursor;                                                                         \
-        if (!plan->groups_inner) {                                                                 \
-            for (uint64_t g = 0; g < t.groups; g++) {                                              \
-                const T* x_base = input + t.base[0] + g * x_group_step;                            \
-                const T* dy_base = input_gradient + t.base[1] + g * dy_group_step;                 \
-                double mean = groups[t.first_group + g].v[0];                                      \
-                double s0 = 0, s1 = 0, c0 = 0, c1 = 0;                                             \
-                cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);                      \
-                FOR_EACH_RUN(cursor, length) {                                                     \
-                    const T* x = x_base + cursor_offset(&cursor, red->strides[0]);                 \
-                    const T* dy = dy_base + cursor_offset(&cursor, red->strides[1]);               \
-                    uint64_t e = 0;                                                                \
-                    for (; e + 2 <= length; e += 2) {                                              \
-                        double dy0 = LOAD_##SUFFIX(dy, e * dy_step), dy1 = LOAD_##SUFFIX(dy, (e + 1) * dy_step); \
-                        s0 += dy0;                                                                 \
-                        s1 += dy1;                                                                 \
-                        c0 += dy0 * (LOAD_##SUFFIX(x, e * x_step) - mean);                         \
-                        c1 += dy1 * (LOAD_##SUFFIX(x, (e + 1) * x_step) - mean);                   \
-                    }                                                                              \
-                    for (; e < length; e++) {                                                      \
-                        double dy0 = LOAD_##SUFFIX(dy, e * dy_step);                               \
-                        s0 += dy0;                                                                 \
-                        c0 += dy0 * (LOAD_##SUFFIX(x, e * x_step) - mean);                         \
-                    }                                                                              \
-                }                                                                                  \
-                partials[(t.first_group + g) * plan->chunks + t.chunk] = (grad_partial){s0 + s1, c0 + c1}; \
-            }                                                                                      \
-            return;                                                                                \
-        }                                                                                          \
-        double mean[MAX_GROUP_BLOCK];                                                              \
-        for (uint64_t g = 0; g < t.groups; g++) mean[g] = groups[t.first_group + g].v[0];          \
-        cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);                              \
-        FOR_EACH_RUN(cursor, length) {                                                             \
-            const T* x = input + t.base[0] + cursor_offset(&cursor, red->strides[0]);              \
-            const T* dy = input_gradient + t.base[1] + cursor_offset(&cursor, red->strides[1]);    \
-            for (uint64_t e = 0; e < length; e++)                                                  \
-                for (uint64_t g = 0; g < t.groups; g++) {                                          \
-                    double dyv = LOAD_##SUFFIX(dy, e * dy_step + g * dy_group_step);               \
-                    sdy[g] += dyv;                                                                 \
-                    sdyxc[g] += dyv * (LOAD_##SUFFIX(x, e * x_step + g * x_group_step) - mean[g]); \
-                }                                                                                  \
-        }                                                                                          \
-        for (uint64_t g = 0; g < t.groups; g++)                                                    \
-            partials[(t.first_group + g) * plan->chunks + t.chunk] = (grad_partial){sdy[g], sdyxc[g]}; \
+static void grad_tile(bool half, const reduce_plan* plan, const void* input, const void* input_gradient,
+                      const double* group_means, uint64_t index, grad_partial* partials) {
+    tile t = tile_at(plan, index);
+    const dim_list* red = &plan->reduced;
+    uint64_t x_step = red->strides[0][red->rank - 1], dy_step = red->strides[1][red->rank - 1];
+    uint64_t x_group_step = plan->kept.strides[0][plan->kept.rank - 1];
+    uint64_t dy_group_step = plan->kept.strides[1][plan->kept.rank - 1];
+    run_cursor cursor;
+    if (!plan->groups_inner) {
+        for (uint64_t g = 0; g < t.groups; g++) {
+            uint64_t x_base = t.base[0] + g * x_group_step, dy_base = t.base[1] + g * dy_group_step;
+            double mean = group_means[t.first_group + g], sdy = 0, sdyxc = 0;
+            cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
+            FOR_EACH_RUN(cursor, length) {
+                run_gradient_sums(half, input, x_base + cursor_offset(&cursor, red->strides[0]), x_step,
+                                  input_gradient, dy_base + cursor_offset(&cursor, red->strides[1]), dy_step, length,
+                                  mean, &sdy, &sdyxc);
+            }
+            partials[(t.first_group + g) * plan->chunks + t.chunk] = (grad_partial){sdy, sdyxc};
+        }
+        return;
     }
-
-DEFINE_GRAD_TILE(F32, float)
-DEFINE_GRAD_TILE(F16, uint16_t)
+    double mean[MAX_GROUP_BLOCK], sdy[MAX_GROUP_BLOCK] = {0}, sdyxc[MAX_GROUP_BLOCK] = {0};
+    for (uint64_t g = 0; g < t.groups; g++) mean[g] = group_means[t.first_group + g];
+    bool unit = x_group_step == 1 && dy_group_step == 1;
+    cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
+    FOR_EACH_RUN(cursor, length) {
+        uint64_t x_offset = t.base[0] + cursor_offset(&cursor, red->strides[0]);
+        uint64_t dy_offset = t.base[1] + cursor_offset(&cursor, red->strides[1]);
+        DISPATCH(half, unit, BLOCK_GRADIENT_SUMS, input, x_offset, x_step, x_group_step, input_gradient, dy_offset,
+                 dy_step, dy_group_step, length, t.groups, mean, sdy, sdyxc);
+    }
+    for (uint64_t g = 0; g < t.groups; g++)
+        partials[(t.first_group + g) * plan->chunks + t.chunk] = (grad_partial){sdy[g], sdyxc[g]};
+}
 
 /* ---- Operators ---- */
 
-static void* allocate_array(uint64_t count, size_t element_size) {
-    uint64_t bytes;
-    if (!dml_mul_u64(count, element_size, &bytes) || bytes > SIZE_MAX) return NULL;
-    return malloc(bytes ? (size_t)bytes : 1);
+/* Element offset, in a parameter tensor broadcast over `sizes`, of the
+ * row-major index `index` over `sizes`. */
+static uint64_t broadcast_offset(const dml_tensor* tensor, const uint32_t* sizes, uint32_t rank, uint64_t index) {
+    uint64_t offset = 0;
+    for (uint32_t i = rank; i-- > 0;) {
+        if (tensor->sizes[i] != 1) offset += (index % sizes[i]) * tensor->strides[i];
+        index /= sizes[i];
+    }
+    return offset;
 }
 
 HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_batch_norm_params* params = op->params;
+    const dml_tensor* input = &op->inputs[DML_BN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_BN_OUTPUT].tensor;
+    const dml_tensor* parameters[4];
+    for (uint32_t k = 0; k < 4; k++) parameters[k] = &op->inputs[DML_BN_MEAN + k].tensor;
     bool half = is_half(output);
+    int threads = dml_cpu_threads(args);
     forward_problem problem = {
+        .half = half,
         .input = args->inputs[DML_BN_INPUT],
         .output = args->outputs[DML_BN_OUTPUT],
         .mean = args->inputs[DML_BN_MEAN],
@@ -661,18 +816,55 @@ HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
         .epsilon = params->epsilon,
         .activation = params->activation,
     };
-    /* Spec §4, decision BN-5: each parameter tensor indexed through its own sizes. */
-    dim_list dims = {.rank = output->rank, .operands = 6};
+    /* Spec §4, decision BN-5: each parameter tensor is indexed through its own
+     * sizes. U, the union of their shapes, indexes every distinct combination. */
+    uint32_t union_sizes[BN_MAX_RANK];
+    uint64_t union_count = 1;
+    for (uint32_t i = 0; i < output->rank; i++) {
+        union_sizes[i] = 1;
+        for (uint32_t k = 0; k < 4; k++)
+            if (parameters[k]->sizes[i] > union_sizes[i]) union_sizes[i] = parameters[k]->sizes[i];
+        union_count *= union_sizes[i];
+    }
+    dim_list dims = {.rank = output->rank};
     memcpy(dims.sizes, output->sizes, sizeof dims.sizes);
+    group_values groups = {{NULL}};
+    /* Few combinations: precompute {mean, factor, bias} per combination. */
+    if (union_count * 8 <= output->element_count && group_values_alloc(&groups, union_count)) {
+        const void* data[4] = {problem.mean, problem.variance, problem.scale, problem.bias};
+        double epsilon = params->epsilon;
+        int64_t count = (int64_t)union_count;
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t u = 0; u < count; u++) {
+            double value[4];
+            for (uint32_t k = 0; k < 4; k++)
+                value[k] = load_value(half, data[k], broadcast_offset(parameters[k], union_sizes, output->rank,
+                                                                       (uint64_t)u));
+            groups.v[0][u] = value[0];
+            groups.v[1][u] = value[2] / sqrt(value[1] + epsilon);
+            groups.v[2][u] = value[3];
+        }
+        problem.groups = groups;
+        dims.operands = 4;
+        memcpy(dims.strides[FWD_OUTPUT], output->strides, sizeof dims.strides[0]);
+        memcpy(dims.strides[FWD_INPUT], input->strides, sizeof dims.strides[0]);
+        uint64_t stride = 1; /* packed over U, 0 where U is 1 */
+        for (uint32_t i = output->rank; i-- > 0;) {
+            dims.strides[FWD_GROUP][i] = union_sizes[i] == 1 ? 0 : stride;
+            stride *= union_sizes[i];
+        }
+        ew_order(&dims);
+        ew_run(&dims, output->element_count, grouped_run, &problem, threads);
+        group_values_free(&groups);
+        return S_OK;
+    }
+    /* Parameters (nearly) per element: read them in place. */
+    dims.operands = 6;
     memcpy(dims.strides[INF_OUTPUT], output->strides, sizeof dims.strides[0]);
-    memcpy(dims.strides[INF_INPUT], op->inputs[DML_BN_INPUT].tensor.strides, sizeof dims.strides[0]);
-    broadcast_strides(&op->inputs[DML_BN_MEAN].tensor, dims.strides[INF_MEAN]);
-    broadcast_strides(&op->inputs[DML_BN_VARIANCE].tensor, dims.strides[INF_VARIANCE]);
-    broadcast_strides(&op->inputs[DML_BN_SCALE].tensor, dims.strides[INF_SCALE]);
-    broadcast_strides(&op->inputs[DML_BN_BIAS].tensor, dims.strides[INF_BIAS]);
+    memcpy(dims.strides[INF_INPUT], input->strides, sizeof dims.strides[0]);
+    for (uint32_t k = 0; k < 4; k++) broadcast_strides(parameters[k], dims.strides[INF_MEAN + k]);
     ew_order(&dims);
-    ew_run(&dims, output->element_count, half ? inference_run_F16 : inference_run_F32, &problem,
-           dml_cpu_threads(args));
+    ew_run(&dims, output->element_count, inference_run, &problem, threads);
     return S_OK;
 }
 
@@ -693,10 +885,10 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
     const dml_tensor* operands[1] = {input};
     plan_reduction(&plan, params, operands, 1);
     stats_partial* partials = allocate_array(plan.group_count * plan.chunks, sizeof *partials);
-    group_values* groups = allocate_array(plan.group_count, sizeof *groups);
-    if (partials == NULL || groups == NULL) {
+    group_values groups = {{NULL}};
+    if (partials == NULL || !group_values_alloc(&groups, plan.group_count)) {
         free(partials);
-        free(groups);
+        group_values_free(&groups);
         return E_OUTOFMEMORY;
     }
 
@@ -705,10 +897,7 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
     int64_t tiles = (int64_t)plan_tiles(&plan);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t index = 0; index < tiles; index++) {
-        if (half)
-            stats_tile_F16(&plan, x, (uint64_t)index, partials);
-        else
-            stats_tile_F32(&plan, x, (uint64_t)index, partials);
+        stats_tile(half, &plan, x, (uint64_t)index, partials);
     }
 
     /* 2. Per group: Chan's merge of the chunks in chunk order, the biased
@@ -736,12 +925,15 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
         store_value(half, variance_data, row_major_offset(out_variance, (uint64_t)j), variance);
         double scale_value = load_value(half, scale_data, row_major_offset(scale, (uint64_t)j));
         double bias_value = load_value(half, bias_data, row_major_offset(bias, (uint64_t)j));
-        groups[j] = (group_values){{mean, scale_value / sqrt(variance + epsilon), bias_value, 0.0}};
+        groups.v[0][j] = mean;
+        groups.v[1][j] = scale_value / sqrt(variance + epsilon);
+        groups.v[2][j] = bias_value;
     }
     free(partials);
 
     /* 3. The normalized output, element-wise. */
     forward_problem problem = {
+        .half = half,
         .input = x,
         .fused_add = fused_add->present ? args->inputs[DML_BN_TRAINING_FUSED_ADD] : NULL,
         .output = args->outputs[DML_BN_TRAINING_OUTPUT],
@@ -755,8 +947,8 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
     if (fused_add->present) memcpy(dims.strides[FWD_FUSED_ADD], fused_add->strides, sizeof dims.strides[0]);
     packed_broadcast_strides(scale, dims.strides[FWD_GROUP]); /* group j is row-major over P */
     ew_order(&dims);
-    ew_run(&dims, output->element_count, half ? training_run_F16 : training_run_F32, &problem, threads);
-    free(groups);
+    ew_run(&dims, output->element_count, grouped_run, &problem, threads);
+    group_values_free(&groups);
     return S_OK;
 }
 
@@ -780,17 +972,17 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
     const dml_tensor* operands[2] = {input, input_gradient};
     plan_reduction(&plan, params, operands, 2);
     grad_partial* partials = allocate_array(plan.group_count * plan.chunks, sizeof *partials);
-    group_values* groups = allocate_array(plan.group_count, sizeof *groups);
-    if (partials == NULL || groups == NULL) {
+    group_values groups = {{NULL}};
+    if (partials == NULL || !group_values_alloc(&groups, plan.group_count)) {
         free(partials);
-        free(groups);
+        group_values_free(&groups);
         return E_OUTOFMEMORY;
     }
     int64_t group_count = (int64_t)plan.group_count;
     const void* mean_data = args->inputs[DML_BN_GRAD_MEAN];
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t j = 0; j < group_count; j++)
-        groups[j].v[0] = load_value(half, mean_data, row_major_offset(mean, (uint64_t)j));
+        groups.v[0][j] = load_value(half, mean_data, row_major_offset(mean, (uint64_t)j));
 
     /* 1. Chunk sums of dy and dy * (x - Mean), in parallel over every tile. */
     const void* x = args->inputs[DML_BN_GRAD_INPUT];
@@ -798,10 +990,7 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
     int64_t tiles = (int64_t)plan_tiles(&plan);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t index = 0; index < tiles; index++) {
-        if (half)
-            grad_tile_F16(&plan, x, dy, groups, (uint64_t)index, partials);
-        else
-            grad_tile_F32(&plan, x, dy, groups, (uint64_t)index, partials);
+        grad_tile(half, &plan, x, dy, groups.v[0], (uint64_t)index, partials);
     }
 
     /* 2. Per group: the sums in chunk order, the parameter gradients and the
@@ -825,14 +1014,15 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
         double scale_value = load_value(half, scale_data, row_major_offset(scale, (uint64_t)j));
         store_value(half, bias_gradient_data, row_major_offset(bias_gradient, (uint64_t)j), sdy);
         store_value(half, scale_gradient_data, row_major_offset(scale_gradient, (uint64_t)j), sdyxc * inv);
-        groups[j].v[1] = scale_value * inv;
-        groups[j].v[2] = training ? sdy / group_size : 0.0;
-        groups[j].v[3] = training ? sdyxc / group_size / variance_plus_epsilon : 0.0;
+        groups.v[1][j] = scale_value * inv;
+        groups.v[2][j] = training ? sdy / group_size : 0.0;
+        groups.v[3][j] = training ? sdyxc / group_size / variance_plus_epsilon : 0.0;
     }
     free(partials);
 
     /* 3. The input gradient, element-wise. */
     backward_problem problem = {
+        .half = half,
         .input = x,
         .input_gradient = dy,
         .output_gradient = args->outputs[DML_BN_GRAD_OUTPUT_GRADIENT],
@@ -846,8 +1036,8 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
     memcpy(dims.strides[BWD_INPUT_GRADIENT], input_gradient->strides, sizeof dims.strides[0]);
     packed_broadcast_strides(mean, dims.strides[BWD_GROUP]);
     ew_order(&dims);
-    ew_run(&dims, output_gradient->element_count, half ? backward_run_F16 : backward_run_F32, &problem, threads);
-    free(groups);
+    ew_run(&dims, output_gradient->element_count, backward_run, &problem, threads);
+    group_values_free(&groups);
     return S_OK;
 }
 

@@ -58,15 +58,28 @@ static uint16_t double_to_half(double value) {
     return dml_float_to_half(rounded);
 }
 
-static double load_value(bool half, const void* base, uint64_t offset) {
-    return half ? (double)dml_half_to_float(((const uint16_t*)base)[offset]) : (double)((const float*)base)[offset];
+/* Hot loops are written once as always-inline functions and instantiated by
+ * the dispatchers below with constant `half` and unit steps, so that each
+ * instance is specialized (and vectorized where the compiler can). */
+#define HOT static inline __attribute__((always_inline))
+
+HOT double load(bool half, const void* base, uint64_t index) {
+    if (half) return (double)dml_half_to_float(((const uint16_t*)base)[index]);
+    return (double)((const float*)base)[index];
 }
 
-static void store_value(bool half, void* base, uint64_t offset, double value) {
+HOT void store_float(bool half, void* base, uint64_t index, float value) {
     if (half)
-        ((uint16_t*)base)[offset] = double_to_half(value);
+        ((uint16_t*)base)[index] = dml_float_to_half(value);
     else
-        ((float*)base)[offset] = (float)value;
+        ((float*)base)[index] = value;
+}
+
+HOT void store_double(bool half, void* base, uint64_t index, double value) {
+    if (half)
+        ((uint16_t*)base)[index] = double_to_half(value);
+    else
+        ((float*)base)[index] = (float)value;
 }
 
 /* Element offset of the row-major index `index` of a tensor. */
@@ -188,7 +201,8 @@ static void broadcast_strides(const dml_tensor* tensor, uint64_t* strides) {
 
 /* ---- Element-wise pass ---- */
 
-/* Operand 0 is the output: its strides order the dimensions. */
+/* Processes `length` elements; operand k starts at element offsets[k] and
+ * steps by steps[k]. Operand 0 is always the output. */
 typedef void (*ew_run_fn)(const void* problem, const uint64_t* offsets, const uint64_t* steps, uint64_t length);
 
 static void swap_dims(dim_list* list, uint32_t a, uint32_t b) {
@@ -206,9 +220,7 @@ static void swap_dims(dim_list* list, uint32_t a, uint32_t b) {
  * simplifies, so that runs follow the output's memory. */
 static void ew_order(dim_list* list) {
     for (uint32_t i = 1; i < list->rank; i++)
-        for (uint32_t j = i; j > 0 && list->strides[0][j - 1] < list->strides[0][j]; j--) {
-            swap_dims(list, j - 1, j);
-        }
+        for (uint32_t j = i; j > 0 && list->strides[0][j - 1] < list->strides[0][j]; j--) swap_dims(list, j - 1, j);
     dims_simplify(list);
     /* Runs along a very short innermost dimension (NHWC with C = 2) cost more
      * in bookkeeping than in work: run along the next dimension instead. */
@@ -267,30 +279,6 @@ static void apply_activation(const dml_activation* a, float* values, size_t coun
     }
 }
 
-/* Hot loops are written once as always-inline functions and instantiated by
- * the dispatchers below with constant `half` and unit steps, so that each
- * instance is specialized (and vectorized where the compiler can). */
-#define HOT static inline __attribute__((always_inline))
-
-HOT double load(bool half, const void* base, uint64_t index) {
-    if (half) return (double)dml_half_to_float(((const uint16_t*)base)[index]);
-    return (double)((const float*)base)[index];
-}
-
-HOT void store_float(bool half, void* base, uint64_t index, float value) {
-    if (half)
-        ((uint16_t*)base)[index] = dml_float_to_half(value);
-    else
-        ((float*)base)[index] = value;
-}
-
-HOT void store_double(bool half, void* base, uint64_t index, double value) {
-    if (half)
-        ((uint16_t*)base)[index] = double_to_half(value);
-    else
-        ((float*)base)[index] = (float)value;
-}
-
 /* Calls IMPL(half, unit, ...) with both arguments constant. */
 #define DISPATCH(half, unit, IMPL, ...)                                                            \
     do {                                                                                           \
@@ -342,8 +330,8 @@ typedef struct forward_problem {
     dml_activation activation;
 } forward_problem;
 
-/* Rounds nothing more: pre holds FLOAT32 values; applies the activation and
- * stores them with the output's step. */
+/* Applies the activation to a piece of FLOAT32 pre-activation values and
+ * stores them, rounded once to the output type, with the output's step. */
 HOT void finish_piece(bool half, bool unit, const forward_problem* p, float* pre, size_t count, uint64_t out_offset,
                       uint64_t out_step) {
     apply_activation(&p->activation, pre, count);
@@ -838,8 +826,8 @@ HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
         for (int64_t u = 0; u < count; u++) {
             double value[4];
             for (uint32_t k = 0; k < 4; k++)
-                value[k] = load_value(half, data[k], broadcast_offset(parameters[k], union_sizes, output->rank,
-                                                                       (uint64_t)u));
+                value[k] =
+                    load(half, data[k], broadcast_offset(parameters[k], union_sizes, output->rank, (uint64_t)u));
             groups.v[0][u] = value[0];
             groups.v[1][u] = value[2] / sqrt(value[1] + epsilon);
             groups.v[2][u] = value[3];
@@ -921,10 +909,10 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
             count = merged;
         }
         double variance = m2 / (double)plan.group_size;
-        store_value(half, mean_data, row_major_offset(out_mean, (uint64_t)j), mean);
-        store_value(half, variance_data, row_major_offset(out_variance, (uint64_t)j), variance);
-        double scale_value = load_value(half, scale_data, row_major_offset(scale, (uint64_t)j));
-        double bias_value = load_value(half, bias_data, row_major_offset(bias, (uint64_t)j));
+        store_double(half, mean_data, row_major_offset(out_mean, (uint64_t)j), mean);
+        store_double(half, variance_data, row_major_offset(out_variance, (uint64_t)j), variance);
+        double scale_value = load(half, scale_data, row_major_offset(scale, (uint64_t)j));
+        double bias_value = load(half, bias_data, row_major_offset(bias, (uint64_t)j));
         groups.v[0][j] = mean;
         groups.v[1][j] = scale_value / sqrt(variance + epsilon);
         groups.v[2][j] = bias_value;
@@ -982,7 +970,7 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
     const void* mean_data = args->inputs[DML_BN_GRAD_MEAN];
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t j = 0; j < group_count; j++)
-        groups.v[0][j] = load_value(half, mean_data, row_major_offset(mean, (uint64_t)j));
+        groups.v[0][j] = load(half, mean_data, row_major_offset(mean, (uint64_t)j));
 
     /* 1. Chunk sums of dy and dy * (x - Mean), in parallel over every tile. */
     const void* x = args->inputs[DML_BN_GRAD_INPUT];
@@ -1008,12 +996,12 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
             sdy += chunk[c].sdy;
             sdyxc += chunk[c].sdyxc;
         }
-        double variance_plus_epsilon = load_value(half, variance_data, row_major_offset(variance, (uint64_t)j)) +
+        double variance_plus_epsilon = load(half, variance_data, row_major_offset(variance, (uint64_t)j)) +
                                        epsilon;
         double inv = 1.0 / sqrt(variance_plus_epsilon);
-        double scale_value = load_value(half, scale_data, row_major_offset(scale, (uint64_t)j));
-        store_value(half, bias_gradient_data, row_major_offset(bias_gradient, (uint64_t)j), sdy);
-        store_value(half, scale_gradient_data, row_major_offset(scale_gradient, (uint64_t)j), sdyxc * inv);
+        double scale_value = load(half, scale_data, row_major_offset(scale, (uint64_t)j));
+        store_double(half, bias_gradient_data, row_major_offset(bias_gradient, (uint64_t)j), sdy);
+        store_double(half, scale_gradient_data, row_major_offset(scale_gradient, (uint64_t)j), sdyxc * inv);
         groups.v[1][j] = scale_value * inv;
         groups.v[2][j] = training ? sdy / group_size : 0.0;
         groups.v[3][j] = training ? sdyxc / group_size / variance_plus_epsilon : 0.0;

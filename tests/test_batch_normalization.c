@@ -888,6 +888,7 @@ TEST_CASE(determinism_across_thread_counts) {
     for (int t = 0; t < 3; t++) {
         expect_same_bits(types[t], one_channel, one_p, false);
         expect_same_bits(types[t], two_channels, two_p, false);
+        expect_same_bits(types[t], two_channels, two_p, true); /* NHWC, two interleaved groups */
         expect_same_bits(types[t], many, many_p, true);
     }
     expect_same_bits(DML_OPERATOR_BATCH_NORMALIZATION, two_channels, two_p, true);

@@ -848,14 +848,60 @@ TEST_CASE(inference_gradient_finite_differences) { finite_difference_check(false
 
 /* ---- Determinism: the same bits for every thread count and run ---- */
 
-static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const uint32_t* p_sizes, bool nhwc_like) {
+/* Adversarial values for order-sensitivity: in every group (parameter
+ * element of p_sizes), a quarter of the elements are +1e15 and a quarter
+ * -1e15, at random places, the rest of order 1. The huge values cancel
+ * exactly, so each sum's result is small while the rounding of its partial
+ * sums depends on their order: any change in how a reduction is split or
+ * combined changes the result, also after rounding to FLOAT32. */
+static void fill_adversarial(operand* o, uint32_t rank, const uint32_t* x, const uint32_t* p_sizes) {
+    uint64_t count = o->t.element_count, groups = bn_ref_count(rank, p_sizes);
+    uint64_t* group_of = malloc(count * sizeof *group_of);
+    uint64_t* start = calloc(groups + 1, sizeof *start);
+    uint64_t* members = malloc(count * sizeof *members);
+    double* values = malloc(count * sizeof *values);
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t rest = i, g = 0, stride = 1;
+        for (uint32_t d = rank; d-- > 0;) {
+            if (p_sizes[d] != 1) g += (rest % x[d]) * stride;
+            stride *= p_sizes[d];
+            rest /= x[d];
+        }
+        group_of[i] = g;
+        start[g + 1]++;
+    }
+    for (uint64_t g = 0; g < groups; g++) start[g + 1] += start[g];
+    uint64_t* fill = calloc(groups, sizeof *fill);
+    for (uint64_t i = 0; i < count; i++) members[start[group_of[i]] + fill[group_of[i]]++] = i;
+    for (uint64_t g = 0; g < groups; g++) {
+        uint64_t* m = members + start[g];
+        uint64_t n = start[g + 1] - start[g];
+        for (uint64_t k = n; k > 1; k--) { /* shuffle the group */
+            uint64_t j = test_rand() % k, tmp = m[k - 1];
+            m[k - 1] = m[j];
+            m[j] = tmp;
+        }
+        for (uint64_t k = 0; k < n; k++)
+            values[m[k]] = k < n / 4 ? 1e15 : k < n / 2 ? -1e15 : test_rand_double(-1, 1);
+    }
+    test_fill_values(&o->b, &o->t, values);
+    read_back(o);
+    free(group_of), free(start), free(members), free(values), free(fill);
+}
+
+/* Runs one problem with 1, 2, 3, 7, all and again 1 threads and expects the
+ * same output bytes, with ordinary or adversarial inputs. */
+static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const uint32_t* p_sizes, bool nhwc,
+                             bool adversarial) {
     bn_problem p = problem_4d(type, x, p_sizes);
     p.epsilon = 1e-5;
     p.fused_add = type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING;
     if (!is_gradient(type)) p.activation = (bn_ref_activation){DML_OPERATOR_ACTIVATION_GELU, 0, 0};
-    p.nhwc = nhwc_like;
+    p.nhwc = nhwc;
     bn_run r;
     bn_setup(&r, &p, NULL);
+    if (adversarial) /* the input, and the input gradient of the GRADs */
+        for (uint32_t k = 0; k < (is_gradient(type) ? 2u : 1u); k++) fill_adversarial(&r.inputs[k], 4, x, p_sizes);
     static const uint32_t thread_counts[] = {1, 2, 3, 7, 0, 1};
     uint8_t* first[MAX_OUTPUTS] = {0};
     for (size_t t = 0; t < sizeof thread_counts / sizeof thread_counts[0]; t++) {
@@ -868,12 +914,12 @@ static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const ui
                 memcpy(first[k], r.outputs[k].b.data, r.outputs[k].b.size);
             } else {
                 EXPECT(memcmp(first[k], r.outputs[k].b.data, r.outputs[k].b.size) == 0,
-                       "op %u output %u differs between 1 thread and %u threads", (unsigned)type, k,
-                       thread_counts[t]);
+                       "op %u output %u differs between 1 thread and %u threads%s", (unsigned)type, k,
+                       thread_counts[t], adversarial ? " (adversarial data)" : "");
             }
         }
     }
-    bn_check(&p, &r);
+    if (!adversarial) bn_check(&p, &r);
     for (uint32_t k = 0; k < r.output_count; k++) free(first[k]);
     bn_free(&r);
 }
@@ -885,13 +931,14 @@ TEST_CASE(determinism_across_thread_counts) {
     const uint32_t one_channel[4] = {4, 1, 96, 96}, one_p[4] = {1, 1, 1, 1};
     const uint32_t two_channels[4] = {2, 2, 120, 100}, two_p[4] = {1, 2, 1, 1};
     const uint32_t many[4] = {16, 40, 6, 6}, many_p[4] = {1, 40, 1, 1};
-    for (int t = 0; t < 3; t++) {
-        expect_same_bits(types[t], one_channel, one_p, false);
-        expect_same_bits(types[t], two_channels, two_p, false);
-        expect_same_bits(types[t], two_channels, two_p, true); /* NHWC, two interleaved groups */
-        expect_same_bits(types[t], many, many_p, true);
-    }
-    expect_same_bits(DML_OPERATOR_BATCH_NORMALIZATION, two_channels, two_p, true);
+    for (int t = 0; t < 3; t++)
+        for (int adversarial = 0; adversarial < 2; adversarial++) {
+            expect_same_bits(types[t], one_channel, one_p, false, adversarial);
+            expect_same_bits(types[t], two_channels, two_p, false, adversarial);
+            expect_same_bits(types[t], two_channels, two_p, true, adversarial); /* NHWC, two interleaved groups */
+            expect_same_bits(types[t], many, many_p, true, adversarial);
+        }
+    expect_same_bits(DML_OPERATOR_BATCH_NORMALIZATION, two_channels, two_p, true, false);
 }
 
 /* ---- The fused activation is deep-copied at creation (tensors.md §5) ---- */

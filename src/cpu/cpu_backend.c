@@ -69,5 +69,9 @@ const dml_backend dml_cpu_backend = {
         {
             [DML_KERNEL_MAX_POOLING] = dml_cpu_max_pooling,
             [DML_KERNEL_MAX_POOLING_GRAD] = dml_cpu_max_pooling_grad,
+            [DML_KERNEL_BATCH_NORMALIZATION] = dml_cpu_batch_normalization,
+            [DML_KERNEL_BATCH_NORMALIZATION_TRAINING] = dml_cpu_batch_normalization_training,
+            [DML_KERNEL_BATCH_NORMALIZATION_GRAD] = dml_cpu_batch_normalization_grad,
+            [DML_KERNEL_BATCH_NORMALIZATION_TRAINING_GRAD] = dml_cpu_batch_normalization_training_grad,
         },
 };

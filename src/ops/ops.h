@@ -27,6 +27,9 @@ const dml_op_info* dml_op_info_find(DML_OPERATOR_TYPE type);
 /* Family create functions (one file per family in src/ops/). */
 HRESULT dml_create_max_pooling(DMLOperator* op, const void* desc);
 HRESULT dml_create_max_pooling_grad(DMLOperator* op, const void* desc);
+HRESULT dml_create_batch_normalization(DMLOperator* op, const void* desc);
+HRESULT dml_create_batch_normalization_training(DMLOperator* op, const void* desc);
+HRESULT dml_create_batch_normalization_grad(DMLOperator* op, const void* desc); /* GRAD and TRAINING_GRAD */
 
 /* ---- Building slots ---- */
 /* Validates desc (NULL allowed when optional) and appends the next input or
@@ -39,6 +42,13 @@ HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size);
 static inline bool dml_op_level_at_least(const DMLOperator* op, DML_FEATURE_LEVEL level) {
     return op->device->feature_level >= level;
 }
+
+/* ---- Fused activations (activation.c, spec batch_normalization.md §8.2) ---- */
+/* Validates desc (NULL: no activation) at the device's feature level and
+ * deep-copies it into *activation; field names the description's field. */
+struct dml_activation;
+HRESULT dml_check_fused_activation(const DMLOperator* op, const char* field, const DML_OPERATOR_DESC* desc,
+                                   struct dml_activation* activation);
 
 /* ---- Shared checks; each names the operator, the field and the rule ---- */
 HRESULT dml_check_array(const DMLOperator* op, const char* field, const void* array, uint32_t count);

@@ -6,6 +6,9 @@
 
 HRESULT dml_cpu_max_pooling(const dml_kernel_args* args);
 HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args);
+HRESULT dml_cpu_roi_pooling(const dml_kernel_args* args);
+HRESULT dml_cpu_roi_align(const dml_kernel_args* args);
+HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args);
 
 /* Worker threads for one dispatch (the device's ThreadCount). */
 static inline int dml_cpu_threads(const dml_kernel_args* args) { return (int)args->device->threads; }

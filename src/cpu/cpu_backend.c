@@ -69,5 +69,8 @@ const dml_backend dml_cpu_backend = {
         {
             [DML_KERNEL_MAX_POOLING] = dml_cpu_max_pooling,
             [DML_KERNEL_MAX_POOLING_GRAD] = dml_cpu_max_pooling_grad,
+            [DML_KERNEL_ROI_POOLING] = dml_cpu_roi_pooling,
+            [DML_KERNEL_ROI_ALIGN] = dml_cpu_roi_align,
+            [DML_KERNEL_ROI_ALIGN_GRAD] = dml_cpu_roi_align_grad,
         },
 };

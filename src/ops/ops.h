@@ -27,6 +27,9 @@ const dml_op_info* dml_op_info_find(DML_OPERATOR_TYPE type);
 /* Family create functions (one file per family in src/ops/). */
 HRESULT dml_create_max_pooling(DMLOperator* op, const void* desc);
 HRESULT dml_create_max_pooling_grad(DMLOperator* op, const void* desc);
+HRESULT dml_create_roi_pooling(DMLOperator* op, const void* desc);
+HRESULT dml_create_roi_align(DMLOperator* op, const void* desc); /* ROI_ALIGN and ROI_ALIGN1 */
+HRESULT dml_create_roi_align_grad(DMLOperator* op, const void* desc);
 
 /* ---- Building slots ---- */
 /* Validates desc (NULL allowed when optional) and appends the next input or

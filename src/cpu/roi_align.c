@@ -135,8 +135,10 @@ typedef struct forward_problem {
     uint64_t out_strides[4];
 } forward_problem;
 
-/* Output row (r, c, oy): every ox. */
-static void forward_row(const forward_problem* f, uint64_t row) {
+/* Output row (r, c, oy): every ox. Inlined into one copy per element type
+ * (half is a constant there). */
+static inline __attribute__((always_inline)) void forward_row_typed(const forward_problem* f, uint64_t row,
+                                                                    bool half) {
     const dml_roi_align_params* p = f->params;
     uint32_t oy = (uint32_t)(row % f->out_height);
     uint64_t rest = row / f->out_height;
@@ -146,10 +148,10 @@ static void forward_row(const forward_problem* f, uint64_t row) {
     roi_region region = region_make(&f->source, r, p, f->out_height, f->out_width, f->height, f->width);
     if (region.batch >= f->batch) { /* RA-12: no image to read */
         for (uint32_t ox = 0; ox < f->out_width; ox++)
-            store_value(f->output, out_row + ox * f->out_strides[3], f->half, p->out_of_bounds_value);
+            store_value(f->output, out_row + ox * f->out_strides[3], half, p->out_of_bounds_value);
         return;
     }
-    plane_view plane = plane_make(f->input, f->in_strides, region.batch, c, f->height, f->width, f->half);
+    plane_view plane = plane_make(f->input, f->in_strides, region.batch, c, f->height, f->width, half);
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
     float samples = (float)(per_x * per_y);
     uint64_t y_begin = oy * per_y;
@@ -173,9 +175,12 @@ static void forward_row(const forward_problem* f, uint64_t row) {
                 }
             }
         }
-        store_value(f->output, out_row + ox * f->out_strides[3], f->half, p->reduction_max ? best : sum / samples);
+        store_value(f->output, out_row + ox * f->out_strides[3], half, p->reduction_max ? best : sum / samples);
     }
 }
+
+static void forward_row_f32(const forward_problem* f, uint64_t row) { forward_row_typed(f, row, false); }
+static void forward_row_f16(const forward_problem* f, uint64_t row) { forward_row_typed(f, row, true); }
 
 HRESULT dml_cpu_roi_align(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
@@ -202,7 +207,12 @@ HRESULT dml_cpu_roi_align(const dml_kernel_args* args) {
     /* Regions differ in sample count: dynamic chunks balance them; every
      * element is computed by one thread alone. */
 #pragma omp parallel for num_threads(dml_cpu_threads(args)) schedule(dynamic, 8)
-    for (int64_t row = 0; row < rows; row++) forward_row(&f, (uint64_t)row);
+    for (int64_t row = 0; row < rows; row++) {
+        if (f.half)
+            forward_row_f16(&f, (uint64_t)row);
+        else
+            forward_row_f32(&f, (uint64_t)row);
+    }
     return S_OK;
 }
 

@@ -14,164 +14,144 @@
 #include "reference/roi_reference.h"
 
 /* RA-1: ROI_ALIGN1 nearest neighbour, 1.5x width / 0.5x height, four 2x2 crops (documented) */
-static const double RA1_Input[] = {
-    1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0};
-static const double RA1_ROI[] = {
-    0.0, 0.0, 2.0, 2.0, 2.0, 0.0, 4.0, 2.0, 0.0, 2.0, 2.0, 4.0, 2.0, 2.0, 4.0, 4.0};
-static const double RA1_BatchIndices[] = {
-    0.0, 0.0, 0.0, 0.0};
-static const double RA1_Output[] = {
-    1.0, 1.0, 2.0, 3.0, 3.0, 4.0, 9.0, 9.0, 10.0, 11.0, 11.0, 12.0};
+static const double RA1_Input[] = {1.0, 2.0,  3.0,  4.0,  5.0,  6.0,  7.0,  8.0,
+                                   9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0};
+static const double RA1_ROI[] = {0.0, 0.0, 2.0, 2.0, 2.0, 0.0, 4.0, 2.0, 0.0, 2.0, 2.0, 4.0, 2.0, 2.0, 4.0, 4.0};
+static const double RA1_BatchIndices[] = {0.0, 0.0, 0.0, 0.0};
+static const double RA1_Output[] = {1.0, 1.0, 2.0, 3.0, 3.0, 4.0, 9.0, 9.0, 10.0, 11.0, 11.0, 12.0};
 /* RA-2: ROI_ALIGN_GRAD for RA-1 (OutputGradientTensor only) (documented) */
-static const double RA2_InputGradient[] = {
-    1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0};
-static const double RA2_ROI[] = {
-    0.0, 0.0, 2.0, 2.0, 2.0, 0.0, 4.0, 2.0, 0.0, 2.0, 2.0, 4.0, 2.0, 2.0, 4.0, 4.0};
-static const double RA2_BatchIndices[] = {
-    0.0, 0.0, 0.0, 0.0};
-static const double RA2_OutputGradient[] = {
-    3.0, 3.0, 9.0, 6.0, 0.0, 0.0, 0.0, 0.0, 15.0, 9.0, 21.0, 12.0, 0.0, 0.0, 0.0, 0.0};
+static const double RA2_InputGradient[] = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0};
+static const double RA2_ROI[] = {0.0, 0.0, 2.0, 2.0, 2.0, 0.0, 4.0, 2.0, 0.0, 2.0, 2.0, 4.0, 2.0, 2.0, 4.0, 4.0};
+static const double RA2_BatchIndices[] = {0.0, 0.0, 0.0, 0.0};
+static const double RA2_OutputGradient[] = {3.0,  3.0, 9.0,  6.0,  0.0, 0.0, 0.0, 0.0,
+                                            15.0, 9.0, 21.0, 12.0, 0.0, 0.0, 0.0, 0.0};
 /* RA-3: Bilinear, pixel-centre model, 2x2 region -> 4x4 output (third-party-test) */
 static const double RA3_Input[] = {
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0,
-    20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0,
-    38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0,
-    56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0,
-    74.0, 75.0, 76.0, 77.0, 78.0, 79.0, 80.0, 81.0, 82.0, 83.0, 84.0, 85.0, 86.0, 87.0, 88.0, 89.0, 90.0, 91.0,
-    92.0, 93.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0};
-static const double RA3_ROI[] = {
-    1.0, 1.0, 3.0, 3.0};
-static const double RA3_BatchIndices[] = {
-    0.0};
-static const double RA3_Output[] = {
-    8.25, 8.75, 9.25, 9.75, 13.25, 13.75, 14.25, 14.75, 18.25, 18.75, 19.25, 19.75, 23.25, 23.75, 24.25, 24.75};
+    0.0,  1.0,  2.0,  3.0,  4.0,  5.0,  6.0,  7.0,  8.0,  9.0,  10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0,
+    17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0,
+    34.0, 35.0, 36.0, 37.0, 38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0,
+    51.0, 52.0, 53.0, 54.0, 55.0, 56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0,
+    68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0, 75.0, 76.0, 77.0, 78.0, 79.0, 80.0, 81.0, 82.0, 83.0, 84.0,
+    85.0, 86.0, 87.0, 88.0, 89.0, 90.0, 91.0, 92.0, 93.0, 94.0, 95.0, 96.0, 97.0, 98.0, 99.0};
+static const double RA3_ROI[] = {1.0, 1.0, 3.0, 3.0};
+static const double RA3_BatchIndices[] = {0.0};
+static const double RA3_Output[] = {8.25,  8.75,  9.25,  9.75,  13.25, 13.75, 14.25, 14.75,
+                                    18.25, 18.75, 19.25, 19.75, 23.25, 23.75, 24.25, 24.75};
 /* RA-4: ONNX backend test test_roialign_aligned_true (half_pixel) mapped to ROI_ALIGN1 (third-party-test) */
 static const double RA4_Input[] = {
-    0.2764, 0.715, 0.1958, 0.3416, 0.4638, 0.0259, 0.2963, 0.6518, 0.4856, 0.725, 0.9637, 0.0895, 0.2919, 0.6753,
-    0.0234, 0.6132, 0.8085, 0.5324, 0.8992, 0.4467, 0.3265, 0.8479, 0.9698, 0.2471, 0.9336, 0.1878, 0.4766, 0.4308,
-    0.34, 0.2162, 0.0206, 0.172, 0.2155, 0.4394, 0.0653, 0.3406, 0.7724, 0.3921, 0.2541, 0.5799, 0.4062, 0.2194,
-    0.4473, 0.4687, 0.7109, 0.9327, 0.9815, 0.632, 0.1728, 0.6119, 0.3097, 0.1283, 0.4984, 0.5068, 0.4279, 0.0173,
-    0.4388, 0.043, 0.4671, 0.7119, 0.1011, 0.8477, 0.4726, 0.1777, 0.9923, 0.4042, 0.1869, 0.7795, 0.9946, 0.9689,
-    0.1366, 0.3671, 0.7011, 0.6234, 0.9867, 0.5585, 0.6985, 0.5609, 0.8788, 0.9928, 0.5697, 0.8511, 0.6711, 0.9406,
-    0.8751, 0.7496, 0.165, 0.1049, 0.1559, 0.2514, 0.7012, 0.4056, 0.7879, 0.3461, 0.0415, 0.2998, 0.5094, 0.3727,
-    0.5482, 0.0502};
-static const double RA4_ROI[] = {
-    0.0, 0.0, 9.0, 9.0, 0.0, 5.0, 4.0, 9.0, 5.0, 5.0, 9.0, 9.0};
-static const double RA4_BatchIndices[] = {
-    0.0, 0.0, 0.0};
+    0.2764, 0.715,  0.1958, 0.3416, 0.4638, 0.0259, 0.2963, 0.6518, 0.4856, 0.725,  0.9637, 0.0895, 0.2919,
+    0.6753, 0.0234, 0.6132, 0.8085, 0.5324, 0.8992, 0.4467, 0.3265, 0.8479, 0.9698, 0.2471, 0.9336, 0.1878,
+    0.4766, 0.4308, 0.34,   0.2162, 0.0206, 0.172,  0.2155, 0.4394, 0.0653, 0.3406, 0.7724, 0.3921, 0.2541,
+    0.5799, 0.4062, 0.2194, 0.4473, 0.4687, 0.7109, 0.9327, 0.9815, 0.632,  0.1728, 0.6119, 0.3097, 0.1283,
+    0.4984, 0.5068, 0.4279, 0.0173, 0.4388, 0.043,  0.4671, 0.7119, 0.1011, 0.8477, 0.4726, 0.1777, 0.9923,
+    0.4042, 0.1869, 0.7795, 0.9946, 0.9689, 0.1366, 0.3671, 0.7011, 0.6234, 0.9867, 0.5585, 0.6985, 0.5609,
+    0.8788, 0.9928, 0.5697, 0.8511, 0.6711, 0.9406, 0.8751, 0.7496, 0.165,  0.1049, 0.1559, 0.2514, 0.7012,
+    0.4056, 0.7879, 0.3461, 0.0415, 0.2998, 0.5094, 0.3727, 0.5482, 0.0502};
+static const double RA4_ROI[] = {0.0, 0.0, 9.0, 9.0, 0.0, 5.0, 4.0, 9.0, 5.0, 5.0, 9.0, 9.0};
+static const double RA4_BatchIndices[] = {0.0, 0.0, 0.0};
 static const double RA4_Output[] = {
-    0.5178, 0.3434, 0.3229, 0.4474, 0.6344, 0.4031, 0.5366, 0.4428, 0.4861, 0.4023, 0.2512, 0.4002, 0.5155, 0.6954,
-    0.3465, 0.335, 0.4601, 0.5881, 0.3439, 0.6849, 0.4932, 0.7141, 0.8217, 0.4719, 0.4039, 0.307, 0.2187, 0.3337,
-    0.488, 0.487, 0.1871, 0.4914, 0.5561, 0.4192, 0.3686, 0.1433, 0.4608, 0.5971, 0.531, 0.4982, 0.2788, 0.4386,
-    0.6022, 0.7, 0.7524, 0.5774, 0.7024, 0.7251, 0.7338, 0.8163, 0.2393, 0.4075, 0.3379, 0.2525, 0.4743, 0.3671,
-    0.2702, 0.4105, 0.6419, 0.8308, 0.5556, 0.4543, 0.5564, 0.7502, 0.93, 0.6626, 0.5617, 0.4813, 0.4954, 0.6663,
-    0.6636, 0.3721, 0.2056, 0.1928, 0.2478};
+    0.5178, 0.3434, 0.3229, 0.4474, 0.6344, 0.4031, 0.5366, 0.4428, 0.4861, 0.4023, 0.2512, 0.4002, 0.5155,
+    0.6954, 0.3465, 0.335,  0.4601, 0.5881, 0.3439, 0.6849, 0.4932, 0.7141, 0.8217, 0.4719, 0.4039, 0.307,
+    0.2187, 0.3337, 0.488,  0.487,  0.1871, 0.4914, 0.5561, 0.4192, 0.3686, 0.1433, 0.4608, 0.5971, 0.531,
+    0.4982, 0.2788, 0.4386, 0.6022, 0.7,    0.7524, 0.5774, 0.7024, 0.7251, 0.7338, 0.8163, 0.2393, 0.4075,
+    0.3379, 0.2525, 0.4743, 0.3671, 0.2702, 0.4105, 0.6419, 0.8308, 0.5556, 0.4543, 0.5564, 0.7502, 0.93,
+    0.6626, 0.5617, 0.4813, 0.4954, 0.6663, 0.6636, 0.3721, 0.2056, 0.1928, 0.2478};
 /* RA-5: ONNX backend test test_roialign_aligned_false (output_half_pixel) mapped to ROI_ALIGN1 (third-party-test) */
 static const double RA5_Input[] = {
-    0.2764, 0.715, 0.1958, 0.3416, 0.4638, 0.0259, 0.2963, 0.6518, 0.4856, 0.725, 0.9637, 0.0895, 0.2919, 0.6753,
-    0.0234, 0.6132, 0.8085, 0.5324, 0.8992, 0.4467, 0.3265, 0.8479, 0.9698, 0.2471, 0.9336, 0.1878, 0.4766, 0.4308,
-    0.34, 0.2162, 0.0206, 0.172, 0.2155, 0.4394, 0.0653, 0.3406, 0.7724, 0.3921, 0.2541, 0.5799, 0.4062, 0.2194,
-    0.4473, 0.4687, 0.7109, 0.9327, 0.9815, 0.632, 0.1728, 0.6119, 0.3097, 0.1283, 0.4984, 0.5068, 0.4279, 0.0173,
-    0.4388, 0.043, 0.4671, 0.7119, 0.1011, 0.8477, 0.4726, 0.1777, 0.9923, 0.4042, 0.1869, 0.7795, 0.9946, 0.9689,
-    0.1366, 0.3671, 0.7011, 0.6234, 0.9867, 0.5585, 0.6985, 0.5609, 0.8788, 0.9928, 0.5697, 0.8511, 0.6711, 0.9406,
-    0.8751, 0.7496, 0.165, 0.1049, 0.1559, 0.2514, 0.7012, 0.4056, 0.7879, 0.3461, 0.0415, 0.2998, 0.5094, 0.3727,
-    0.5482, 0.0502};
-static const double RA5_ROI[] = {
-    0.0, 0.0, 9.0, 9.0, 0.0, 5.0, 4.0, 9.0, 5.0, 5.0, 9.0, 9.0};
-static const double RA5_BatchIndices[] = {
-    0.0, 0.0, 0.0};
+    0.2764, 0.715,  0.1958, 0.3416, 0.4638, 0.0259, 0.2963, 0.6518, 0.4856, 0.725,  0.9637, 0.0895, 0.2919,
+    0.6753, 0.0234, 0.6132, 0.8085, 0.5324, 0.8992, 0.4467, 0.3265, 0.8479, 0.9698, 0.2471, 0.9336, 0.1878,
+    0.4766, 0.4308, 0.34,   0.2162, 0.0206, 0.172,  0.2155, 0.4394, 0.0653, 0.3406, 0.7724, 0.3921, 0.2541,
+    0.5799, 0.4062, 0.2194, 0.4473, 0.4687, 0.7109, 0.9327, 0.9815, 0.632,  0.1728, 0.6119, 0.3097, 0.1283,
+    0.4984, 0.5068, 0.4279, 0.0173, 0.4388, 0.043,  0.4671, 0.7119, 0.1011, 0.8477, 0.4726, 0.1777, 0.9923,
+    0.4042, 0.1869, 0.7795, 0.9946, 0.9689, 0.1366, 0.3671, 0.7011, 0.6234, 0.9867, 0.5585, 0.6985, 0.5609,
+    0.8788, 0.9928, 0.5697, 0.8511, 0.6711, 0.9406, 0.8751, 0.7496, 0.165,  0.1049, 0.1559, 0.2514, 0.7012,
+    0.4056, 0.7879, 0.3461, 0.0415, 0.2998, 0.5094, 0.3727, 0.5482, 0.0502};
+static const double RA5_ROI[] = {0.0, 0.0, 9.0, 9.0, 0.0, 5.0, 4.0, 9.0, 5.0, 5.0, 9.0, 9.0};
+static const double RA5_BatchIndices[] = {0.0, 0.0, 0.0};
 static const double RA5_Output[] = {
-    0.4664, 0.4466, 0.3405, 0.5688, 0.6068, 0.3714, 0.4296, 0.3835, 0.5562, 0.351, 0.2768, 0.4883, 0.5222, 0.5528,
-    0.4171, 0.4713, 0.4844, 0.6904, 0.492, 0.8774, 0.6239, 0.7125, 0.6289, 0.3355, 0.3495, 0.3022, 0.4305, 0.4696,
-    0.3978, 0.5423, 0.3656, 0.705, 0.5165, 0.3172, 0.7015, 0.2912, 0.5059, 0.6476, 0.6235, 0.8299, 0.5916, 0.7389,
-    0.7048, 0.8372, 0.8893, 0.6227, 0.6153, 0.7097, 0.6154, 0.4585, 0.2384, 0.3379, 0.3717, 0.61, 0.7601, 0.3767,
-    0.3785, 0.7147, 0.9243, 0.9727, 0.5749, 0.5826, 0.5709, 0.7619, 0.877, 0.5355, 0.2566, 0.2141, 0.2796, 0.36,
-    0.4365, 0.3504, 0.2887, 0.3661, 0.2349};
+    0.4664, 0.4466, 0.3405, 0.5688, 0.6068, 0.3714, 0.4296, 0.3835, 0.5562, 0.351,  0.2768, 0.4883, 0.5222,
+    0.5528, 0.4171, 0.4713, 0.4844, 0.6904, 0.492,  0.8774, 0.6239, 0.7125, 0.6289, 0.3355, 0.3495, 0.3022,
+    0.4305, 0.4696, 0.3978, 0.5423, 0.3656, 0.705,  0.5165, 0.3172, 0.7015, 0.2912, 0.5059, 0.6476, 0.6235,
+    0.8299, 0.5916, 0.7389, 0.7048, 0.8372, 0.8893, 0.6227, 0.6153, 0.7097, 0.6154, 0.4585, 0.2384, 0.3379,
+    0.3717, 0.61,   0.7601, 0.3767, 0.3785, 0.7147, 0.9243, 0.9727, 0.5749, 0.5826, 0.5709, 0.7619, 0.877,
+    0.5355, 0.2566, 0.2141, 0.2796, 0.36,   0.4365, 0.3504, 0.2887, 0.3661, 0.2349};
 /* RA-6: Zero-size (point) ROIs incl. coordinates inside the one-pixel margin, AVERAGE (third-party-test) */
 static const double RA6_Input[] = {
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0,
-    20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0,
-    38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0,
-    56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0};
-static const double RA6_ROI[] = {
-    7.0, 5.0, 7.0, 5.0, -15.0, -15.0, -15.0, -15.0, -10.0, 21.0, -10.0, 21.0, 13.0, 8.0, 13.0, 8.0, -14.0, 19.0,
-    -14.0, 19.0};
-static const double RA6_BatchIndices[] = {
-    0.0, 0.0, 0.0, 0.0, 0.0};
+    0.0,  1.0,  2.0,  3.0,  4.0,  5.0,  6.0,  7.0,  8.0,  9.0,  10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0,
+    19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0,
+    38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0,
+    57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0};
+static const double RA6_ROI[] = {7.0,   5.0,  7.0,  5.0, -15.0, -15.0, -15.0, -15.0, -10.0, 21.0,
+                                 -10.0, 21.0, 13.0, 8.0, 13.0,  8.0,   -14.0, 19.0,  -14.0, 19.0};
+static const double RA6_BatchIndices[] = {0.0, 0.0, 0.0, 0.0, 0.0};
 static const double RA6_Output[] = {
-    2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0,
-    27.0, 27.0, 27.0, 27.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 0.0, 0.0, 0.0,
-    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0,
-    25.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 6.5625, 6.5625, 6.5625, 6.5625,
-    6.5625, 6.5625, 6.5625, 6.5625, 6.5625, 6.5625, 6.5625, 6.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625,
-    31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625,
-    56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 3.3125, 3.3125, 3.3125, 3.3125, 3.3125, 3.3125,
-    3.3125, 3.3125, 3.3125, 3.3125, 3.3125, 3.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125,
-    28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125,
-    53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 5.9375, 5.9375, 5.9375, 5.9375, 5.9375, 5.9375, 5.9375, 5.9375,
-    5.9375, 5.9375, 5.9375, 5.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375,
-    30.9375, 30.9375, 30.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375,
-    55.9375, 55.9375, 55.9375};
+    2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     27.0,
+    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    52.0,    52.0,
+    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    0.0,     0.0,     0.0,
+    0.0,     0.0,     0.0,     0.0,     0.0,     0.0,     0.0,     0.0,     0.0,     25.0,    25.0,    25.0,    25.0,
+    25.0,    25.0,    25.0,    25.0,    25.0,    25.0,    25.0,    25.0,    50.0,    50.0,    50.0,    50.0,    50.0,
+    50.0,    50.0,    50.0,    50.0,    50.0,    50.0,    50.0,    6.5625,  6.5625,  6.5625,  6.5625,  6.5625,  6.5625,
+    6.5625,  6.5625,  6.5625,  6.5625,  6.5625,  6.5625,  31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625,
+    31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625,
+    56.5625, 56.5625, 56.5625, 56.5625, 3.3125,  3.3125,  3.3125,  3.3125,  3.3125,  3.3125,  3.3125,  3.3125,  3.3125,
+    3.3125,  3.3125,  3.3125,  28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125,
+    28.3125, 28.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125,
+    53.3125, 5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,
+    30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 55.9375,
+    55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375};
 /* RA-7: Zero-size (point) ROIs incl. coordinates inside the one-pixel margin, MAX (third-party-test) */
 static const double RA7_Input[] = {
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0,
-    20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0,
-    38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0,
-    56.0, 57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0};
-static const double RA7_ROI[] = {
-    7.0, 5.0, 7.0, 5.0, -15.0, -15.0, -15.0, -15.0, -10.0, 21.0, -10.0, 21.0, 13.0, 8.0, 13.0, 8.0, -14.0, 19.0,
-    -14.0, 19.0};
-static const double RA7_BatchIndices[] = {
-    0.0, 0.0, 0.0, 0.0, 0.0};
+    0.0,  1.0,  2.0,  3.0,  4.0,  5.0,  6.0,  7.0,  8.0,  9.0,  10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0,
+    19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0, 36.0, 37.0,
+    38.0, 39.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0, 47.0, 48.0, 49.0, 50.0, 51.0, 52.0, 53.0, 54.0, 55.0, 56.0,
+    57.0, 58.0, 59.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0, 68.0, 69.0, 70.0, 71.0, 72.0, 73.0, 74.0};
+static const double RA7_ROI[] = {7.0,   5.0,  7.0,  5.0, -15.0, -15.0, -15.0, -15.0, -10.0, 21.0,
+                                 -10.0, 21.0, 13.0, 8.0, 13.0,  8.0,   -14.0, 19.0,  -14.0, 19.0};
+static const double RA7_BatchIndices[] = {0.0, 0.0, 0.0, 0.0, 0.0};
 static const double RA7_Output[] = {
-    2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0, 27.0,
-    27.0, 27.0, 27.0, 27.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 52.0, 0.0, 0.0, 0.0,
-    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0,
-    25.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 6.5625, 6.5625, 6.5625, 6.5625,
-    6.5625, 6.5625, 6.5625, 6.5625, 6.5625, 6.5625, 6.5625, 6.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625,
-    31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625,
-    56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 3.3125, 3.3125, 3.3125, 3.3125, 3.3125, 3.3125,
-    3.3125, 3.3125, 3.3125, 3.3125, 3.3125, 3.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125,
-    28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125,
-    53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 5.9375, 5.9375, 5.9375, 5.9375, 5.9375, 5.9375, 5.9375, 5.9375,
-    5.9375, 5.9375, 5.9375, 5.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375,
-    30.9375, 30.9375, 30.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375,
-    55.9375, 55.9375, 55.9375};
+    2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     2.0,     27.0,
+    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    27.0,    52.0,    52.0,
+    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    52.0,    0.0,     0.0,     0.0,
+    0.0,     0.0,     0.0,     0.0,     0.0,     0.0,     0.0,     0.0,     0.0,     25.0,    25.0,    25.0,    25.0,
+    25.0,    25.0,    25.0,    25.0,    25.0,    25.0,    25.0,    25.0,    50.0,    50.0,    50.0,    50.0,    50.0,
+    50.0,    50.0,    50.0,    50.0,    50.0,    50.0,    50.0,    6.5625,  6.5625,  6.5625,  6.5625,  6.5625,  6.5625,
+    6.5625,  6.5625,  6.5625,  6.5625,  6.5625,  6.5625,  31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 31.5625,
+    31.5625, 31.5625, 31.5625, 31.5625, 31.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625, 56.5625,
+    56.5625, 56.5625, 56.5625, 56.5625, 3.3125,  3.3125,  3.3125,  3.3125,  3.3125,  3.3125,  3.3125,  3.3125,  3.3125,
+    3.3125,  3.3125,  3.3125,  28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125, 28.3125,
+    28.3125, 28.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125, 53.3125,
+    53.3125, 5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,  5.9375,
+    30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 30.9375, 55.9375,
+    55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375, 55.9375};
 /* RA-8: Adaptive sampling, MAX vs AVERAGE, out-of-bounds samples and the one-pixel margin (derived) */
-static const double RA8_Input[] = {
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0};
-static const double RA8_ROI[] = {
-    0.0, 0.0, 4.0, 4.0, -3.0, -3.0, -1.0, -1.0, -1.0, -1.0, 0.0, 0.0};
-static const double RA8_BatchIndices[] = {
-    0.0, 0.0, 0.0};
-static const double RA8_OutputMAX[] = {
-    13.0, 15.0, -7.0, -7.0, -7.0, 0.0};
-static const double RA8_OutputAVERAGE[] = {
-    6.5, 8.5, -7.0, -7.0, -7.0, 0.0};
+static const double RA8_Input[] = {0.0, 1.0, 2.0,  3.0,  4.0,  5.0,  6.0,  7.0,
+                                   8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0};
+static const double RA8_ROI[] = {0.0, 0.0, 4.0, 4.0, -3.0, -3.0, -1.0, -1.0, -1.0, -1.0, 0.0, 0.0};
+static const double RA8_BatchIndices[] = {0.0, 0.0, 0.0};
+static const double RA8_OutputMAX[] = {13.0, 15.0, -7.0, -7.0, -7.0, 0.0};
+static const double RA8_OutputAVERAGE[] = {6.5, 8.5, -7.0, -7.0, -7.0, 0.0};
 /* RA-9: Forward, input gradient and ROI gradient (bilinear, AVERAGE, 2x1 samples) (derived) */
-static const double RA9_Input[] = {
-    0.0, 1.0, 4.0, 9.0, 3.0, 4.0, 7.0, 12.0, 6.0, 7.0, 10.0, 15.0, 9.0, 10.0, 13.0, 18.0};
-static const double RA9_ROI[] = {
-    0.3, 0.6, 2.9, 2.2};
-static const double RA9_BatchIndices[] = {
-    0.0};
-static const double RA9_InputGradient[] = {
-    1.0, -2.0, 0.5, 3.0};
-static const double RA9_Outputforward[] = {
-    1.95, 4.825, 4.35, 7.225};
-static const double RA9_OutputGradient[] = {
-    0.275, -0.0625, -0.675, -0.0375, 0.4675, 0.69875, 0.7425, 0.04125, 0.0825, 0.32625, 0.6075, 0.03375, 0.0, 0.0,
-    0.0, 0.0};
-static const double RA9_OutputROIGradient[] = {
-    2.0, 0.375, 3.5, 7.125};
+static const double RA9_Input[] = {0.0, 1.0, 4.0,  9.0,  3.0, 4.0,  7.0,  12.0,
+                                   6.0, 7.0, 10.0, 15.0, 9.0, 10.0, 13.0, 18.0};
+static const double RA9_ROI[] = {0.3, 0.6, 2.9, 2.2};
+static const double RA9_BatchIndices[] = {0.0};
+static const double RA9_InputGradient[] = {1.0, -2.0, 0.5, 3.0};
+static const double RA9_Outputforward[] = {1.95, 4.825, 4.35, 7.225};
+static const double RA9_OutputGradient[] = {0.275,  -0.0625, -0.675, -0.0375, 0.4675, 0.69875, 0.7425, 0.04125,
+                                            0.0825, 0.32625, 0.6075, 0.03375, 0.0,    0.0,     0.0,    0.0};
+static const double RA9_OutputROIGradient[] = {2.0, 0.375, 3.5, 7.125};
 
 /* ---- Running the operators ---- */
 
 /* The tensors of the family, in one index space. */
 enum { T_INPUT, T_ROI, T_BATCH, T_OUTPUT, T_INPUT_GRADIENT, T_OUTPUT_GRADIENT, T_ROI_GRADIENT, T_COUNT };
-static const char* const tensor_names[T_COUNT] = {
-    "InputTensor",          "ROITensor",           "BatchIndicesTensor",     "OutputTensor",
-    "InputGradientTensor", "OutputGradientTensor", "OutputROIGradientTensor"};
+static const char* const tensor_names[T_COUNT] = {"InputTensor",
+                                                  "ROITensor",
+                                                  "BatchIndicesTensor",
+                                                  "OutputTensor",
+                                                  "InputGradientTensor",
+                                                  "OutputGradientTensor",
+                                                  "OutputROIGradientTensor"};
 
 typedef struct align_problem {
     DML_OPERATOR_TYPE forward_type; /* ROI_ALIGN or ROI_ALIGN1 */
@@ -225,13 +205,15 @@ static uint32_t tensor_shape(const align_problem* p, int which, uint32_t sizes[4
     case T_ROI:
     case T_ROI_GRADIENT:
         rank = p->roi_rank;
-        for (uint32_t i = 0; i < rank; i++) sizes[i] = 1;
+        for (uint32_t i = 0; i < rank; i++)
+            sizes[i] = 1;
         sizes[rank - 2] = p->roi_count;
         sizes[rank - 1] = 4;
         break;
     default: /* T_BATCH */
         rank = p->batch_rank;
-        for (uint32_t i = 0; i < rank; i++) sizes[i] = 1;
+        for (uint32_t i = 0; i < rank; i++)
+            sizes[i] = 1;
         sizes[rank - 1] = p->roi_count;
         break;
     }
@@ -288,16 +270,26 @@ static align_run run_forward(DMLDevice* device, const align_problem* p) {
     bind_tensor(&rois, p, T_ROI, p->rois);
     bind_tensor(&batch_indices, p, T_BATCH, p->batch_indices);
     bind_tensor(&output, p, T_OUTPUT, NULL);
-    DML_ROI_ALIGN_OPERATOR_DESC align = {&input.tensor.desc, &rois.tensor.desc, &batch_indices.tensor.desc,
-                                         &output.tensor.desc, p->reduction, p->interpolation, p->scale_x,
-                                         p->scale_y, p->out_of_bounds_value, p->min_samples, p->max_samples};
-    DML_ROI_ALIGN1_OPERATOR_DESC align1 = {&input.tensor.desc, &rois.tensor.desc, &batch_indices.tensor.desc,
-                                           &output.tensor.desc, p->reduction, p->interpolation, p->scale_x,
-                                           p->scale_y, p->input_pixel_offset, p->output_pixel_offset,
-                                           p->out_of_bounds_value, p->min_samples, p->max_samples,
+    DML_ROI_ALIGN_OPERATOR_DESC align = {&input.tensor.desc,  &rois.tensor.desc, &batch_indices.tensor.desc,
+                                         &output.tensor.desc, p->reduction,      p->interpolation,
+                                         p->scale_x,          p->scale_y,        p->out_of_bounds_value,
+                                         p->min_samples,      p->max_samples};
+    DML_ROI_ALIGN1_OPERATOR_DESC align1 = {&input.tensor.desc,
+                                           &rois.tensor.desc,
+                                           &batch_indices.tensor.desc,
+                                           &output.tensor.desc,
+                                           p->reduction,
+                                           p->interpolation,
+                                           p->scale_x,
+                                           p->scale_y,
+                                           p->input_pixel_offset,
+                                           p->output_pixel_offset,
+                                           p->out_of_bounds_value,
+                                           p->min_samples,
+                                           p->max_samples,
                                            p->align_corners};
-    DML_OPERATOR_DESC op = {p->forward_type, p->forward_type == DML_OPERATOR_ROI_ALIGN ? (const void*)&align
-                                                                                        : (const void*)&align1};
+    DML_OPERATOR_DESC op = {p->forward_type,
+                            p->forward_type == DML_OPERATOR_ROI_ALIGN ? (const void*)&align : (const void*)&align1};
     test_buffer* inputs[3] = {&input.buffer, &rois.buffer, &batch_indices.buffer};
     test_buffer* outputs[1] = {&output.buffer};
     align_run run = {0};
@@ -322,22 +314,21 @@ static align_run run_grad(DMLDevice* device, const align_problem* p, bool with_i
     bind_tensor(&batch_indices, p, T_BATCH, p->batch_indices);
     if (want_output_gradient) bind_tensor(&output_gradient, p, T_OUTPUT_GRADIENT, NULL);
     if (want_roi_gradient) bind_tensor(&roi_gradient, p, T_ROI_GRADIENT, NULL);
-    DML_ROI_ALIGN_GRAD_OPERATOR_DESC grad = {
-        with_input ? &input.tensor.desc : NULL,
-        &input_gradient.tensor.desc,
-        &rois.tensor.desc,
-        &batch_indices.tensor.desc,
-        want_output_gradient ? &output_gradient.tensor.desc : NULL,
-        want_roi_gradient ? &roi_gradient.tensor.desc : NULL,
-        p->reduction,
-        p->interpolation,
-        p->scale_x,
-        p->scale_y,
-        p->input_pixel_offset,
-        p->output_pixel_offset,
-        p->min_samples,
-        p->max_samples,
-        p->align_corners};
+    DML_ROI_ALIGN_GRAD_OPERATOR_DESC grad = {with_input ? &input.tensor.desc : NULL,
+                                             &input_gradient.tensor.desc,
+                                             &rois.tensor.desc,
+                                             &batch_indices.tensor.desc,
+                                             want_output_gradient ? &output_gradient.tensor.desc : NULL,
+                                             want_roi_gradient ? &roi_gradient.tensor.desc : NULL,
+                                             p->reduction,
+                                             p->interpolation,
+                                             p->scale_x,
+                                             p->scale_y,
+                                             p->input_pixel_offset,
+                                             p->output_pixel_offset,
+                                             p->min_samples,
+                                             p->max_samples,
+                                             p->align_corners};
     DML_OPERATOR_DESC op = {DML_OPERATOR_ROI_ALIGN_GRAD, &grad};
     /* Absent optional tensors keep their slots, bound NONE. */
     test_buffer* inputs[4] = {with_input ? &input.buffer : NULL, &input_gradient.buffer, &rois.buffer,
@@ -411,8 +402,7 @@ static bool compare_values(const double* got, const double* expected, const doub
                            tolerance t, const char* what) {
     for (uint64_t i = 0; i < count; i++) {
         double limit = t.abs + t.rel * fabs(expected[i]) + (magnitude ? t.magnitude_rel * magnitude[i] : 0.0);
-        bool ok = (isnan(got[i]) && isnan(expected[i])) || got[i] == expected[i] ||
-                  fabs(got[i] - expected[i]) <= limit;
+        bool ok = (isnan(got[i]) && isnan(expected[i])) || got[i] == expected[i] || fabs(got[i] - expected[i]) <= limit;
         if (!ok) {
             EXPECT(false, "%s: element %llu is %.9g but expected %.9g (tolerance %.3g)", what, (unsigned long long)i,
                    got[i], expected[i], limit);
@@ -426,9 +416,7 @@ static uint64_t output_count(const align_problem* p) {
     return (uint64_t)p->roi_count * p->channels * p->out_height * p->out_width;
 }
 
-static uint64_t image_count(const align_problem* p) {
-    return (uint64_t)p->batch * p->channels * p->height * p->width;
-}
+static uint64_t image_count(const align_problem* p) { return (uint64_t)p->batch * p->channels * p->height * p->width; }
 
 static const char* describe(const align_problem* p, char* text, size_t size, const char* what) {
     snprintf(text, size,
@@ -496,7 +484,8 @@ static void check_grad(DMLDevice* device, const align_problem* p, bool with_inpu
 }
 
 static void packed_layouts(align_problem* p) {
-    for (int i = 0; i < T_COUNT; i++) p->layouts[i] = TEST_LAYOUT_PACKED;
+    for (int i = 0; i < T_COUNT; i++)
+        p->layouts[i] = TEST_LAYOUT_PACKED;
 }
 
 static void random_layouts(align_problem* p, bool allow_broadcast) {
@@ -527,6 +516,7 @@ typedef struct align_vector {
 #define NEAREST DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR
 #define LINEAR DML_INTERPOLATION_MODE_LINEAR
 
+/* clang-format off */
 static const align_vector align_vectors[] = {
     {"RA-1", DML_OPERATOR_ROI_ALIGN1, AVG, NEAREST, 1, 1, 0.5f, -0.5f, 0, 1, 1, false, 1, 1, 4, 4, 4, 1, 3,
      RA1_Input, RA1_ROI, RA1_BatchIndices, NULL, RA1_Output, NULL, NULL, 0, 0},
@@ -550,21 +540,36 @@ static const align_vector align_vectors[] = {
      RA9_ROI, RA9_BatchIndices, RA9_InputGradient, RA9_Outputforward, RA9_OutputGradient, RA9_OutputROIGradient, 1e-5,
      1e-5},
 };
+/* clang-format on */
 
 static align_problem vector_problem(const align_vector* v, DML_TENSOR_DATA_TYPE type) {
     align_problem p = {
         .forward_type = v->type == DML_OPERATOR_ROI_ALIGN ? DML_OPERATOR_ROI_ALIGN : DML_OPERATOR_ROI_ALIGN1,
         .type = type,
         .index_type = DML_TENSOR_DATA_TYPE_UINT32,
-        .batch = v->batch, .channels = v->channels, .height = v->height, .width = v->width,
-        .roi_count = v->roi_count, .out_height = v->out_height, .out_width = v->out_width,
-        .roi_rank = 2, .batch_rank = 1,
-        .reduction = v->reduction, .interpolation = v->interpolation,
-        .scale_x = v->scale_x, .scale_y = v->scale_y,
-        .input_pixel_offset = v->input_pixel_offset, .output_pixel_offset = v->output_pixel_offset,
+        .batch = v->batch,
+        .channels = v->channels,
+        .height = v->height,
+        .width = v->width,
+        .roi_count = v->roi_count,
+        .out_height = v->out_height,
+        .out_width = v->out_width,
+        .roi_rank = 2,
+        .batch_rank = 1,
+        .reduction = v->reduction,
+        .interpolation = v->interpolation,
+        .scale_x = v->scale_x,
+        .scale_y = v->scale_y,
+        .input_pixel_offset = v->input_pixel_offset,
+        .output_pixel_offset = v->output_pixel_offset,
         .out_of_bounds_value = v->out_of_bounds_value,
-        .min_samples = v->min_samples, .max_samples = v->max_samples, .align_corners = v->align_corners,
-        .input = v->input, .rois = v->rois, .batch_indices = v->batch_indices, .input_gradient = v->input_gradient,
+        .min_samples = v->min_samples,
+        .max_samples = v->max_samples,
+        .align_corners = v->align_corners,
+        .input = v->input,
+        .rois = v->rois,
+        .batch_indices = v->batch_indices,
+        .input_gradient = v->input_gradient,
     };
     packed_layouts(&p);
     return p;
@@ -601,7 +606,8 @@ static void run_vector(DMLDevice* device, const align_vector* v, const align_pro
                 snprintf(what, sizeof what, "%s %s OutputGradientTensor", v->id, dmlDataTypeName(p->type));
                 if (want_dx) compare_values(run.output_gradient, v->output_gradient, NULL, image_count(p), t, what);
                 snprintf(what, sizeof what, "%s %s OutputROIGradientTensor", v->id, dmlDataTypeName(p->type));
-                if (want_droi) compare_values(run.roi_gradient, v->roi_gradient, NULL, (uint64_t)p->roi_count * 4, t, what);
+                if (want_droi)
+                    compare_values(run.roi_gradient, v->roi_gradient, NULL, (uint64_t)p->roi_count * 4, t, what);
             }
             align_run_free(&run);
         }
@@ -653,7 +659,8 @@ TEST_CASE(reference_matches_golden_vectors) {
         const align_vector* v = &align_vectors[i];
         align_problem p = vector_problem(v, DML_TENSOR_DATA_TYPE_FLOAT32);
         uint64_t batch_indices[8];
-        for (uint32_t r = 0; r < v->roi_count; r++) batch_indices[r] = (uint64_t)v->batch_indices[r];
+        for (uint32_t r = 0; r < v->roi_count; r++)
+            batch_indices[r] = (uint64_t)v->batch_indices[r];
         align_run stored = {.input = (double*)v->input, .rois = (double*)v->rois, .batch_indices = batch_indices};
         tolerance t = {v->abs + 1e-7, v->rel, 0};
         for (int float32 = 0; float32 < 2; float32++) {
@@ -743,8 +750,10 @@ static void random_problem(align_problem* p, align_data* d, bool for_gradient) {
     d->rois = malloc((size_t)p->roi_count * 4 * sizeof *d->rois);
     d->batch_indices = malloc(p->roi_count * sizeof *d->batch_indices);
     d->input_gradient = malloc(outputs * sizeof *d->input_gradient);
-    for (size_t i = 0; i < image; i++) d->input[i] = test_rand_double(-4, 4);
-    for (size_t i = 0; i < outputs; i++) d->input_gradient[i] = test_rand_double(-2, 2);
+    for (size_t i = 0; i < image; i++)
+        d->input[i] = test_rand_double(-4, 4);
+    for (size_t i = 0; i < outputs; i++)
+        d->input_gradient[i] = test_rand_double(-2, 2);
     for (uint32_t r = 0; r < p->roi_count; r++) {
         double* roi = d->rois + (size_t)r * 4;
         roi[0] = random_corner(p->width, p->scale_x, !adaptive_unbounded);
@@ -753,8 +762,16 @@ static void random_problem(align_problem* p, align_data* d, bool for_gradient) {
         roi[3] = random_corner(p->height, p->scale_y, !adaptive_unbounded);
         uint32_t shape = test_rand_range(0, 9);
         if (shape < 6) { /* ordered corners; otherwise flipped along one or both axes */
-            if (roi[2] < roi[0]) { double t = roi[0]; roi[0] = roi[2]; roi[2] = t; }
-            if (roi[3] < roi[1]) { double t = roi[1]; roi[1] = roi[3]; roi[3] = t; }
+            if (roi[2] < roi[0]) {
+                double t = roi[0];
+                roi[0] = roi[2];
+                roi[2] = t;
+            }
+            if (roi[3] < roi[1]) {
+                double t = roi[1];
+                roi[1] = roi[3];
+                roi[3] = t;
+            }
         } else if (shape == 6) { /* empty region: a point */
             roi[2] = roi[0];
             roi[3] = roi[1];
@@ -764,8 +781,9 @@ static void random_problem(align_problem* p, align_data* d, bool for_gradient) {
         uint32_t index_kind = test_rand_range(0, 11);
         d->batch_indices[r] = index_kind == 0   ? p->batch /* RA-12 */
                               : index_kind == 1 ? 4294967295.0
-                              : index_kind == 2 && p->index_type == DML_TENSOR_DATA_TYPE_UINT64 ? 1099511627776.0
-                                                                                                  : test_rand_range(0, p->batch - 1);
+                              : index_kind == 2 && p->index_type == DML_TENSOR_DATA_TYPE_UINT64
+                                  ? 1099511627776.0
+                                  : test_rand_range(0, p->batch - 1);
     }
     p->input = d->input;
     p->rois = d->rois;
@@ -833,18 +851,37 @@ TEST_CASE(roi_align_equals_roi_align1_with_pixel_centres) {
 TEST_CASE(batch_index_out_of_range) {
     DMLDevice* device = test_device(0);
     double input[2 * 1 * 3 * 3], input_gradient[3 * 1 * 2 * 2];
-    for (int i = 0; i < 18; i++) input[i] = i + 1;
-    for (int i = 0; i < 12; i++) input_gradient[i] = 1;
+    for (int i = 0; i < 18; i++)
+        input[i] = i + 1;
+    for (int i = 0; i < 12; i++)
+        input_gradient[i] = 1;
     const double rois[12] = {0, 0, 3, 3, 0, 0, 3, 3, 0.5, 0.5, 2.5, 2.5};
     const double indices[3] = {2, 4294967295.0, 1099511627776.0};
-    align_problem p = {
-        .forward_type = DML_OPERATOR_ROI_ALIGN1, .type = DML_TENSOR_DATA_TYPE_FLOAT32,
-        .index_type = DML_TENSOR_DATA_TYPE_UINT64, .batch = 2, .channels = 1, .height = 3, .width = 3,
-        .roi_count = 3, .out_height = 2, .out_width = 2, .roi_rank = 2, .batch_rank = 1,
-        .reduction = DML_REDUCE_FUNCTION_AVERAGE, .interpolation = DML_INTERPOLATION_MODE_LINEAR, .scale_x = 1,
-        .scale_y = 1, .input_pixel_offset = 0.5f, .output_pixel_offset = -0.5f, .out_of_bounds_value = -3.5f,
-        .min_samples = 2, .max_samples = 2, .input = input, .rois = rois, .batch_indices = indices,
-        .input_gradient = input_gradient};
+    align_problem p = {.forward_type = DML_OPERATOR_ROI_ALIGN1,
+                       .type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = DML_TENSOR_DATA_TYPE_UINT64,
+                       .batch = 2,
+                       .channels = 1,
+                       .height = 3,
+                       .width = 3,
+                       .roi_count = 3,
+                       .out_height = 2,
+                       .out_width = 2,
+                       .roi_rank = 2,
+                       .batch_rank = 1,
+                       .reduction = DML_REDUCE_FUNCTION_AVERAGE,
+                       .interpolation = DML_INTERPOLATION_MODE_LINEAR,
+                       .scale_x = 1,
+                       .scale_y = 1,
+                       .input_pixel_offset = 0.5f,
+                       .output_pixel_offset = -0.5f,
+                       .out_of_bounds_value = -3.5f,
+                       .min_samples = 2,
+                       .max_samples = 2,
+                       .input = input,
+                       .rois = rois,
+                       .batch_indices = indices,
+                       .input_gradient = input_gradient};
     packed_layouts(&p);
     for (int t = 0; t < 2; t++) {
         p.type = t ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
@@ -863,7 +900,8 @@ TEST_CASE(batch_index_out_of_range) {
             EXPECT(run.output_gradient[i] == 0.0, "OutputGradient element %d is %g, expected 0", i,
                    run.output_gradient[i]);
         for (int i = 0; i < 12 && SUCCEEDED(run.status); i++)
-            EXPECT(run.roi_gradient[i] == 0.0, "OutputROIGradient element %d is %g, expected 0", i, run.roi_gradient[i]);
+            EXPECT(run.roi_gradient[i] == 0.0, "OutputROIGradient element %d is %g, expected 0", i,
+                   run.roi_gradient[i]);
         align_run_free(&run);
         p.batch_indices = indices;
     }
@@ -875,16 +913,33 @@ TEST_CASE(batch_index_out_of_range) {
 TEST_CASE(flipped_region_mirrors_output) {
     DMLDevice* device = test_device(0);
     double input[1 * 2 * 6 * 7];
-    for (int i = 0; i < 84; i++) input[i] = test_rand_double(-3, 3);
+    for (int i = 0; i < 84; i++)
+        input[i] = test_rand_double(-3, 3);
     const double rois[8] = {0.7, 1.2, 5.1, 4.4, 5.1, 1.2, 0.7, 4.4};
     const double indices[2] = {0, 0};
-    align_problem p = {
-        .forward_type = DML_OPERATOR_ROI_ALIGN1, .type = DML_TENSOR_DATA_TYPE_FLOAT32,
-        .index_type = DML_TENSOR_DATA_TYPE_UINT32, .batch = 1, .channels = 2, .height = 6, .width = 7,
-        .roi_count = 2, .out_height = 3, .out_width = 4, .roi_rank = 2, .batch_rank = 1,
-        .reduction = DML_REDUCE_FUNCTION_AVERAGE, .interpolation = DML_INTERPOLATION_MODE_LINEAR, .scale_x = 1,
-        .scale_y = 1, .input_pixel_offset = 0.5f, .output_pixel_offset = -0.5f, .min_samples = 1,
-        .max_samples = 4, .input = input, .rois = rois, .batch_indices = indices};
+    align_problem p = {.forward_type = DML_OPERATOR_ROI_ALIGN1,
+                       .type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = DML_TENSOR_DATA_TYPE_UINT32,
+                       .batch = 1,
+                       .channels = 2,
+                       .height = 6,
+                       .width = 7,
+                       .roi_count = 2,
+                       .out_height = 3,
+                       .out_width = 4,
+                       .roi_rank = 2,
+                       .batch_rank = 1,
+                       .reduction = DML_REDUCE_FUNCTION_AVERAGE,
+                       .interpolation = DML_INTERPOLATION_MODE_LINEAR,
+                       .scale_x = 1,
+                       .scale_y = 1,
+                       .input_pixel_offset = 0.5f,
+                       .output_pixel_offset = -0.5f,
+                       .min_samples = 1,
+                       .max_samples = 4,
+                       .input = input,
+                       .rois = rois,
+                       .batch_indices = indices};
     packed_layouts(&p);
     for (int reduction = 0; reduction < 2; reduction++) {
         p.reduction = reduction ? DML_REDUCE_FUNCTION_MAX : DML_REDUCE_FUNCTION_AVERAGE;
@@ -895,8 +950,8 @@ TEST_CASE(flipped_region_mirrors_output) {
                 for (uint32_t ox = 0; ox < 4; ox++) {
                     double straight = run.output[((0 * 2 + c) * 3 + oy) * 4 + ox];
                     double mirrored = run.output[((1 * 2 + c) * 3 + oy) * 4 + (3 - ox)];
-                    EXPECT(fabs(straight - mirrored) <= 1e-5, "c%u oy%u ox%u: %g vs mirrored %g", c, oy, ox,
-                           straight, mirrored);
+                    EXPECT(fabs(straight - mirrored) <= 1e-5, "c%u oy%u ox%u: %g vs mirrored %g", c, oy, ox, straight,
+                           mirrored);
                 }
         align_run_free(&run);
     }
@@ -919,7 +974,8 @@ TEST_CASE(every_roi_and_batch_index_shape) {
                 /* The gradient (UINT32 indices) with the same shapes, ROI gradient included. */
                 if (!index64) {
                     double input_gradient[75];
-                    for (int i = 0; i < 75; i++) input_gradient[i] = (i % 7) - 3;
+                    for (int i = 0; i < 75; i++)
+                        input_gradient[i] = (i % 7) - 3;
                     p.input_gradient = input_gradient;
                     check_grad(device, &p, true, true, true, "gradient shapes");
                 }
@@ -933,16 +989,34 @@ TEST_CASE(every_roi_and_batch_index_shape) {
 TEST_CASE(align_regions_to_corners) {
     DMLDevice* device = test_device(0);
     double input[5 * 5];
-    for (int i = 0; i < 25; i++) input[i] = i; /* value = 5y + x: bilinear reproduces it exactly */
+    for (int i = 0; i < 25; i++)
+        input[i] = i; /* value = 5y + x: bilinear reproduces it exactly */
     const double rois[8] = {1, 0, 3, 4, 0.5, 1.5, 2.5, 3.5};
     const double indices[2] = {0, 0};
-    align_problem p = {
-        .forward_type = DML_OPERATOR_ROI_ALIGN1, .type = DML_TENSOR_DATA_TYPE_FLOAT32,
-        .index_type = DML_TENSOR_DATA_TYPE_UINT32, .batch = 1, .channels = 1, .height = 5, .width = 5,
-        .roi_count = 2, .out_height = 3, .out_width = 1, .roi_rank = 2, .batch_rank = 1,
-        .reduction = DML_REDUCE_FUNCTION_AVERAGE, .interpolation = DML_INTERPOLATION_MODE_LINEAR, .scale_x = 1,
-        .scale_y = 1, .input_pixel_offset = 0, .output_pixel_offset = 0, .min_samples = 1, .max_samples = 1,
-        .align_corners = true, .input = input, .rois = rois, .batch_indices = indices};
+    align_problem p = {.forward_type = DML_OPERATOR_ROI_ALIGN1,
+                       .type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = DML_TENSOR_DATA_TYPE_UINT32,
+                       .batch = 1,
+                       .channels = 1,
+                       .height = 5,
+                       .width = 5,
+                       .roi_count = 2,
+                       .out_height = 3,
+                       .out_width = 1,
+                       .roi_rank = 2,
+                       .batch_rank = 1,
+                       .reduction = DML_REDUCE_FUNCTION_AVERAGE,
+                       .interpolation = DML_INTERPOLATION_MODE_LINEAR,
+                       .scale_x = 1,
+                       .scale_y = 1,
+                       .input_pixel_offset = 0,
+                       .output_pixel_offset = 0,
+                       .min_samples = 1,
+                       .max_samples = 1,
+                       .align_corners = true,
+                       .input = input,
+                       .rois = rois,
+                       .batch_indices = indices};
     packed_layouts(&p);
     align_run run = run_forward(device, &p);
     EXPECT_STATUS(run.status, S_OK, NULL);
@@ -958,17 +1032,32 @@ TEST_CASE(align_regions_to_corners) {
 TEST_CASE(nearest_halves_round_down) {
     DMLDevice* device = test_device(0);
     double input[4 * 4];
-    for (int i = 0; i < 16; i++) input[i] = i;
+    for (int i = 0; i < 16; i++)
+        input[i] = i;
     /* Point regions at (1.5, 2.5) and (2.5, 0.5) with offsets 0: the sample is the point. */
     const double rois[8] = {1.5, 2.5, 1.5, 2.5, 2.5, 0.5, 2.5, 0.5};
     const double indices[2] = {0, 0};
-    align_problem p = {
-        .forward_type = DML_OPERATOR_ROI_ALIGN1, .type = DML_TENSOR_DATA_TYPE_FLOAT32,
-        .index_type = DML_TENSOR_DATA_TYPE_UINT32, .batch = 1, .channels = 1, .height = 4, .width = 4,
-        .roi_count = 2, .out_height = 1, .out_width = 1, .roi_rank = 2, .batch_rank = 1,
-        .reduction = DML_REDUCE_FUNCTION_AVERAGE, .interpolation = DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR,
-        .scale_x = 1, .scale_y = 1, .min_samples = 1, .max_samples = 1, .input = input, .rois = rois,
-        .batch_indices = indices};
+    align_problem p = {.forward_type = DML_OPERATOR_ROI_ALIGN1,
+                       .type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = DML_TENSOR_DATA_TYPE_UINT32,
+                       .batch = 1,
+                       .channels = 1,
+                       .height = 4,
+                       .width = 4,
+                       .roi_count = 2,
+                       .out_height = 1,
+                       .out_width = 1,
+                       .roi_rank = 2,
+                       .batch_rank = 1,
+                       .reduction = DML_REDUCE_FUNCTION_AVERAGE,
+                       .interpolation = DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR,
+                       .scale_x = 1,
+                       .scale_y = 1,
+                       .min_samples = 1,
+                       .max_samples = 1,
+                       .input = input,
+                       .rois = rois,
+                       .batch_indices = indices};
     packed_layouts(&p);
     align_run run = run_forward(device, &p);
     EXPECT_STATUS(run.status, S_OK, NULL);
@@ -983,24 +1072,50 @@ TEST_CASE(nearest_halves_round_down) {
 TEST_CASE(huge_nan_and_infinite_regions) {
     DMLDevice* device = test_device(0);
     double input[2 * 4 * 5];
-    for (int i = 0; i < 40; i++) input[i] = i % 7;
-    const double rois[20] = {-1e30, -1e30, 1e30, 1e30, NAN, 0, 2, 2, 0, 0, INFINITY, 2,
-                             -INFINITY, -INFINITY, INFINITY, INFINITY, 1e6, -1e6, -1e6, 1e6};
+    for (int i = 0; i < 40; i++)
+        input[i] = i % 7;
+    /* clang-format off */
+    const double rois[20] = {
+        -1e30, -1e30, 1e30, 1e30,               /* huge: Max samples, all far apart */
+        NAN, 0, 2, 2,                           /* NaN corner: every sample out of bounds */
+        0, 0, INFINITY, 2,                      /* infinite width */
+        -INFINITY, -INFINITY, INFINITY, INFINITY,
+        1e6, -1e6, -1e6, 1e6,                   /* huge and flipped in X */
+    };
+    /* clang-format on */
     const double indices[5] = {0, 1, 0, 1, 0};
-    align_problem p = {
-        .forward_type = DML_OPERATOR_ROI_ALIGN1, .type = DML_TENSOR_DATA_TYPE_FLOAT32,
-        .index_type = DML_TENSOR_DATA_TYPE_UINT32, .batch = 2, .channels = 1, .height = 4, .width = 5,
-        .roi_count = 5, .out_height = 2, .out_width = 2, .roi_rank = 2, .batch_rank = 1,
-        .reduction = DML_REDUCE_FUNCTION_AVERAGE, .interpolation = DML_INTERPOLATION_MODE_LINEAR, .scale_x = 1,
-        .scale_y = 1, .input_pixel_offset = 0.5f, .output_pixel_offset = -0.5f, .out_of_bounds_value = 9,
-        .min_samples = 1, .max_samples = 3, .input = input, .rois = rois, .batch_indices = indices};
+    align_problem p = {.forward_type = DML_OPERATOR_ROI_ALIGN1,
+                       .type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = DML_TENSOR_DATA_TYPE_UINT32,
+                       .batch = 2,
+                       .channels = 1,
+                       .height = 4,
+                       .width = 5,
+                       .roi_count = 5,
+                       .out_height = 2,
+                       .out_width = 2,
+                       .roi_rank = 2,
+                       .batch_rank = 1,
+                       .reduction = DML_REDUCE_FUNCTION_AVERAGE,
+                       .interpolation = DML_INTERPOLATION_MODE_LINEAR,
+                       .scale_x = 1,
+                       .scale_y = 1,
+                       .input_pixel_offset = 0.5f,
+                       .output_pixel_offset = -0.5f,
+                       .out_of_bounds_value = 9,
+                       .min_samples = 1,
+                       .max_samples = 3,
+                       .input = input,
+                       .rois = rois,
+                       .batch_indices = indices};
     packed_layouts(&p);
     for (int mode = 0; mode < 4; mode++) {
         p.reduction = mode & 1 ? DML_REDUCE_FUNCTION_MAX : DML_REDUCE_FUNCTION_AVERAGE;
         p.interpolation = mode & 2 ? DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR : DML_INTERPOLATION_MODE_LINEAR;
         check_forward(device, &p, "huge/NaN/inf regions");
         double input_gradient[5 * 4];
-        for (int i = 0; i < 20; i++) input_gradient[i] = 1 + i % 3;
+        for (int i = 0; i < 20; i++)
+            input_gradient[i] = 1 + i % 3;
         p.input_gradient = input_gradient;
         check_grad(device, &p, true, true, true, "huge/NaN/inf regions gradient");
     }
@@ -1023,7 +1138,8 @@ static double weighted_forward(const ref_roi_align* r, const double* g, double* 
  * out-of-bounds limits -1 and size) and inside the image, and every sample
  * count is away from a change of ceil(|size| / outputs). */
 static bool smooth_region(const align_problem* p, const double* roi, double margin) {
-    const double corners[2][2] = {{roi[0] * p->scale_x, roi[2] * p->scale_x}, {roi[1] * p->scale_y, roi[3] * p->scale_y}};
+    const double corners[2][2] = {{roi[0] * p->scale_x, roi[2] * p->scale_x},
+                                  {roi[1] * p->scale_y, roi[3] * p->scale_y}};
     const uint32_t outputs[2] = {p->out_width, p->out_height}, extent[2] = {p->width, p->height};
     for (int axis = 0; axis < 2; axis++) {
         double size = corners[axis][1] - corners[axis][0];
@@ -1048,11 +1164,20 @@ static bool smooth_region(const align_problem* p, const double* roi, double marg
 }
 
 static void finite_difference_case(DMLDevice* device, DML_REDUCE_FUNCTION reduction, int iteration) {
-    align_problem p = {
-        .forward_type = DML_OPERATOR_ROI_ALIGN1, .type = DML_TENSOR_DATA_TYPE_FLOAT32,
-        .index_type = DML_TENSOR_DATA_TYPE_UINT32, .batch = 2, .channels = 2, .height = 6, .width = 7,
-        .roi_count = 3, .out_height = 2, .out_width = 3, .roi_rank = 2, .batch_rank = 1, .reduction = reduction,
-        .interpolation = DML_INTERPOLATION_MODE_LINEAR};
+    align_problem p = {.forward_type = DML_OPERATOR_ROI_ALIGN1,
+                       .type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = DML_TENSOR_DATA_TYPE_UINT32,
+                       .batch = 2,
+                       .channels = 2,
+                       .height = 6,
+                       .width = 7,
+                       .roi_count = 3,
+                       .out_height = 2,
+                       .out_width = 3,
+                       .roi_rank = 2,
+                       .batch_rank = 1,
+                       .reduction = reduction,
+                       .interpolation = DML_INTERPOLATION_MODE_LINEAR};
     static const float offsets[] = {0.5f, -0.5f, 0.0f, 0.25f};
     p.scale_x = test_rand_bool() ? 1.0f : 0.5f;
     p.scale_y = test_rand_bool() ? 1.0f : 2.0f;
@@ -1063,8 +1188,10 @@ static void finite_difference_case(DMLDevice* device, DML_REDUCE_FUNCTION reduct
     p.max_samples = p.min_samples + test_rand_range(0, 2);
     packed_layouts(&p);
     double input[2 * 2 * 6 * 7], rois[12], indices[3], input_gradient[3 * 2 * 2 * 3];
-    for (int i = 0; i < 3; i++) indices[i] = i % 2;
-    for (int i = 0; i < 36; i++) input_gradient[i] = test_rand_double(-1, 1);
+    for (int i = 0; i < 3; i++)
+        indices[i] = i % 2;
+    for (int i = 0; i < 36; i++)
+        input_gradient[i] = test_rand_double(-1, 1);
     /* Regions whose samples all sit well inside cells (flipped ones included). */
     for (uint32_t r = 0; r < 3; r++) {
         for (int attempt = 0; attempt < 1000; attempt++) {
@@ -1073,7 +1200,8 @@ static void finite_difference_case(DMLDevice* device, DML_REDUCE_FUNCTION reduct
             roi[2] = test_rand_double(0, p.width) / p.scale_x;
             roi[1] = test_rand_double(0, p.height) / p.scale_y;
             roi[3] = test_rand_double(0, p.height) / p.scale_y;
-            for (int k = 0; k < 4; k++) roi[k] = (double)(float)roi[k]; /* what the FLOAT32 tensor holds */
+            for (int k = 0; k < 4; k++)
+                roi[k] = (double)(float)roi[k]; /* what the FLOAT32 tensor holds */
             if (smooth_region(&p, roi, 0.02)) break;
         }
     }
@@ -1086,7 +1214,8 @@ static void finite_difference_case(DMLDevice* device, DML_REDUCE_FUNCTION reduct
     stored.batch_indices = batch_indices;
     bool clear_winners = false;
     for (int attempt = 0; attempt < 100 && !clear_winners; attempt++) {
-        for (int i = 0; i < 168; i++) input[i] = (double)(float)test_rand_double(-2, 2);
+        for (int i = 0; i < 168; i++)
+            input[i] = (double)(float)test_rand_double(-2, 2);
         stored.input = input;
         r = reference_problem(&p, &stored, false);
         clear_winners = reduction != DML_REDUCE_FUNCTION_MAX || ref_roi_align_min_max_gap(&r) > 2e-3;
@@ -1168,7 +1297,8 @@ TEST_CASE(ra9_roi_gradient_matches_library_forward) {
             p.rois = rois;
             align_run run = run_forward(device, &p);
             value[side] = 0;
-            for (int i = 0; i < 4; i++) value[side] += RA9_InputGradient[i] * run.output[i];
+            for (int i = 0; i < 4; i++)
+                value[side] += RA9_InputGradient[i] * run.output[i];
             align_run_free(&run);
         }
         double fd = (value[0] - value[1]) / (2 * h);
@@ -1186,13 +1316,20 @@ TEST_CASE(ra9_roi_gradient_matches_library_forward) {
 TEST_CASE(deterministic_across_threads) {
     DMLDevice* devices[5] = {test_device(1), test_device(2), test_device(3), test_device(7), test_device(0)};
     for (int iteration = 0; iteration < 4 && !test_case_failed(); iteration++) {
-        align_problem p = {
-            .forward_type = DML_OPERATOR_ROI_ALIGN1, .type = DML_TENSOR_DATA_TYPE_FLOAT32,
-            .index_type = DML_TENSOR_DATA_TYPE_UINT32, .roi_rank = 2, .batch_rank = 1,
-            .reduction = iteration & 1 ? DML_REDUCE_FUNCTION_MAX : DML_REDUCE_FUNCTION_AVERAGE,
-            .interpolation = iteration & 2 ? DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR : DML_INTERPOLATION_MODE_LINEAR,
-            .scale_x = 1, .scale_y = 1, .input_pixel_offset = 0.5f, .output_pixel_offset = -0.5f,
-            .min_samples = 1, .max_samples = 3};
+        align_problem p = {.forward_type = DML_OPERATOR_ROI_ALIGN1,
+                           .type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                           .index_type = DML_TENSOR_DATA_TYPE_UINT32,
+                           .roi_rank = 2,
+                           .batch_rank = 1,
+                           .reduction = iteration & 1 ? DML_REDUCE_FUNCTION_MAX : DML_REDUCE_FUNCTION_AVERAGE,
+                           .interpolation =
+                               iteration & 2 ? DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR : DML_INTERPOLATION_MODE_LINEAR,
+                           .scale_x = 1,
+                           .scale_y = 1,
+                           .input_pixel_offset = 0.5f,
+                           .output_pixel_offset = -0.5f,
+                           .min_samples = 1,
+                           .max_samples = 3};
         /* Few planes (banding kicks in) on even iterations, many on odd ones. */
         p.batch = iteration % 2 ? 2 : 1;
         p.channels = iteration % 2 ? 5 : 1;
@@ -1207,8 +1344,10 @@ TEST_CASE(deterministic_across_threads) {
         double* input = malloc(image * sizeof *input);
         double* input_gradient = malloc(outputs * sizeof *input_gradient);
         double rois[40 * 4], indices[40];
-        for (size_t i = 0; i < image; i++) input[i] = test_rand_double(-1, 1);
-        for (size_t i = 0; i < outputs; i++) input_gradient[i] = test_rand_double(-1, 1);
+        for (size_t i = 0; i < image; i++)
+            input[i] = test_rand_double(-1, 1);
+        for (size_t i = 0; i < outputs; i++)
+            input_gradient[i] = test_rand_double(-1, 1);
         for (int r = 0; r < 40; r++) {
             rois[r * 4 + 0] = test_rand_double(-2, 8);
             rois[r * 4 + 1] = test_rand_double(-2, 10);
@@ -1240,7 +1379,8 @@ TEST_CASE(deterministic_across_threads) {
         free(input);
         free(input_gradient);
     }
-    for (int d = 0; d < 5; d++) dmlReleaseDevice(devices[d]);
+    for (int d = 0; d < 5; d++)
+        dmlReleaseDevice(devices[d]);
 }
 
 /* ---- Validation (spec §2, §3) and feature levels ---- */
@@ -1294,20 +1434,35 @@ static void valid_descs(align_descs* d, DML_OPERATOR_TYPE type) {
 static HRESULT create_descs(DMLDevice* device, align_descs* d) {
     const DML_TENSOR_DESC* t[T_COUNT];
     for (int i = 0; i < T_COUNT; i++) {
-        d->buffer[i] = (DML_BUFFER_TENSOR_DESC){d->type[i], DML_TENSOR_FLAG_NONE, d->rank[i], d->sizes[i], NULL,
-                                                DMLCalcBufferTensorSize(d->type[i], d->rank[i], d->sizes[i], NULL), 0};
+        d->buffer[i] =
+            (DML_BUFFER_TENSOR_DESC){d->type[i], DML_TENSOR_FLAG_NONE,
+                                     d->rank[i], d->sizes[i],
+                                     NULL,       DMLCalcBufferTensorSize(d->type[i], d->rank[i], d->sizes[i], NULL),
+                                     0};
         d->desc[i] = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, &d->buffer[i]};
         t[i] = d->present[i] ? &d->desc[i] : NULL;
     }
-    d->align = (DML_ROI_ALIGN_OPERATOR_DESC){t[T_INPUT], t[T_ROI], t[T_BATCH], t[T_OUTPUT], d->reduction,
-                                             d->interpolation, 1, 1, 0, d->min_samples, d->max_samples};
-    d->align1 = (DML_ROI_ALIGN1_OPERATOR_DESC){t[T_INPUT], t[T_ROI], t[T_BATCH], t[T_OUTPUT], d->reduction,
-                                               d->interpolation, 1, 1, 0.5f, -0.5f, 0, d->min_samples,
-                                               d->max_samples, 0};
-    d->grad = (DML_ROI_ALIGN_GRAD_OPERATOR_DESC){t[T_INPUT], t[T_INPUT_GRADIENT], t[T_ROI], t[T_BATCH],
-                                                 t[T_OUTPUT_GRADIENT], t[T_ROI_GRADIENT], d->reduction,
-                                                 d->interpolation, 1, 1, 0.5f, -0.5f, d->min_samples,
-                                                 d->max_samples, 0};
+    d->align =
+        (DML_ROI_ALIGN_OPERATOR_DESC){t[T_INPUT], t[T_ROI], t[T_BATCH], t[T_OUTPUT],    d->reduction,  d->interpolation,
+                                      1,          1,        0,          d->min_samples, d->max_samples};
+    d->align1 = (DML_ROI_ALIGN1_OPERATOR_DESC){
+        t[T_INPUT], t[T_ROI], t[T_BATCH], t[T_OUTPUT], d->reduction,   d->interpolation, 1,
+        1,          0.5f,     -0.5f,      0,           d->min_samples, d->max_samples,   0};
+    d->grad = (DML_ROI_ALIGN_GRAD_OPERATOR_DESC){t[T_INPUT],
+                                                 t[T_INPUT_GRADIENT],
+                                                 t[T_ROI],
+                                                 t[T_BATCH],
+                                                 t[T_OUTPUT_GRADIENT],
+                                                 t[T_ROI_GRADIENT],
+                                                 d->reduction,
+                                                 d->interpolation,
+                                                 1,
+                                                 1,
+                                                 0.5f,
+                                                 -0.5f,
+                                                 d->min_samples,
+                                                 d->max_samples,
+                                                 0};
     const void* desc = d->op_type == DML_OPERATOR_ROI_ALIGN    ? (const void*)&d->align
                        : d->op_type == DML_OPERATOR_ROI_ALIGN1 ? (const void*)&d->align1
                                                                : (const void*)&d->grad;
@@ -1444,11 +1599,13 @@ static void check_common_rules(DMLDevice* device, DML_OPERATOR_TYPE type, const 
         for (uint32_t batch_rank = 1; batch_rank <= 4; batch_rank++) {
             valid_descs(&d, type);
             d.rank[T_ROI] = d.rank[T_ROI_GRADIENT] = roi_rank;
-            for (uint32_t i = 0; i < roi_rank; i++) d.sizes[T_ROI][i] = d.sizes[T_ROI_GRADIENT][i] = 1;
+            for (uint32_t i = 0; i < roi_rank; i++)
+                d.sizes[T_ROI][i] = d.sizes[T_ROI_GRADIENT][i] = 1;
             d.sizes[T_ROI][roi_rank - 2] = d.sizes[T_ROI_GRADIENT][roi_rank - 2] = 4;
             d.sizes[T_ROI][roi_rank - 1] = d.sizes[T_ROI_GRADIENT][roi_rank - 1] = 4;
             d.rank[T_BATCH] = batch_rank;
-            for (uint32_t i = 0; i < batch_rank; i++) d.sizes[T_BATCH][i] = 1;
+            for (uint32_t i = 0; i < batch_rank; i++)
+                d.sizes[T_BATCH][i] = 1;
             d.sizes[T_BATCH][batch_rank - 1] = 4;
             EXPECT_STATUS(create_descs(device, &d), S_OK, NULL);
         }

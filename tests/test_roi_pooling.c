@@ -13,37 +13,29 @@
 
 /* RP-1: ROI pooling, 3 identical ROIs, pooled 1x1 (third-party-test) */
 static const double RP1_Input[] = {
-    0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0, 2.1,
-    2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 3.0, 3.1, 3.2, 3.3, 3.4, 3.5, 3.6, 3.7, 3.8, 3.9, 4.0, 4.1, 4.2, 4.3,
-    4.4, 4.5, 4.6, 4.7, 4.8, 4.9, 5.0, 5.1, 5.2, 5.3, 5.4, 5.5, 5.6, 5.7, 5.8, 5.9, 6.0, 6.1, 6.2, 6.3, 6.4, 6.5,
-    6.6, 6.7, 6.8, 6.9, 7.0, 7.1, 7.2, 7.3, 7.4, 7.5, 7.6, 7.7, 7.8, 7.9, 8.0, 8.1, 8.2, 8.3, 8.4, 8.5, 8.6, 8.7,
+    0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2,  1.3,  1.4,  1.5,  1.6,  1.7,  1.8,  1.9, 2.0, 2.1,
+    2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 3.0, 3.1, 3.2, 3.3, 3.4,  3.5,  3.6,  3.7,  3.8,  3.9,  4.0,  4.1, 4.2, 4.3,
+    4.4, 4.5, 4.6, 4.7, 4.8, 4.9, 5.0, 5.1, 5.2, 5.3, 5.4, 5.5, 5.6,  5.7,  5.8,  5.9,  6.0,  6.1,  6.2,  6.3, 6.4, 6.5,
+    6.6, 6.7, 6.8, 6.9, 7.0, 7.1, 7.2, 7.3, 7.4, 7.5, 7.6, 7.7, 7.8,  7.9,  8.0,  8.1,  8.2,  8.3,  8.4,  8.5, 8.6, 8.7,
     8.8, 8.9, 9.0, 9.1, 9.2, 9.3, 9.4, 9.5, 9.6, 9.7, 9.8, 9.9, 10.0, 10.1, 10.2, 10.3, 10.4, 10.5, 10.6, 10.7};
-static const double RP1_ROI[] = {
-    0.0, 1.0, 1.0, 2.0, 3.0, 0.0, 1.0, 1.0, 2.0, 3.0, 0.0, 1.0, 1.0, 2.0, 3.0};
-static const double RP1_Output[] = {
-    2.0, 5.6, 9.2, 2.0, 5.6, 9.2, 2.0, 5.6, 9.2};
+static const double RP1_ROI[] = {0.0, 1.0, 1.0, 2.0, 3.0, 0.0, 1.0, 1.0, 2.0, 3.0, 0.0, 1.0, 1.0, 2.0, 3.0};
+static const double RP1_Output[] = {2.0, 5.6, 9.2, 2.0, 5.6, 9.2, 2.0, 5.6, 9.2};
 /* RP-2: ROI partly outside the image: clamped bins, empty bins give 0 (derived) */
-static const double RP2_Input[] = {
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0};
-static const double RP2_ROI[] = {
-    0.0, 2.0, 1.0, 5.0, 6.0};
-static const double RP2_Output[] = {
-    15.0, 0.0, 0.0, 0.0};
+static const double RP2_Input[] = {0.0, 1.0, 2.0,  3.0,  4.0,  5.0,  6.0,  7.0,
+                                   8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0};
+static const double RP2_ROI[] = {0.0, 2.0, 1.0, 5.0, 6.0};
+static const double RP2_Output[] = {15.0, 0.0, 0.0, 0.0};
 /* RP-3: Rounding of scaled coordinates (halves away from zero) (derived) */
-static const double RP3_Input[] = {
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0};
-static const double RP3_ROI[] = {
-    0.0, 1.0, 1.0, 5.0, 3.0};
-static const double RP3_Output[] = {
-    10.0, 11.0};
+static const double RP3_Input[] = {0.0, 1.0, 2.0,  3.0,  4.0,  5.0,  6.0,  7.0,
+                                   8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0};
+static const double RP3_ROI[] = {0.0, 1.0, 1.0, 5.0, 3.0};
+static const double RP3_Output[] = {10.0, 11.0};
 /* RP-4: Two ROIs, batch index 1 and a single-pixel ROI (derived) */
-static const double RP4_Input[] = {
-    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 100.0, 101.0, 102.0,
-    103.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0};
-static const double RP4_ROI[] = {
-    1.0, 0.0, 0.0, 3.0, 3.0, 0.0, 3.0, 3.0, 3.0, 3.0};
-static const double RP4_Output[] = {
-    105.0, 107.0, 113.0, 115.0, 15.0, 15.0, 15.0, 15.0};
+static const double RP4_Input[] = {0.0,   1.0,   2.0,   3.0,   4.0,   5.0,   6.0,   7.0,   8.0,   9.0,   10.0,
+                                   11.0,  12.0,  13.0,  14.0,  15.0,  100.0, 101.0, 102.0, 103.0, 104.0, 105.0,
+                                   106.0, 107.0, 108.0, 109.0, 110.0, 111.0, 112.0, 113.0, 114.0, 115.0};
+static const double RP4_ROI[] = {1.0, 0.0, 0.0, 3.0, 3.0, 0.0, 3.0, 3.0, 3.0, 3.0};
+static const double RP4_Output[] = {105.0, 107.0, 113.0, 115.0, 15.0, 15.0, 15.0, 15.0};
 
 /* One ROI_POOLING problem: logical data and the layouts to run it with. */
 typedef struct pooling_problem {
@@ -93,8 +85,8 @@ static pooling_run run_pooling(DMLDevice* device, const pooling_problem* p) {
     test_fill_values(&in_buffer, &input, p->input);
     test_fill_values(&roi_buffer, &rois, p->rois);
 
-    DML_ROI_POOLING_OPERATOR_DESC desc = {&input.desc, &rois.desc, &output.desc, p->spatial_scale,
-                                          {p->pooled_width, p->pooled_height}};
+    DML_ROI_POOLING_OPERATOR_DESC desc = {
+        &input.desc, &rois.desc, &output.desc, p->spatial_scale, {p->pooled_width, p->pooled_height}};
     DML_OPERATOR_DESC op = {DML_OPERATOR_ROI_POOLING, &desc};
     test_buffer* inputs[2] = {&in_buffer, &roi_buffer};
     test_buffer* outputs[1] = {&out_buffer};
@@ -181,9 +173,11 @@ TEST_CASE(golden_vectors) {
         for (int t = 0; t < 2; t++) {
             for (int layout_run = 0; layout_run < 3; layout_run++) {
                 /* Packed first, then random layouts (no broadcast: the data must stay as listed). */
+                /* clang-format off */
                 pooling_problem p = {types[t], g->batch, g->channels, g->height, g->width, g->roi_count,
                                      g->pooled_height, g->pooled_width, g->spatial_scale, g->input, g->rois,
                                      TEST_LAYOUT_PACKED, TEST_LAYOUT_PACKED, TEST_LAYOUT_PACKED};
+                /* clang-format on */
                 if (layout_run > 0) {
                     p.input_layout = test_random_layout(false);
                     p.roi_layout = test_random_layout(false);
@@ -210,8 +204,8 @@ TEST_CASE(reference_matches_golden_vectors) {
         const pooling_vector* g = &pooling_vectors[v];
         uint32_t count = g->roi_count * g->channels * g->pooled_height * g->pooled_width;
         double got[64];
-        ref_roi_pooling(g->input, g->batch, g->channels, g->height, g->width, g->rois, g->roi_count,
-                        g->spatial_scale, g->pooled_height, g->pooled_width, got);
+        ref_roi_pooling(g->input, g->batch, g->channels, g->height, g->width, g->rois, g->roi_count, g->spatial_scale,
+                        g->pooled_height, g->pooled_width, got);
         for (uint32_t i = 0; i < count; i++)
             EXPECT(got[i] == g->output[i], "%s: reference element %u is %g, expected %g", g->id, i, got[i],
                    g->output[i]);
@@ -225,8 +219,8 @@ TEST_CASE(reference_matches_golden_vectors) {
 static double random_coordinate(uint32_t extent, float scale) {
     double unscaled = extent / scale;
     switch (test_rand_range(0, 19)) {
-    case 0: return test_rand_double(-2.0 * unscaled, -0.1 * unscaled); /* before the image */
-    case 1: return test_rand_double(1.05 * unscaled, 3.0 * unscaled);  /* after it */
+    case 0: return test_rand_double(-2.0 * unscaled, -0.1 * unscaled);  /* before the image */
+    case 1: return test_rand_double(1.05 * unscaled, 3.0 * unscaled);   /* after it */
     case 2: return test_rand_double(-1e6, 1e6);                         /* huge */
     case 3: return round(test_rand_double(-1, unscaled)) + 0.5 / scale; /* scaled value ends in .5 */
     default: return test_rand_double(-0.2 * unscaled, 1.2 * unscaled);
@@ -235,11 +229,11 @@ static double random_coordinate(uint32_t extent, float scale) {
 
 static double random_batch_id(uint32_t batch) {
     switch (test_rand_range(0, 19)) {
-    case 0: return batch;                                     /* one past the end */
-    case 1: return -1.0;                                      /* negative */
-    case 2: return NAN;                                       /* RP-5 */
-    case 3: return -test_rand_double(0.0, 0.99);              /* truncates to 0 */
-    case 4: return test_rand_range(0, batch - 1) + 0.75;      /* truncates down */
+    case 0: return batch;                                /* one past the end */
+    case 1: return -1.0;                                 /* negative */
+    case 2: return NAN;                                  /* RP-5 */
+    case 3: return -test_rand_double(0.0, 0.99);         /* truncates to 0 */
+    case 4: return test_rand_range(0, batch - 1) + 0.75; /* truncates down */
     case 5: return 1e9;
     default: return test_rand_range(0, batch - 1);
     }
@@ -265,8 +259,11 @@ static void random_pooling_problem(pooling_problem* p, double** input, double** 
     for (size_t i = 0; i < in_count; i++) {
         uint32_t kind = test_rand_range(0, 19);
         /* Mostly distinct values; some signed zeros, repeats and NaN to pin the max rule. */
-        (*input)[i] = kind == 0 ? NAN : kind == 1 ? -0.0 : kind == 2 ? 0.0 : kind == 3 ? 1.0
-                                                                              : round(test_rand_double(-40, 40)) / 4;
+        (*input)[i] = kind == 0   ? NAN
+                      : kind == 1 ? -0.0
+                      : kind == 2 ? 0.0
+                      : kind == 3 ? 1.0
+                                  : round(test_rand_double(-40, 40)) / 4;
     }
     for (uint32_t r = 0; r < p->roi_count; r++) {
         double* roi = *rois + (size_t)r * 5;
@@ -276,8 +273,16 @@ static void random_pooling_problem(pooling_problem* p, double** input, double** 
         roi[3] = random_coordinate(p->width, p->spatial_scale);
         roi[4] = random_coordinate(p->height, p->spatial_scale);
         if (test_rand_range(0, 3) != 0) { /* mostly well-ordered corners; sometimes inverted (RP-4) */
-            if (roi[3] < roi[1]) { double t = roi[1]; roi[1] = roi[3]; roi[3] = t; }
-            if (roi[4] < roi[2]) { double t = roi[2]; roi[2] = roi[4]; roi[4] = t; }
+            if (roi[3] < roi[1]) {
+                double t = roi[1];
+                roi[1] = roi[3];
+                roi[3] = t;
+            }
+            if (roi[4] < roi[2]) {
+                double t = roi[2];
+                roi[2] = roi[4];
+                roi[4] = t;
+            }
         }
         if (test_rand_range(0, 15) == 0) roi[1 + test_rand_range(0, 3)] = NAN; /* RP-6 */
     }
@@ -297,7 +302,8 @@ TEST_CASE(random_against_reference) {
         check_against_reference(device, &p, what);
         pooling_run run = run_pooling(device, &p);
         uint64_t count = (uint64_t)p.roi_count * p.channels * p.pooled_height * p.pooled_width;
-        for (uint64_t i = 0; i < count; i++) nonzero += run.output[i] != 0;
+        for (uint64_t i = 0; i < count; i++)
+            nonzero += run.output[i] != 0;
         total += count;
         pooling_run_free(&run);
         free(input);
@@ -318,8 +324,10 @@ TEST_CASE(max_rule_nan_and_ties) {
     const double rois[5] = {0, 0, 0, 1, 0};
     const double expected[4] = {3.0, 3.0, -0.0, NAN};
     for (int t = 0; t < 2; t++) {
+        /* clang-format off */
         pooling_problem p = {t ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32, 1, 4, 1, 2, 1, 1, 1,
                              1.0f, input, rois, TEST_LAYOUT_PACKED, TEST_LAYOUT_PACKED, TEST_LAYOUT_PACKED};
+        /* clang-format on */
         pooling_run run = run_pooling(device, &p);
         EXPECT_STATUS(run.status, S_OK, NULL);
         if (SUCCEEDED(run.status)) expect_bits(&p, &run, expected, "NaN and tie rule");
@@ -333,7 +341,9 @@ TEST_CASE(max_rule_nan_and_ties) {
 TEST_CASE(invalid_rois_give_zero) {
     DMLDevice* device = test_device(0);
     double input[2 * 2 * 3 * 3];
-    for (int i = 0; i < 18 * 2; i++) input[i] = 100 + i;
+    for (int i = 0; i < 18 * 2; i++)
+        input[i] = 100 + i;
+    /* clang-format off */
     const double rois[] = {
         2, 0, 0, 2, 2,             /* batch id N */
         -1, 0, 0, 2, 2,            /* negative */
@@ -344,12 +354,16 @@ TEST_CASE(invalid_rois_give_zero) {
         1.9, 5, 5, 9, 9,           /* valid id 1, region entirely outside: every bin empty */
         -0.9, -9, -9, -5, -5,      /* valid id 0 (truncated), region entirely before the image */
     };
+    /* clang-format on */
     const uint32_t roi_count = sizeof rois / sizeof rois[0] / 5;
     double expected[8 * 2 * 2 * 2];
-    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) expected[i] = 0.0;
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        expected[i] = 0.0;
     for (int t = 0; t < 2; t++) {
+        /* clang-format off */
         pooling_problem p = {t ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32, 2, 2, 3, 3, roi_count,
                              2, 2, 1.0f, input, rois, TEST_LAYOUT_PACKED, TEST_LAYOUT_PACKED, TEST_LAYOUT_PACKED};
+        /* clang-format on */
         pooling_run run = run_pooling(device, &p);
         EXPECT_STATUS(run.status, S_OK, NULL);
         if (SUCCEEDED(run.status)) expect_bits(&p, &run, expected, "invalid ROIs");
@@ -363,7 +377,9 @@ TEST_CASE(invalid_rois_give_zero) {
 TEST_CASE(huge_and_infinite_coordinates) {
     DMLDevice* device = test_device(0);
     double input[1 * 1 * 4 * 4];
-    for (int i = 0; i < 16; i++) input[i] = i;
+    for (int i = 0; i < 16; i++)
+        input[i] = i;
+    /* clang-format off */
     const double rois[] = {
         0, -INFINITY, -INFINITY, INFINITY, INFINITY,
         0, -3e38, -3e38, 3e38, 3e38,
@@ -371,8 +387,11 @@ TEST_CASE(huge_and_infinite_coordinates) {
         0, -1e20, 0, 1e20, 3,
         0, 0, 0, 65504, 65504,
     };
+    /* clang-format on */
+    /* clang-format off */
     pooling_problem p = {DML_TENSOR_DATA_TYPE_FLOAT32, 1, 1, 4, 4, 5, 2, 3, 1.0f, input, rois,
                          TEST_LAYOUT_PACKED, TEST_LAYOUT_PACKED, TEST_LAYOUT_PACKED};
+    /* clang-format on */
     check_against_reference(device, &p, "huge coordinates");
     /* Exact expectations for the symmetric infinite region: the corners
      * clamp to -2^61 and 2^61 (2^62 + 1 pixels). Rows: bin 0 is [-2^61, 1)
@@ -411,7 +430,8 @@ TEST_CASE(deterministic_across_threads) {
         free(input);
         free(rois);
     }
-    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+    for (int d = 0; d < 3; d++)
+        dmlReleaseDevice(devices[d]);
 }
 
 /* ---- Validation (spec §2) ---- */
@@ -426,8 +446,8 @@ typedef struct pooling_desc_set {
 
 static void set_tensor(DML_BUFFER_TENSOR_DESC* b, DML_TENSOR_DESC* d, DML_TENSOR_DATA_TYPE type, uint32_t rank,
                        const uint32_t* sizes) {
-    *b = (DML_BUFFER_TENSOR_DESC){type, DML_TENSOR_FLAG_NONE, rank, sizes, NULL,
-                                  DMLCalcBufferTensorSize(type, rank, sizes, NULL), 0};
+    *b = (DML_BUFFER_TENSOR_DESC){
+        type, DML_TENSOR_FLAG_NONE, rank, sizes, NULL, DMLCalcBufferTensorSize(type, rank, sizes, NULL), 0};
     *d = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, b};
 }
 

@@ -75,12 +75,13 @@ typedef struct roi_region {
     dml_roi_axis x, y;
 } roi_region;
 
-static roi_region region_make(const roi_source* source, uint32_t r, const dml_roi_align_params* p,
-                              uint32_t out_height, uint32_t out_width, uint32_t height, uint32_t width) {
+static roi_region region_make(const roi_source* source, uint32_t r, const dml_roi_align_params* p, uint32_t out_height,
+                              uint32_t out_width, uint32_t height, uint32_t width) {
     roi_region region;
     uint64_t row = r * source->row_stride;
     float corners[4];
-    for (uint32_t k = 0; k < 4; k++) corners[k] = load_value(source->rois, row + k * source->column_stride, source->half);
+    for (uint32_t k = 0; k < 4; k++)
+        corners[k] = load_value(source->rois, row + k * source->column_stride, source->half);
     uint64_t batch_offset = r * source->batch_stride;
     region.batch = source->batch_64 ? ((const uint64_t*)source->batch_indices)[batch_offset]
                                     : ((const uint32_t*)source->batch_indices)[batch_offset];
@@ -119,7 +120,8 @@ static inline float interpolate(const plane_view* view, float cx, float cy, bool
 }
 
 static void copy_strides(uint64_t dst[4], const dml_tensor* tensor) {
-    for (int i = 0; i < 4; i++) dst[i] = tensor->strides[i];
+    for (int i = 0; i < 4; i++)
+        dst[i] = tensor->strides[i];
 }
 
 /* ---- Forward (§4) ---- */
@@ -137,8 +139,7 @@ typedef struct forward_problem {
 
 /* Output row (r, c, oy): every ox. Inlined into one copy per element type
  * (half is a constant there). */
-static inline __attribute__((always_inline)) void forward_row_typed(const forward_problem* f, uint64_t row,
-                                                                    bool half) {
+static inline __attribute__((always_inline)) void forward_row_typed(const forward_problem* f, uint64_t row, bool half) {
     const dml_roi_align_params* p = f->params;
     uint32_t oy = (uint32_t)(row % f->out_height);
     uint64_t rest = row / f->out_height;
@@ -188,9 +189,9 @@ HRESULT dml_cpu_roi_align(const dml_kernel_args* args) {
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     forward_problem f = {
         .params = op->params,
-        .source = roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
-                                  &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor,
-                                  args->inputs[DML_ROI_ALIGN_BATCH_INDICES]),
+        .source =
+            roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
+                            &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor, args->inputs[DML_ROI_ALIGN_BATCH_INDICES]),
         .half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16,
         .batch = input->sizes[0],
         .channels = input->sizes[1],
@@ -390,8 +391,8 @@ static void gradient_band_task(const grad_problem* g, const roi_of_image* sorted
         for (uint32_t oy = 0; oy < g->out_height; oy++) {
             if (banded && !output_row_touches(g, &region, oy, row_begin, row_end)) continue;
             for (uint32_t ox = 0; ox < g->out_width; ox++) {
-                float gradient = load_value(g->input_gradient,
-                                            dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
+                float gradient =
+                    load_value(g->input_gradient, dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
                 for_each_weighted_sample(g, &input_plane, &region, oy, ox, gradient, scatter_sample, &band);
             }
         }
@@ -470,8 +471,8 @@ static void roi_gradient_sample(void* context, const roi_region* region, uint64_
     dml_roi_gradient_taps taps_y = dml_roi_gradient_taps_at(cy, P->height);
     float grad_x, grad_y;
     dml_roi_image_gradient(plane_at(P, taps_y.low, taps_x.low), plane_at(P, taps_y.low, taps_x.high),
-                           plane_at(P, taps_y.high, taps_x.low), plane_at(P, taps_y.high, taps_x.high),
-                           taps_x.fraction, taps_y.fraction, &grad_x, &grad_y);
+                           plane_at(P, taps_y.high, taps_x.low), plane_at(P, taps_y.high, taps_x.high), taps_x.fraction,
+                           taps_y.fraction, &grad_x, &grad_y);
     float dx1, dx2, dy1, dy2;
     dml_roi_coord_derivatives(&region->x, tx, s->problem->params, &dx1, &dx2);
     dml_roi_coord_derivatives(&region->y, ty, s->problem->params, &dy1, &dy2);
@@ -517,7 +518,8 @@ static HRESULT compute_roi_gradient(const grad_problem* g, int threads) {
     for (uint32_t r = 0; r < g->roi_count; r++) {
         double total[4] = {0, 0, 0, 0};
         for (uint32_t group = 0; group < groups; group++)
-            for (int k = 0; k < 4; k++) total[k] += partial[(uint64_t)r * groups + group][k];
+            for (int k = 0; k < 4; k++)
+                total[k] += partial[(uint64_t)r * groups + group][k];
         for (uint32_t k = 0; k < 4; k++)
             store_value(g->roi_gradient, r * g->roi_gradient_row_stride + k * g->roi_gradient_column_stride, g->half,
                         (float)total[k]);

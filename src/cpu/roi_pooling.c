@@ -157,6 +157,7 @@ HRESULT dml_cpu_roi_pooling(const dml_kernel_args* args) {
     /* Bins differ in size: dynamic chunks balance them; every element is
      * computed by one thread alone, so the schedule never changes a bit. */
 #pragma omp parallel for num_threads(dml_cpu_threads(args)) schedule(dynamic, 16)
-    for (int64_t row = 0; row < rows; row++) pool_row(&f, (uint64_t)row);
+    for (int64_t row = 0; row < rows; row++)
+        pool_row(&f, (uint64_t)row);
     return S_OK;
 }

@@ -35,7 +35,7 @@ enum { DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT = 0, DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRA
  * OutputPixelOffset -0.5, AlignRegionsToCorners FALSE) and ROI_ALIGN_GRAD
  * has no OutOfBoundsInputValue (0 here, unused). */
 typedef struct dml_roi_align_params {
-    uint32_t reduction_max;      /* 1: DML_REDUCE_FUNCTION_MAX, 0: AVERAGE */
+    uint32_t reduction_max;        /* 1: DML_REDUCE_FUNCTION_MAX, 0: AVERAGE */
     uint32_t interpolation_linear; /* 1: LINEAR, 0: NEAREST_NEIGHBOR */
     float spatial_scale_x;
     float spatial_scale_y;

@@ -22,12 +22,15 @@ typedef struct roi_align_fields {
 /* Rules 3 and 4 (and RA-7), then the normalized parameters. */
 static HRESULT read_params(const DMLOperator* op, const roi_align_fields* f, dml_roi_align_params* params) {
     if (f->reduction != DML_REDUCE_FUNCTION_AVERAGE && f->reduction != DML_REDUCE_FUNCTION_MAX)
-        return dml_fail(E_INVALIDARG, "%s: ReductionFunction is %u but must be DML_REDUCE_FUNCTION_AVERAGE (2) or "
-                                      "DML_REDUCE_FUNCTION_MAX (7)", op->name, (unsigned)f->reduction);
+        return dml_fail(E_INVALIDARG,
+                        "%s: ReductionFunction is %u but must be DML_REDUCE_FUNCTION_AVERAGE (2) or "
+                        "DML_REDUCE_FUNCTION_MAX (7)",
+                        op->name, (unsigned)f->reduction);
     if (f->interpolation != DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR &&
         f->interpolation != DML_INTERPOLATION_MODE_LINEAR)
-        return dml_fail(E_INVALIDARG, "%s: InterpolationMode is %u but must be "
-                                      "DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR (0) or DML_INTERPOLATION_MODE_LINEAR (1)",
+        return dml_fail(E_INVALIDARG,
+                        "%s: InterpolationMode is %u but must be "
+                        "DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR (0) or DML_INTERPOLATION_MODE_LINEAR (1)",
                         op->name, (unsigned)f->interpolation);
     if (f->min_samples == 0)
         return dml_fail(E_INVALIDARG, "%s: MinimumSamplesPerOutput is 0 but must be >= 1", op->name);
@@ -81,18 +84,32 @@ HRESULT dml_create_roi_align(DMLOperator* op, const void* desc) {
         batch_desc = d->BatchIndicesTensor;
         output_desc = d->OutputTensor;
         /* The pixel-centre model of ROI_ALIGN (spec §1). */
-        f = (roi_align_fields){d->ReductionFunction, d->InterpolationMode, d->SpatialScaleX, d->SpatialScaleY,
-                               0.5f, -0.5f, d->OutOfBoundsInputValue, d->MinimumSamplesPerOutput,
-                               d->MaximumSamplesPerOutput, 0};
+        f = (roi_align_fields){.reduction = d->ReductionFunction,
+                               .interpolation = d->InterpolationMode,
+                               .spatial_scale_x = d->SpatialScaleX,
+                               .spatial_scale_y = d->SpatialScaleY,
+                               .input_pixel_offset = 0.5f,
+                               .output_pixel_offset = -0.5f,
+                               .out_of_bounds_value = d->OutOfBoundsInputValue,
+                               .min_samples = d->MinimumSamplesPerOutput,
+                               .max_samples = d->MaximumSamplesPerOutput,
+                               .align_corners = 0};
     } else {
         const DML_ROI_ALIGN1_OPERATOR_DESC* d = desc;
         input_desc = d->InputTensor;
         roi_desc = d->ROITensor;
         batch_desc = d->BatchIndicesTensor;
         output_desc = d->OutputTensor;
-        f = (roi_align_fields){d->ReductionFunction, d->InterpolationMode, d->SpatialScaleX, d->SpatialScaleY,
-                               d->InputPixelOffset, d->OutputPixelOffset, d->OutOfBoundsInputValue,
-                               d->MinimumSamplesPerOutput, d->MaximumSamplesPerOutput, d->AlignRegionsToCorners};
+        f = (roi_align_fields){.reduction = d->ReductionFunction,
+                               .interpolation = d->InterpolationMode,
+                               .spatial_scale_x = d->SpatialScaleX,
+                               .spatial_scale_y = d->SpatialScaleY,
+                               .input_pixel_offset = d->InputPixelOffset,
+                               .output_pixel_offset = d->OutputPixelOffset,
+                               .out_of_bounds_value = d->OutOfBoundsInputValue,
+                               .min_samples = d->MinimumSamplesPerOutput,
+                               .max_samples = d->MaximumSamplesPerOutput,
+                               .align_corners = d->AlignRegionsToCorners};
     }
     DML_TRY(dml_op_add_input(op, "InputTensor", input_desc, false));
     DML_TRY(dml_op_add_input(op, "ROITensor", roi_desc, false));
@@ -144,14 +161,20 @@ HRESULT dml_create_roi_align_grad(DMLOperator* op, const void* desc) {
 
     /* Rules 5 and 6: what must be present. */
     if (!has_output_gradient && !has_roi_gradient)
-        return dml_fail(E_INVALIDARG, "%s: OutputGradientTensor and OutputROIGradientTensor are both NULL but at "
-                                      "least one is required", op->name);
+        return dml_fail(E_INVALIDARG,
+                        "%s: OutputGradientTensor and OutputROIGradientTensor are both NULL but at "
+                        "least one is required",
+                        op->name);
     if (!has_input && has_roi_gradient)
-        return dml_fail(E_INVALIDARG, "%s: InputTensor is NULL but is required when OutputROIGradientTensor is "
-                                      "present", op->name);
+        return dml_fail(E_INVALIDARG,
+                        "%s: InputTensor is NULL but is required when OutputROIGradientTensor is "
+                        "present",
+                        op->name);
     if (!has_input && d->ReductionFunction == DML_REDUCE_FUNCTION_MAX)
-        return dml_fail(E_INVALIDARG, "%s: InputTensor is NULL but is required when ReductionFunction is "
-                                      "DML_REDUCE_FUNCTION_MAX", op->name);
+        return dml_fail(E_INVALIDARG,
+                        "%s: InputTensor is NULL but is required when ReductionFunction is "
+                        "DML_REDUCE_FUNCTION_MAX",
+                        op->name);
 
     /* Rules 1 and 9: shapes and one DataType (that of InputGradientTensor). */
     DML_TRY(dml_check_rank(op, input_gradient, 4, 4));
@@ -182,9 +205,16 @@ HRESULT dml_create_roi_align_grad(DMLOperator* op, const void* desc) {
         DML_TRY(dml_check_same_sizes(op, roi_gradient, roi));
     }
 
-    roi_align_fields f = {d->ReductionFunction, d->InterpolationMode, d->SpatialScaleX, d->SpatialScaleY,
-                          d->InputPixelOffset, d->OutputPixelOffset, 0.0f, d->MinimumSamplesPerOutput,
-                          d->MaximumSamplesPerOutput, d->AlignRegionsToCorners};
+    /* No OutOfBoundsInputValue: a constant has no gradient. */
+    roi_align_fields f = {.reduction = d->ReductionFunction,
+                          .interpolation = d->InterpolationMode,
+                          .spatial_scale_x = d->SpatialScaleX,
+                          .spatial_scale_y = d->SpatialScaleY,
+                          .input_pixel_offset = d->InputPixelOffset,
+                          .output_pixel_offset = d->OutputPixelOffset,
+                          .min_samples = d->MinimumSamplesPerOutput,
+                          .max_samples = d->MaximumSamplesPerOutput,
+                          .align_corners = d->AlignRegionsToCorners};
     dml_roi_align_params params;
     DML_TRY(read_params(op, &f, &params));
     op->kernel = DML_KERNEL_ROI_ALIGN_GRAD;

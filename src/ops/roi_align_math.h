@@ -43,8 +43,8 @@ DML_ROI_FN uint32_t dml_roi_samples_per_output(float size, uint32_t outputs, uin
 }
 
 /* The axis of a region whose raw corners are corner1 (x1) and corner2 (x2). */
-DML_ROI_FN dml_roi_axis dml_roi_axis_make(float corner1, float corner2, float scale, uint32_t outputs,
-                                          uint32_t extent, const dml_roi_align_params* p) {
+DML_ROI_FN dml_roi_axis dml_roi_axis_make(float corner1, float corner2, float scale, uint32_t outputs, uint32_t extent,
+                                          const dml_roi_align_params* p) {
     dml_roi_axis axis;
     axis.start = corner1 * scale;
     axis.size = corner2 * scale - axis.start;
@@ -63,7 +63,8 @@ DML_ROI_FN dml_roi_axis dml_roi_axis_make(float corner1, float corner2, float sc
 
 /* The input coordinate of sample t (0 <= t < count), in pixel-index space (§4.2). */
 DML_ROI_FN float dml_roi_sample_coord(const dml_roi_axis* axis, uint64_t t, const dml_roi_align_params* p) {
-    if (!p->align_corners) return axis->start + ((float)t - p->output_pixel_offset) * axis->step - p->input_pixel_offset;
+    if (!p->align_corners)
+        return axis->start + ((float)t - p->output_pixel_offset) * axis->step - p->input_pixel_offset;
     if (axis->count > 1) return axis->start + (float)t * axis->step - p->input_pixel_offset;
     return axis->start + 0.5f * axis->size - p->input_pixel_offset;
 }
@@ -161,16 +162,14 @@ DML_ROI_FN dml_roi_gradient_taps dml_roi_gradient_taps_at(float coord, uint32_t 
 }
 
 /* gradX = (1 - yl)(TR - TL) + yl (BR - BL); gradY = (1 - xl)(BL - TL) + xl (BR - TR). */
-DML_ROI_FN void dml_roi_image_gradient(float top_left, float top_right, float bottom_left, float bottom_right,
-                                       float xl, float yl, float* grad_x, float* grad_y) {
+DML_ROI_FN void dml_roi_image_gradient(float top_left, float top_right, float bottom_left, float bottom_right, float xl,
+                                       float yl, float* grad_x, float* grad_y) {
     *grad_x = (1.0f - yl) * (top_right - top_left) + yl * (bottom_right - bottom_left);
     *grad_y = (1.0f - xl) * (bottom_left - top_left) + xl * (bottom_right - top_right);
 }
 
 /* The max rule of every ROI reduction: strict >, and NaN never wins over a
  * number (same as max pooling). */
-DML_ROI_FN bool dml_roi_greater(float value, float best) {
-    return value > best || (isnan(best) && !isnan(value));
-}
+DML_ROI_FN bool dml_roi_greater(float value, float best) { return value > best || (isnan(best) && !isnan(value)); }
 
 #endif

@@ -26,19 +26,18 @@ HRESULT dml_create_roi_pooling(DMLOperator* op, const void* desc) {
     DML_TRY(dml_check_size(op, roi, 1, 1, "ROITensor is {1, 1, NumROIs, 5}"));
     DML_TRY(dml_check_size(op, roi, 3, 5, "each ROI row is [BatchID, x1, y1, x2, y2]"));
 
-    if (d->PooledSize.Width == 0)
-        return dml_fail(E_INVALIDARG, "%s: PooledSize.Width is 0 but must be >= 1", op->name);
+    if (d->PooledSize.Width == 0) return dml_fail(E_INVALIDARG, "%s: PooledSize.Width is 0 but must be >= 1", op->name);
     if (d->PooledSize.Height == 0)
         return dml_fail(E_INVALIDARG, "%s: PooledSize.Height is 0 but must be >= 1", op->name);
     DML_TRY(dml_check_size(op, output, 0, roi->tensor.sizes[2], "the ROI count NumROIs = ROITensor.Sizes[2]"));
     DML_TRY(dml_check_size(op, output, 1, input->tensor.sizes[1], "the channel count C of InputTensor"));
     /* By field name (RP-1): Height <-> Sizes[2], Width <-> Sizes[3]. */
     if (output->tensor.sizes[2] != d->PooledSize.Height)
-        return dml_fail(E_INVALIDARG, "%s: PooledSize.Height is %u but must equal OutputTensor.Sizes[2] (%u)",
-                        op->name, d->PooledSize.Height, output->tensor.sizes[2]);
+        return dml_fail(E_INVALIDARG, "%s: PooledSize.Height is %u but must equal OutputTensor.Sizes[2] (%u)", op->name,
+                        d->PooledSize.Height, output->tensor.sizes[2]);
     if (output->tensor.sizes[3] != d->PooledSize.Width)
-        return dml_fail(E_INVALIDARG, "%s: PooledSize.Width is %u but must equal OutputTensor.Sizes[3] (%u)",
-                        op->name, d->PooledSize.Width, output->tensor.sizes[3]);
+        return dml_fail(E_INVALIDARG, "%s: PooledSize.Width is %u but must equal OutputTensor.Sizes[3] (%u)", op->name,
+                        d->PooledSize.Width, output->tensor.sizes[3]);
 
     dml_roi_pooling_params params = {
         .spatial_scale = d->SpatialScale,

@@ -54,8 +54,8 @@ void ref_roi_pooling(const double* input, uint32_t batch, uint32_t channels, uin
         for (uint32_t c = 0; c < channels; c++)
             for (__int128 ph = 0; ph < PH; ph++)
                 for (__int128 pw = 0; pw < PW; pw++) {
-                    double* out = &output[(((size_t)r * channels + c) * pooled_height + (size_t)ph) * pooled_width +
-                                          (size_t)pw];
+                    double* out =
+                        &output[(((size_t)r * channels + c) * pooled_height + (size_t)ph) * pooled_width + (size_t)pw];
                     if (!valid) {
                         *out = 0.0;
                         continue;
@@ -92,11 +92,11 @@ void ref_roi_pooling(const double* input, uint32_t batch, uint32_t channels, uin
 static double F(const ref_roi_align* p, double v) { return p->float32 ? (double)(float)v : v; }
 
 typedef struct ref_axis {
-    double start, size;      /* x1s, sizeX */
-    uint64_t per_output;     /* sX */
-    uint64_t count;          /* nX */
+    double start, size;  /* x1s, sizeX */
+    uint64_t per_output; /* sX */
+    uint64_t count;      /* nX */
     double scale;
-    uint32_t extent;         /* W */
+    uint32_t extent; /* W */
 } ref_axis;
 
 /* §4.1 */
@@ -172,8 +172,8 @@ typedef struct ref_sample {
     bool outside;
 } ref_sample;
 
-static size_t output_samples(const ref_roi_align* p, const ref_axis* ax, const ref_axis* ay, uint32_t oy,
-                             uint32_t ox, ref_sample* samples) {
+static size_t output_samples(const ref_roi_align* p, const ref_axis* ax, const ref_axis* ay, uint32_t oy, uint32_t ox,
+                             ref_sample* samples) {
     size_t n = 0;
     for (uint64_t tx = ox * ax->per_output; tx < ox * ax->per_output + ax->per_output; tx++)
         for (uint64_t ty = oy * ay->per_output; ty < oy * ay->per_output + ay->per_output; ty++) {
@@ -231,7 +231,8 @@ void ref_roi_align_forward(const ref_roi_align* p, double* output, double* magni
 static void sample_weights(const ref_roi_align* p, uint64_t b, uint32_t c, const ref_sample* samples, size_t n,
                            double* weights) {
     if (!p->reduction_max) {
-        for (size_t i = 0; i < n; i++) weights[i] = F(p, 1.0 / F(p, (double)n));
+        for (size_t i = 0; i < n; i++)
+            weights[i] = F(p, 1.0 / F(p, (double)n));
         return;
     }
     size_t chosen = 0;
@@ -243,7 +244,8 @@ static void sample_weights(const ref_roi_align* p, uint64_t b, uint32_t c, const
             chosen = i;
         }
     }
-    for (size_t i = 0; i < n; i++) weights[i] = i == chosen ? 1.0 : 0.0;
+    for (size_t i = 0; i < n; i++)
+        weights[i] = i == chosen ? 1.0 : 0.0;
 }
 
 /* §7.3: d(sample coordinate)/d(first corner), d/d(second corner). */
@@ -287,8 +289,8 @@ void ref_roi_align_grad(const ref_roi_align* p, const double* input_gradient, do
                         /* §7.2 */
                         if (output_gradient) {
                             if (!p->linear) {
-                                size_t at = (plane + nearest(p, s->cy, p->height)) * p->width +
-                                            nearest(p, s->cx, p->width);
+                                size_t at =
+                                    (plane + nearest(p, s->cy, p->height)) * p->width + nearest(p, s->cx, p->width);
                                 output_gradient[at] += g * w;
                                 if (output_gradient_magnitude) output_gradient_magnitude[at] += fabs(g * w);
                             } else {
@@ -301,7 +303,8 @@ void ref_roi_align_grad(const ref_roi_align* p, const double* input_gradient, do
                                 for (int k = 0; k < 4; k++) {
                                     size_t at = (plane + ys[k]) * p->width + xs[k];
                                     output_gradient[at] += g * w * tap[k];
-                                    if (output_gradient_magnitude) output_gradient_magnitude[at] += fabs(g * w * tap[k]);
+                                    if (output_gradient_magnitude)
+                                        output_gradient_magnitude[at] += fabs(g * w * tap[k]);
                                 }
                             }
                         }

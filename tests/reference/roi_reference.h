@@ -18,8 +18,8 @@ void ref_roi_pooling(const double* input, uint32_t batch, uint32_t channels, uin
 typedef struct ref_roi_align {
     uint32_t batch, channels, height, width; /* the image {N, C, H, W} */
     uint32_t roi_count, out_height, out_width;
-    const double* input;          /* {N, C, H, W}; may be NULL for an AVERAGE gradient */
-    const double* rois;           /* {R, 4}: [x1, y1, x2, y2] */
+    const double* input;           /* {N, C, H, W}; may be NULL for an AVERAGE gradient */
+    const double* rois;            /* {R, 4}: [x1, y1, x2, y2] */
     const uint64_t* batch_indices; /* {R} */
     bool reduction_max, linear, align_corners;
     double spatial_scale_x, spatial_scale_y;

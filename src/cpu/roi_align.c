@@ -110,13 +110,13 @@ static inline float plane_at(const plane_view* view, uint32_t y, uint32_t x) {
     return load_value(view->base, view->origin + y * view->row_stride + x * view->column_stride, view->half);
 }
 
-/* The value of an in-bounds sample (§4.3). */
-static inline float interpolate(const plane_view* view, float cx, float cy, bool linear) {
-    if (!linear) return plane_at(view, dml_roi_nearest(cy, view->height), dml_roi_nearest(cx, view->width));
-    dml_roi_linear_taps tx = dml_roi_linear(cx, view->width), ty = dml_roi_linear(cy, view->height);
-    return dml_roi_bilinear(plane_at(view, ty.first, tx.first), plane_at(view, ty.first, tx.second),
-                            plane_at(view, ty.second, tx.first), plane_at(view, ty.second, tx.second), tx.fraction,
-                            ty.fraction);
+/* The value of an in-bounds sample (§4.3) from its X and Y taps. */
+static inline float sample_value(const plane_view* view, const dml_roi_axis_sample* sx, const dml_roi_axis_sample* sy,
+                                 bool linear) {
+    if (!linear) return plane_at(view, sy->first, sx->first);
+    return dml_roi_bilinear(plane_at(view, sy->first, sx->first), plane_at(view, sy->first, sx->second),
+                            plane_at(view, sy->second, sx->first), plane_at(view, sy->second, sx->second), sx->fraction,
+                            sy->fraction);
 }
 
 static void copy_strides(uint64_t dst[4], const dml_tensor* tensor) {
@@ -156,20 +156,27 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
     float samples = (float)(per_x * per_y);
     uint64_t y_begin = oy * per_y;
+    /* The Y samples are the same for every ox and tx of the row: computed
+     * once when they fit. */
+    enum { Y_CACHE = 64 };
+    dml_roi_axis_sample y_cache[Y_CACHE];
+    bool y_cached = per_y <= Y_CACHE;
+    for (uint64_t j = 0; y_cached && j < per_y; j++)
+        y_cache[j] = dml_roi_axis_sample_at(&region.y, y_begin + j, p);
+    bool linear = p->interpolation_linear;
     for (uint32_t ox = 0; ox < f->out_width; ox++) {
         float sum = 0.0f, best = 0.0f;
         bool first = true;
         for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
-            float cx = dml_roi_sample_coord(&region.x, tx, p);
-            bool x_outside = dml_roi_out_of_bounds(cx, f->width);
-            for (uint64_t ty = y_begin; ty < y_begin + per_y; ty++) {
-                float cy = dml_roi_sample_coord(&region.y, ty, p);
+            dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, p);
+            for (uint64_t j = 0; j < per_y; j++) {
+                dml_roi_axis_sample sy = y_cached ? y_cache[j] : dml_roi_axis_sample_at(&region.y, y_begin + j, p);
                 /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
-                float value = x_outside || dml_roi_out_of_bounds(cy, f->height)
-                                  ? p->out_of_bounds_value
-                                  : interpolate(&plane, cx, cy, p->interpolation_linear);
+                float value =
+                    sx.outside || sy.outside ? p->out_of_bounds_value : sample_value(&plane, &sx, &sy, linear);
                 if (p->reduction_max) {
-                    if (first || dml_roi_greater(value, best)) best = value;
+                    bool take = first || dml_roi_greater(value, best);
+                    best = take ? value : best;
                     first = false;
                 } else {
                     sum += value;
@@ -248,13 +255,11 @@ static void select_max_sample(const grad_problem* g, const plane_view* input_pla
     float best = 0.0f;
     bool first = true;
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
-        float cx = dml_roi_sample_coord(&region->x, tx, p);
-        bool x_outside = dml_roi_out_of_bounds(cx, g->width);
+        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region->x, tx, p);
         for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
-            float cy = dml_roi_sample_coord(&region->y, ty, p);
-            float value = x_outside || dml_roi_out_of_bounds(cy, g->height)
-                              ? 0.0f
-                              : interpolate(input_plane, cx, cy, p->interpolation_linear);
+            dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, p);
+            float value =
+                sx.outside || sy.outside ? 0.0f : sample_value(input_plane, &sx, &sy, p->interpolation_linear);
             if (first || dml_roi_greater(value, best)) {
                 best = value;
                 *best_tx = tx;

@@ -104,6 +104,32 @@ DML_ROI_FN dml_roi_linear_taps dml_roi_linear(float coord, uint32_t extent) {
     return taps;
 }
 
+/* Where one sample coordinate reads along its axis (§4.3): out of bounds, or
+ * its taps (NEAREST_NEIGHBOR: first == second, fraction 0). Computed once per
+ * sample index and combined for X and Y. */
+typedef struct dml_roi_axis_sample {
+    bool outside;
+    uint32_t first, second;
+    float fraction;
+} dml_roi_axis_sample;
+
+DML_ROI_FN dml_roi_axis_sample dml_roi_axis_sample_at(const dml_roi_axis* axis, uint64_t t,
+                                                      const dml_roi_align_params* p) {
+    float coord = dml_roi_sample_coord(axis, t, p);
+    dml_roi_axis_sample sample;
+    sample.outside = dml_roi_out_of_bounds(coord, axis->extent);
+    if (p->interpolation_linear) {
+        dml_roi_linear_taps taps = dml_roi_linear(coord, axis->extent);
+        sample.first = taps.first;
+        sample.second = taps.second;
+        sample.fraction = taps.fraction;
+    } else {
+        sample.first = sample.second = dml_roi_nearest(coord, axis->extent);
+        sample.fraction = 0.0f;
+    }
+    return sample;
+}
+
 /* The interpolated value from the four taps (top = first Y tap, left = first X tap). */
 DML_ROI_FN float dml_roi_bilinear(float top_left, float top_right, float bottom_left, float bottom_right, float fx,
                                   float fy) {

@@ -241,10 +241,10 @@ typedef struct grad_problem {
     uint64_t roi_gradient_row_stride, roi_gradient_column_stride;
 } grad_problem;
 
-/* Receives one sample that gets gradient: its indices, coordinates (in
- * bounds) and g * w. */
-typedef void (*sample_fn)(void* context, const roi_region* region, uint64_t tx, uint64_t ty, float cx, float cy,
-                          float weighted_gradient);
+/* Receives one in-bounds sample that gets gradient: its indices, where it
+ * reads along each axis, and g * w. */
+typedef void (*sample_fn)(void* context, const roi_region* region, uint64_t tx, uint64_t ty,
+                          const dml_roi_axis_sample* sx, const dml_roi_axis_sample* sy, float weighted_gradient);
 
 /* MAX (§7.1, RA-8): the first sample, in §4.4 order, whose value is the
  * maximum; out-of-bounds samples compare as 0. */
@@ -271,7 +271,7 @@ static void select_max_sample(const grad_problem* g, const plane_view* input_pla
 }
 
 /* Calls visit for every in-bounds sample of output (oy, ox) with a non-zero
- * weight (§7.1), in §4.4 order. */
+ * weight (§7.1), in §4.4 order. Out-of-bounds samples get no gradient (§7.2). */
 static void for_each_weighted_sample(const grad_problem* g, const plane_view* input_plane, const roi_region* region,
                                      uint32_t oy, uint32_t ox, float gradient, sample_fn visit, void* context) {
     const dml_roi_align_params* p = g->params;
@@ -279,20 +279,19 @@ static void for_each_weighted_sample(const grad_problem* g, const plane_view* in
     if (p->reduction_max) {
         uint64_t tx = 0, ty = 0;
         select_max_sample(g, input_plane, region, oy, ox, &tx, &ty);
-        float cx = dml_roi_sample_coord(&region->x, tx, p), cy = dml_roi_sample_coord(&region->y, ty, p);
-        if (dml_roi_out_of_bounds(cx, g->width) || dml_roi_out_of_bounds(cy, g->height)) return;
-        visit(context, region, tx, ty, cx, cy, gradient); /* w = 1 */
+        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region->x, tx, p);
+        dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, p);
+        if (!sx.outside && !sy.outside) visit(context, region, tx, ty, &sx, &sy, gradient); /* w = 1 */
         return;
     }
     float weight = 1.0f / (float)(per_x * per_y);
     float weighted_gradient = gradient * weight;
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
-        float cx = dml_roi_sample_coord(&region->x, tx, p);
-        if (dml_roi_out_of_bounds(cx, g->width)) continue; /* no gradient (§7.2) */
+        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region->x, tx, p);
+        if (sx.outside) continue;
         for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
-            float cy = dml_roi_sample_coord(&region->y, ty, p);
-            if (dml_roi_out_of_bounds(cy, g->height)) continue;
-            visit(context, region, tx, ty, cx, cy, weighted_gradient);
+            dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, p);
+            if (!sy.outside) visit(context, region, tx, ty, &sx, &sy, weighted_gradient);
         }
     }
 }
@@ -306,53 +305,40 @@ typedef struct gradient_band {
     bool linear;
 } gradient_band;
 
-static void scatter_sample(void* context, const roi_region* region, uint64_t tx, uint64_t ty, float cx, float cy,
-                           float weighted_gradient) {
+static void scatter_sample(void* context, const roi_region* region, uint64_t tx, uint64_t ty,
+                           const dml_roi_axis_sample* sx, const dml_roi_axis_sample* sy, float weighted_gradient) {
     (void)region;
     (void)tx;
     (void)ty;
     gradient_band* band = context;
-    if (!band->linear) {
-        uint32_t iy = dml_roi_nearest(cy, band->height);
-        if (iy >= band->row_begin && iy < band->row_end)
-            band->acc[(uint64_t)(iy - band->row_begin) * band->width + dml_roi_nearest(cx, band->width)] +=
-                weighted_gradient;
+    if (!band->linear) { /* the pixel it read, weight 1 */
+        if (sy->first >= band->row_begin && sy->first < band->row_end)
+            band->acc[(uint64_t)(sy->first - band->row_begin) * band->width + sx->first] += weighted_gradient;
         return;
     }
-    dml_roi_linear_taps taps_x = dml_roi_linear(cx, band->width), taps_y = dml_roi_linear(cy, band->height);
     float weights[4];
-    dml_roi_bilinear_weights(taps_x.fraction, taps_y.fraction, weights);
+    dml_roi_bilinear_weights(sx->fraction, sy->fraction, weights);
     /* Taps in the order top-left, top-right, bottom-left, bottom-right;
      * coinciding taps (clamped edges) simply add up. */
-    if (taps_y.first >= band->row_begin && taps_y.first < band->row_end) {
-        float* row = band->acc + (uint64_t)(taps_y.first - band->row_begin) * band->width;
-        row[taps_x.first] += weighted_gradient * weights[0];
-        row[taps_x.second] += weighted_gradient * weights[1];
+    if (sy->first >= band->row_begin && sy->first < band->row_end) {
+        float* row = band->acc + (uint64_t)(sy->first - band->row_begin) * band->width;
+        row[sx->first] += weighted_gradient * weights[0];
+        row[sx->second] += weighted_gradient * weights[1];
     }
-    if (taps_y.second >= band->row_begin && taps_y.second < band->row_end) {
-        float* row = band->acc + (uint64_t)(taps_y.second - band->row_begin) * band->width;
-        row[taps_x.first] += weighted_gradient * weights[2];
-        row[taps_x.second] += weighted_gradient * weights[3];
+    if (sy->second >= band->row_begin && sy->second < band->row_end) {
+        float* row = band->acc + (uint64_t)(sy->second - band->row_begin) * band->width;
+        row[sx->first] += weighted_gradient * weights[2];
+        row[sx->second] += weighted_gradient * weights[3];
     }
 }
 
 /* Whether any in-bounds sample of output row oy touches rows [begin, end). */
 static bool output_row_touches(const grad_problem* g, const roi_region* region, uint32_t oy, uint32_t begin,
                                uint32_t end) {
-    const dml_roi_align_params* p = g->params;
     uint64_t per_y = region->y.per_output;
     for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
-        float cy = dml_roi_sample_coord(&region->y, ty, p);
-        if (dml_roi_out_of_bounds(cy, g->height)) continue;
-        uint32_t low, high;
-        if (p->interpolation_linear) {
-            dml_roi_linear_taps taps = dml_roi_linear(cy, g->height);
-            low = taps.first;
-            high = taps.second;
-        } else {
-            low = high = dml_roi_nearest(cy, g->height);
-        }
-        if (high >= begin && low < end) return true;
+        dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, g->params);
+        if (!sy.outside && sy.second >= begin && sy.first < end) return true;
     }
     return false;
 }
@@ -468,12 +454,12 @@ typedef struct roi_gradient_sums {
     double sums[4]; /* d/dx1, d/dy1, d/dx2, d/dy2 */
 } roi_gradient_sums;
 
-static void roi_gradient_sample(void* context, const roi_region* region, uint64_t tx, uint64_t ty, float cx, float cy,
-                                float weighted_gradient) {
+static void roi_gradient_sample(void* context, const roi_region* region, uint64_t tx, uint64_t ty,
+                                const dml_roi_axis_sample* sx, const dml_roi_axis_sample* sy, float weighted_gradient) {
     roi_gradient_sums* s = context;
     const plane_view* P = &s->input_plane;
-    dml_roi_gradient_taps taps_x = dml_roi_gradient_taps_at(cx, P->width);
-    dml_roi_gradient_taps taps_y = dml_roi_gradient_taps_at(cy, P->height);
+    dml_roi_gradient_taps taps_x = dml_roi_gradient_taps_at(sx->coord, P->width);
+    dml_roi_gradient_taps taps_y = dml_roi_gradient_taps_at(sy->coord, P->height);
     float grad_x, grad_y;
     dml_roi_image_gradient(plane_at(P, taps_y.low, taps_x.low), plane_at(P, taps_y.low, taps_x.high),
                            plane_at(P, taps_y.high, taps_x.low), plane_at(P, taps_y.high, taps_x.high), taps_x.fraction,

@@ -108,6 +108,7 @@ DML_ROI_FN dml_roi_linear_taps dml_roi_linear(float coord, uint32_t extent) {
  * its taps (NEAREST_NEIGHBOR: first == second, fraction 0). Computed once per
  * sample index and combined for X and Y. */
 typedef struct dml_roi_axis_sample {
+    float coord; /* the sample coordinate (§4.2) */
     bool outside;
     uint32_t first, second;
     float fraction;
@@ -117,6 +118,7 @@ DML_ROI_FN dml_roi_axis_sample dml_roi_axis_sample_at(const dml_roi_axis* axis, 
                                                       const dml_roi_align_params* p) {
     float coord = dml_roi_sample_coord(axis, t, p);
     dml_roi_axis_sample sample;
+    sample.coord = coord;
     sample.outside = dml_roi_out_of_bounds(coord, axis->extent);
     if (p->interpolation_linear) {
         dml_roi_linear_taps taps = dml_roi_linear(coord, axis->extent);

@@ -10,6 +10,9 @@ HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args);
 HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args);
 HRESULT dml_cpu_batch_normalization_grad(const dml_kernel_args* args);
 HRESULT dml_cpu_batch_normalization_training_grad(const dml_kernel_args* args);
+HRESULT dml_cpu_roi_pooling(const dml_kernel_args* args);
+HRESULT dml_cpu_roi_align(const dml_kernel_args* args);
+HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args);
 
 /* Worker threads for one dispatch (the device's ThreadCount). */
 static inline int dml_cpu_threads(const dml_kernel_args* args) { return (int)args->device->threads; }

@@ -73,5 +73,8 @@ const dml_backend dml_cpu_backend = {
             [DML_KERNEL_BATCH_NORMALIZATION_TRAINING] = dml_cpu_batch_normalization_training,
             [DML_KERNEL_BATCH_NORMALIZATION_GRAD] = dml_cpu_batch_normalization_grad,
             [DML_KERNEL_BATCH_NORMALIZATION_TRAINING_GRAD] = dml_cpu_batch_normalization_training_grad,
+            [DML_KERNEL_ROI_POOLING] = dml_cpu_roi_pooling,
+            [DML_KERNEL_ROI_ALIGN] = dml_cpu_roi_align,
+            [DML_KERNEL_ROI_ALIGN_GRAD] = dml_cpu_roi_align_grad,
         },
 };

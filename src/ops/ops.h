@@ -30,6 +30,9 @@ HRESULT dml_create_max_pooling_grad(DMLOperator* op, const void* desc);
 HRESULT dml_create_batch_normalization(DMLOperator* op, const void* desc);
 HRESULT dml_create_batch_normalization_training(DMLOperator* op, const void* desc);
 HRESULT dml_create_batch_normalization_grad(DMLOperator* op, const void* desc); /* GRAD and TRAINING_GRAD */
+HRESULT dml_create_roi_pooling(DMLOperator* op, const void* desc);
+HRESULT dml_create_roi_align(DMLOperator* op, const void* desc); /* ROI_ALIGN and ROI_ALIGN1 */
+HRESULT dml_create_roi_align_grad(DMLOperator* op, const void* desc);
 
 /* ---- Building slots ---- */
 /* Validates desc (NULL allowed when optional) and appends the next input or

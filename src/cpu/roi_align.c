@@ -1,0 +1,559 @@
+/* ROI align and its gradient on the CPU (spec roi_align.md §4, §7).
+ *
+ * The per-sample math (sample positions, rounding, clamping, weights) is in
+ * src/ops/roi_align_math.h, shared with the other backends.
+ *
+ * Forward: parallel over output rows (roi, channel, oy); each element sums or
+ * maximises its samples in the spec's order (X outer, Y inner) in FLOAT32.
+ *
+ * Gradient, deterministic without atomics:
+ * - OutputGradientTensor: one task per (image, channel) plane, or per band of
+ *   rows of it when there are fewer planes than threads. A task accumulates,
+ *   into a FLOAT32 plane of its own, every contribution that lands in its rows,
+ *   in the fixed order r (ROIs of that image, increasing), oy, ox, sample,
+ *   tap. Each pixel therefore sees the same sequence of additions whatever the
+ *   thread count or banding.
+ * - OutputROIGradientTensor: one task per (roi, channel group), with groups
+ *   fixed by C alone; FLOAT64 partial sums, combined per ROI in increasing
+ *   group order. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../core/half.h"
+#include "../core/status.h"
+#include "../ops/roi.h"
+#include "../ops/roi_align_math.h"
+#include "cpu.h"
+
+static inline float load_value(const void* base, uint64_t offset, bool half) {
+    return half ? dml_half_to_float(((const uint16_t*)base)[offset]) : ((const float*)base)[offset];
+}
+
+/* FLOAT16 results are rounded once, here (RA-13). */
+static inline void store_value(void* base, uint64_t offset, bool half, float value) {
+    if (half)
+        ((uint16_t*)base)[offset] = dml_float_to_half(value);
+    else
+        ((float*)base)[offset] = value;
+}
+
+/* The ROI rows and batch indices, whatever their allowed rank: the last two
+ * ROI dimensions are {R, 4}, the last batch-index dimension is R, and every
+ * leading dimension is 1 (validated). */
+typedef struct roi_source {
+    const void* rois;
+    uint64_t row_stride, column_stride;
+    const void* batch_indices;
+    uint64_t batch_stride;
+    bool batch_64;
+    bool half;
+} roi_source;
+
+static roi_source roi_source_make(const dml_tensor* rois, const void* roi_data, const dml_tensor* batch_indices,
+                                  const void* batch_data) {
+    roi_source source = {
+        .rois = roi_data,
+        .row_stride = rois->strides[rois->rank - 2],
+        .column_stride = rois->strides[rois->rank - 1],
+        .batch_indices = batch_data,
+        .batch_stride = batch_indices->strides[batch_indices->rank - 1],
+        .batch_64 = batch_indices->type == DML_TENSOR_DATA_TYPE_UINT64,
+        .half = rois->type == DML_TENSOR_DATA_TYPE_FLOAT16,
+    };
+    return source;
+}
+
+/* One region, resolved for an input of H x W and an output of OH x OW (§4.1). */
+typedef struct roi_region {
+    uint64_t batch; /* as given; >= N means no image (RA-12) */
+    dml_roi_axis x, y;
+} roi_region;
+
+static roi_region region_make(const roi_source* source, uint32_t r, const dml_roi_align_params* p, uint32_t out_height,
+                              uint32_t out_width, uint32_t height, uint32_t width) {
+    roi_region region;
+    uint64_t row = r * source->row_stride;
+    float corners[4];
+    for (uint32_t k = 0; k < 4; k++)
+        corners[k] = load_value(source->rois, row + k * source->column_stride, source->half);
+    uint64_t batch_offset = r * source->batch_stride;
+    region.batch = source->batch_64 ? ((const uint64_t*)source->batch_indices)[batch_offset]
+                                    : ((const uint32_t*)source->batch_indices)[batch_offset];
+    /* Rows are [x1, y1, x2, y2]. */
+    region.x = dml_roi_axis_make(corners[0], corners[2], p->spatial_scale_x, out_width, width, p);
+    region.y = dml_roi_axis_make(corners[1], corners[3], p->spatial_scale_y, out_height, height, p);
+    return region;
+}
+
+/* One (image, channel) plane of a {N, C, H, W} tensor. */
+typedef struct plane_view {
+    const void* base;
+    uint64_t origin; /* element offset of (n, c, 0, 0) */
+    uint64_t row_stride, column_stride;
+    uint32_t height, width;
+    bool half;
+} plane_view;
+
+static plane_view plane_make(const void* base, const uint64_t strides[4], uint64_t n, uint32_t c, uint32_t height,
+                             uint32_t width, bool half) {
+    plane_view view = {base, n * strides[0] + c * strides[1], strides[2], strides[3], height, width, half};
+    return view;
+}
+
+static inline float plane_at(const plane_view* view, uint32_t y, uint32_t x) {
+    return load_value(view->base, view->origin + y * view->row_stride + x * view->column_stride, view->half);
+}
+
+/* The value of an in-bounds sample (§4.3) from its X and Y taps. */
+static inline float sample_value(const plane_view* view, const dml_roi_axis_sample* sx, const dml_roi_axis_sample* sy,
+                                 bool linear) {
+    if (!linear) return plane_at(view, sy->first, sx->first);
+    return dml_roi_bilinear(plane_at(view, sy->first, sx->first), plane_at(view, sy->first, sx->second),
+                            plane_at(view, sy->second, sx->first), plane_at(view, sy->second, sx->second), sx->fraction,
+                            sy->fraction);
+}
+
+static void copy_strides(uint64_t dst[4], const dml_tensor* tensor) {
+    for (int i = 0; i < 4; i++)
+        dst[i] = tensor->strides[i];
+}
+
+/* ---- Forward (§4) ---- */
+
+typedef struct forward_problem {
+    const dml_roi_align_params* params;
+    roi_source source;
+    bool half;
+    uint32_t batch, channels, height, width, out_height, out_width;
+    const void* input;
+    uint64_t in_strides[4];
+    void* output;
+    uint64_t out_strides[4];
+} forward_problem;
+
+/* Output row (r, c, oy): every ox. Inlined into one copy per element type
+ * (half is a constant there). */
+static inline __attribute__((always_inline)) void forward_row_typed(const forward_problem* f, uint64_t row, bool half) {
+    const dml_roi_align_params* p = f->params;
+    uint32_t oy = (uint32_t)(row % f->out_height);
+    uint64_t rest = row / f->out_height;
+    uint32_t c = (uint32_t)(rest % f->channels);
+    uint32_t r = (uint32_t)(rest / f->channels);
+    uint64_t out_row = r * f->out_strides[0] + c * f->out_strides[1] + oy * f->out_strides[2];
+    roi_region region = region_make(&f->source, r, p, f->out_height, f->out_width, f->height, f->width);
+    if (region.batch >= f->batch) { /* RA-12: no image to read */
+        for (uint32_t ox = 0; ox < f->out_width; ox++)
+            store_value(f->output, out_row + ox * f->out_strides[3], half, p->out_of_bounds_value);
+        return;
+    }
+    plane_view plane = plane_make(f->input, f->in_strides, region.batch, c, f->height, f->width, half);
+    uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
+    float samples = (float)(per_x * per_y);
+    uint64_t y_begin = oy * per_y;
+    /* The Y samples are the same for every ox and tx of the row: computed
+     * once when they fit. */
+    enum { Y_CACHE = 64 };
+    dml_roi_axis_sample y_cache[Y_CACHE];
+    bool y_cached = per_y <= Y_CACHE;
+    for (uint64_t j = 0; y_cached && j < per_y; j++)
+        y_cache[j] = dml_roi_axis_sample_at(&region.y, y_begin + j, p);
+    bool linear = p->interpolation_linear;
+    for (uint32_t ox = 0; ox < f->out_width; ox++) {
+        float sum = 0.0f, best = 0.0f;
+        bool first = true;
+        for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+            dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, p);
+            for (uint64_t j = 0; j < per_y; j++) {
+                dml_roi_axis_sample sy = y_cached ? y_cache[j] : dml_roi_axis_sample_at(&region.y, y_begin + j, p);
+                /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
+                float value =
+                    sx.outside || sy.outside ? p->out_of_bounds_value : sample_value(&plane, &sx, &sy, linear);
+                if (p->reduction_max) {
+                    bool take = first || dml_roi_greater(value, best);
+                    best = take ? value : best;
+                    first = false;
+                } else {
+                    sum += value;
+                }
+            }
+        }
+        store_value(f->output, out_row + ox * f->out_strides[3], half, p->reduction_max ? best : sum / samples);
+    }
+}
+
+static void forward_row_f32(const forward_problem* f, uint64_t row) { forward_row_typed(f, row, false); }
+static void forward_row_f16(const forward_problem* f, uint64_t row) { forward_row_typed(f, row, true); }
+
+HRESULT dml_cpu_roi_align(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
+    const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
+    forward_problem f = {
+        .params = op->params,
+        .source =
+            roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
+                            &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor, args->inputs[DML_ROI_ALIGN_BATCH_INDICES]),
+        .half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16,
+        .batch = input->sizes[0],
+        .channels = input->sizes[1],
+        .height = input->sizes[2],
+        .width = input->sizes[3],
+        .out_height = output->sizes[2],
+        .out_width = output->sizes[3],
+        .input = args->inputs[DML_ROI_ALIGN_INPUT],
+        .output = args->outputs[DML_ROI_ALIGN_OUTPUT],
+    };
+    copy_strides(f.in_strides, input);
+    copy_strides(f.out_strides, output);
+    int64_t rows = (int64_t)output->sizes[0] * f.channels * f.out_height;
+    /* Regions differ in sample count: dynamic chunks balance them; every
+     * element is computed by one thread alone. */
+#pragma omp parallel for num_threads(dml_cpu_threads(args)) schedule(dynamic, 8)
+    for (int64_t row = 0; row < rows; row++) {
+        if (f.half)
+            forward_row_f16(&f, (uint64_t)row);
+        else
+            forward_row_f32(&f, (uint64_t)row);
+    }
+    return S_OK;
+}
+
+/* ---- Gradient (§7) ---- */
+
+typedef struct grad_problem {
+    const dml_roi_align_params* params;
+    roi_source source;
+    bool half;
+    uint32_t batch, channels, height, width, out_height, out_width, roi_count;
+    const void* input; /* NULL when InputTensor is absent */
+    uint64_t in_strides[4];
+    const void* input_gradient;
+    uint64_t dy_strides[4];
+    void* output_gradient; /* NULL when absent */
+    uint64_t dx_strides[4];
+    void* roi_gradient; /* NULL when absent */
+    uint64_t roi_gradient_row_stride, roi_gradient_column_stride;
+} grad_problem;
+
+/* Receives one in-bounds sample that gets gradient: its indices, where it
+ * reads along each axis, and g * w. */
+typedef void (*sample_fn)(void* context, const roi_region* region, uint64_t tx, uint64_t ty,
+                          const dml_roi_axis_sample* sx, const dml_roi_axis_sample* sy, float weighted_gradient);
+
+/* MAX (§7.1, RA-8): the first sample, in §4.4 order, whose value is the
+ * maximum; out-of-bounds samples compare as 0. */
+static void select_max_sample(const grad_problem* g, const plane_view* input_plane, const roi_region* region,
+                              uint32_t oy, uint32_t ox, uint64_t* best_tx, uint64_t* best_ty) {
+    const dml_roi_align_params* p = g->params;
+    uint64_t per_x = region->x.per_output, per_y = region->y.per_output;
+    float best = 0.0f;
+    bool first = true;
+    for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region->x, tx, p);
+        for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+            dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, p);
+            float value =
+                sx.outside || sy.outside ? 0.0f : sample_value(input_plane, &sx, &sy, p->interpolation_linear);
+            if (first || dml_roi_greater(value, best)) {
+                best = value;
+                *best_tx = tx;
+                *best_ty = ty;
+            }
+            first = false;
+        }
+    }
+}
+
+/* Calls visit for every in-bounds sample of output (oy, ox) with a non-zero
+ * weight (§7.1), in §4.4 order. Out-of-bounds samples get no gradient (§7.2). */
+static void for_each_weighted_sample(const grad_problem* g, const plane_view* input_plane, const roi_region* region,
+                                     uint32_t oy, uint32_t ox, float gradient, sample_fn visit, void* context) {
+    const dml_roi_align_params* p = g->params;
+    uint64_t per_x = region->x.per_output, per_y = region->y.per_output;
+    if (p->reduction_max) {
+        uint64_t tx = 0, ty = 0;
+        select_max_sample(g, input_plane, region, oy, ox, &tx, &ty);
+        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region->x, tx, p);
+        dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, p);
+        if (!sx.outside && !sy.outside) visit(context, region, tx, ty, &sx, &sy, gradient); /* w = 1 */
+        return;
+    }
+    float weight = 1.0f / (float)(per_x * per_y);
+    float weighted_gradient = gradient * weight;
+    for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region->x, tx, p);
+        if (sx.outside) continue;
+        for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+            dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, p);
+            if (!sy.outside) visit(context, region, tx, ty, &sx, &sy, weighted_gradient);
+        }
+    }
+}
+
+/* ---- OutputGradientTensor (§7.2) ---- */
+
+/* Rows [row_begin, row_end) of one plane, accumulated in FLOAT32. */
+typedef struct gradient_band {
+    float* acc;
+    uint32_t row_begin, row_end, width, height;
+    bool linear;
+} gradient_band;
+
+static void scatter_sample(void* context, const roi_region* region, uint64_t tx, uint64_t ty,
+                           const dml_roi_axis_sample* sx, const dml_roi_axis_sample* sy, float weighted_gradient) {
+    (void)region;
+    (void)tx;
+    (void)ty;
+    gradient_band* band = context;
+    if (!band->linear) { /* the pixel it read, weight 1 */
+        if (sy->first >= band->row_begin && sy->first < band->row_end)
+            band->acc[(uint64_t)(sy->first - band->row_begin) * band->width + sx->first] += weighted_gradient;
+        return;
+    }
+    float weights[4];
+    dml_roi_bilinear_weights(sx->fraction, sy->fraction, weights);
+    /* Taps in the order top-left, top-right, bottom-left, bottom-right;
+     * coinciding taps (clamped edges) simply add up. */
+    if (sy->first >= band->row_begin && sy->first < band->row_end) {
+        float* row = band->acc + (uint64_t)(sy->first - band->row_begin) * band->width;
+        row[sx->first] += weighted_gradient * weights[0];
+        row[sx->second] += weighted_gradient * weights[1];
+    }
+    if (sy->second >= band->row_begin && sy->second < band->row_end) {
+        float* row = band->acc + (uint64_t)(sy->second - band->row_begin) * band->width;
+        row[sx->first] += weighted_gradient * weights[2];
+        row[sx->second] += weighted_gradient * weights[3];
+    }
+}
+
+/* Whether any in-bounds sample of output row oy touches rows [begin, end). */
+static bool output_row_touches(const grad_problem* g, const roi_region* region, uint32_t oy, uint32_t begin,
+                               uint32_t end) {
+    uint64_t per_y = region->y.per_output;
+    for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+        dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, g->params);
+        if (!sy.outside && sy.second >= begin && sy.first < end) return true;
+    }
+    return false;
+}
+
+/* A valid ROI and its image, for sorting by (image, roi). */
+typedef struct roi_of_image {
+    uint32_t batch, roi;
+} roi_of_image;
+
+static int compare_roi_of_image(const void* a, const void* b) {
+    const roi_of_image *x = a, *y = b;
+    if (x->batch != y->batch) return x->batch < y->batch ? -1 : 1;
+    return x->roi < y->roi ? -1 : x->roi > y->roi;
+}
+
+/* The first entry of sorted[0..count) whose image is >= batch. */
+static uint32_t first_roi_of_image(const roi_of_image* sorted, uint32_t count, uint32_t batch) {
+    uint32_t low = 0, high = count;
+    while (low < high) {
+        uint32_t middle = low + (high - low) / 2;
+        if (sorted[middle].batch < batch)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    return low;
+}
+
+/* One task: plane (n, c), rows [row_begin, row_end). */
+static void gradient_band_task(const grad_problem* g, const roi_of_image* sorted, uint32_t sorted_count, uint32_t n,
+                               uint32_t c, uint32_t row_begin, uint32_t row_end, bool banded, float* acc) {
+    const dml_roi_align_params* p = g->params;
+    gradient_band band = {acc, row_begin, row_end, g->width, g->height, p->interpolation_linear};
+    memset(acc, 0, (size_t)(row_end - row_begin) * g->width * sizeof *acc);
+    plane_view input_plane = {0};
+    if (g->input) input_plane = plane_make(g->input, g->in_strides, n, c, g->height, g->width, g->half);
+    for (uint32_t i = first_roi_of_image(sorted, sorted_count, n); i < sorted_count && sorted[i].batch == n; i++) {
+        uint32_t r = sorted[i].roi;
+        roi_region region = region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+        uint64_t dy_plane = r * g->dy_strides[0] + c * g->dy_strides[1];
+        for (uint32_t oy = 0; oy < g->out_height; oy++) {
+            if (banded && !output_row_touches(g, &region, oy, row_begin, row_end)) continue;
+            for (uint32_t ox = 0; ox < g->out_width; ox++) {
+                float gradient =
+                    load_value(g->input_gradient, dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
+                for_each_weighted_sample(g, &input_plane, &region, oy, ox, gradient, scatter_sample, &band);
+            }
+        }
+    }
+    uint64_t dx_plane = (uint64_t)n * g->dx_strides[0] + (uint64_t)c * g->dx_strides[1];
+    for (uint32_t y = row_begin; y < row_end; y++) {
+        const float* row = acc + (uint64_t)(y - row_begin) * g->width;
+        for (uint32_t x = 0; x < g->width; x++)
+            store_value(g->output_gradient, dx_plane + y * g->dx_strides[2] + x * g->dx_strides[3], g->half, row[x]);
+    }
+}
+
+static HRESULT compute_output_gradient(const grad_problem* g, int threads) {
+    /* The valid ROIs sorted by (image, roi): each plane visits its own in increasing r. */
+    roi_of_image* sorted = malloc(((size_t)g->roi_count + 1) * sizeof *sorted);
+    if (sorted == NULL) return E_OUTOFMEMORY;
+    uint32_t sorted_count = 0;
+    for (uint32_t r = 0; r < g->roi_count; r++) {
+        roi_region region = region_make(&g->source, r, g->params, g->out_height, g->out_width, g->height, g->width);
+        if (region.batch < g->batch) sorted[sorted_count++] = (roi_of_image){(uint32_t)region.batch, r};
+    }
+    qsort(sorted, sorted_count, sizeof *sorted, compare_roi_of_image);
+
+    /* Fewer planes than threads: split planes into bands of rows. Banding
+     * never changes a result (each pixel's additions keep their order). */
+    uint64_t planes = (uint64_t)g->batch * g->channels;
+    uint64_t bands = 1;
+    if (planes < 2 * (uint64_t)threads) bands = (2 * (uint64_t)threads + planes - 1) / planes;
+    if (bands > g->height) bands = g->height;
+    uint64_t band_rows = (g->height + bands - 1) / bands;
+    int64_t tasks = (int64_t)(planes * bands);
+    if (tasks < threads) threads = (int)tasks;
+    float* scratch = malloc((size_t)threads * band_rows * g->width * sizeof(float));
+    if (scratch == NULL) {
+        free(sorted);
+        return E_OUTOFMEMORY;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int thread = 0;
+#ifdef _OPENMP
+        thread = omp_get_thread_num();
+#endif
+        float* acc = scratch + (size_t)thread * band_rows * g->width;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            uint64_t band = (uint64_t)task % bands, plane = (uint64_t)task / bands;
+            uint32_t row_begin = (uint32_t)(band * g->height / bands);
+            uint32_t row_end = (uint32_t)((band + 1) * g->height / bands);
+            gradient_band_task(g, sorted, sorted_count, (uint32_t)(plane / g->channels),
+                               (uint32_t)(plane % g->channels), row_begin, row_end, bands > 1, acc);
+        }
+    }
+    free(scratch);
+    free(sorted);
+    return S_OK;
+}
+
+/* ---- OutputROIGradientTensor (§7.3) ---- */
+
+/* Channel groups of the ROI gradient: fixed by C alone, so the summation
+ * order never depends on the thread count. */
+#define ROI_GRADIENT_CHANNEL_GROUPS 16
+
+typedef struct roi_gradient_sums {
+    const grad_problem* problem;
+    plane_view input_plane;
+    double sums[4]; /* d/dx1, d/dy1, d/dx2, d/dy2 */
+} roi_gradient_sums;
+
+static void roi_gradient_sample(void* context, const roi_region* region, uint64_t tx, uint64_t ty,
+                                const dml_roi_axis_sample* sx, const dml_roi_axis_sample* sy, float weighted_gradient) {
+    roi_gradient_sums* s = context;
+    const plane_view* P = &s->input_plane;
+    dml_roi_gradient_taps taps_x = dml_roi_gradient_taps_at(sx->coord, P->width);
+    dml_roi_gradient_taps taps_y = dml_roi_gradient_taps_at(sy->coord, P->height);
+    float grad_x, grad_y;
+    dml_roi_image_gradient(plane_at(P, taps_y.low, taps_x.low), plane_at(P, taps_y.low, taps_x.high),
+                           plane_at(P, taps_y.high, taps_x.low), plane_at(P, taps_y.high, taps_x.high), taps_x.fraction,
+                           taps_y.fraction, &grad_x, &grad_y);
+    float dx1, dx2, dy1, dy2;
+    dml_roi_coord_derivatives(&region->x, tx, s->problem->params, &dx1, &dx2);
+    dml_roi_coord_derivatives(&region->y, ty, s->problem->params, &dy1, &dy2);
+    /* Each term g * w * grad * dc in FLOAT32, summed in FLOAT64. */
+    s->sums[0] += weighted_gradient * grad_x * dx1;
+    s->sums[2] += weighted_gradient * grad_x * dx2;
+    s->sums[1] += weighted_gradient * grad_y * dy1;
+    s->sums[3] += weighted_gradient * grad_y * dy2;
+}
+
+/* Sums of ROI r over channels [c_begin, c_end), all positions and samples. */
+static void roi_gradient_task(const grad_problem* g, uint32_t r, uint32_t c_begin, uint32_t c_end, double out[4]) {
+    const dml_roi_align_params* p = g->params;
+    roi_gradient_sums s = {.problem = g};
+    roi_region region = region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+    if (region.batch < g->batch) { /* else no gradient (RA-12) */
+        for (uint32_t c = c_begin; c < c_end; c++) {
+            s.input_plane = plane_make(g->input, g->in_strides, region.batch, c, g->height, g->width, g->half);
+            uint64_t dy_plane = r * g->dy_strides[0] + c * g->dy_strides[1];
+            for (uint32_t oy = 0; oy < g->out_height; oy++)
+                for (uint32_t ox = 0; ox < g->out_width; ox++) {
+                    float gradient = load_value(g->input_gradient,
+                                                dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
+                    for_each_weighted_sample(g, &s.input_plane, &region, oy, ox, gradient, roi_gradient_sample, &s);
+                }
+        }
+    }
+    memcpy(out, s.sums, sizeof s.sums);
+}
+
+static HRESULT compute_roi_gradient(const grad_problem* g, int threads) {
+    uint32_t groups = g->channels < ROI_GRADIENT_CHANNEL_GROUPS ? g->channels : ROI_GRADIENT_CHANNEL_GROUPS;
+    int64_t tasks = (int64_t)g->roi_count * groups;
+    double(*partial)[4] = malloc((size_t)tasks * sizeof *partial);
+    if (partial == NULL) return E_OUTOFMEMORY;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; task++) {
+        uint32_t r = (uint32_t)(task / groups), group = (uint32_t)(task % groups);
+        uint32_t c_begin = (uint32_t)((uint64_t)group * g->channels / groups);
+        uint32_t c_end = (uint32_t)((uint64_t)(group + 1) * g->channels / groups);
+        roi_gradient_task(g, r, c_begin, c_end, partial[task]);
+    }
+    for (uint32_t r = 0; r < g->roi_count; r++) {
+        double total[4] = {0, 0, 0, 0};
+        for (uint32_t group = 0; group < groups; group++)
+            for (int k = 0; k < 4; k++)
+                total[k] += partial[(uint64_t)r * groups + group][k];
+        for (uint32_t k = 0; k < 4; k++)
+            store_value(g->roi_gradient, r * g->roi_gradient_row_stride + k * g->roi_gradient_column_stride, g->half,
+                        (float)total[k]);
+    }
+    free(partial);
+    return S_OK;
+}
+
+HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
+    const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
+    const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
+    const dml_tensor* roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor;
+    /* N, H, W from InputTensor when present, else from OutputGradientTensor (§3). */
+    const dml_tensor* image = input->present ? input : output_gradient;
+    grad_problem g = {
+        .params = op->params,
+        .source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
+                                  &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
+                                  args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]),
+        .half = input_gradient->type == DML_TENSOR_DATA_TYPE_FLOAT16,
+        .batch = image->sizes[0],
+        .channels = input_gradient->sizes[1],
+        .height = image->sizes[2],
+        .width = image->sizes[3],
+        .out_height = input_gradient->sizes[2],
+        .out_width = input_gradient->sizes[3],
+        .roi_count = input_gradient->sizes[0],
+        .input = input->present ? args->inputs[DML_ROI_ALIGN_GRAD_INPUT] : NULL,
+        .input_gradient = args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT],
+        .output_gradient = output_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT] : NULL,
+        .roi_gradient = roi_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT] : NULL,
+    };
+    if (input->present) copy_strides(g.in_strides, input);
+    copy_strides(g.dy_strides, input_gradient);
+    if (output_gradient->present) copy_strides(g.dx_strides, output_gradient);
+    if (roi_gradient->present) {
+        g.roi_gradient_row_stride = roi_gradient->strides[roi_gradient->rank - 2];
+        g.roi_gradient_column_stride = roi_gradient->strides[roi_gradient->rank - 1];
+    }
+    int threads = dml_cpu_threads(args);
+    if (g.output_gradient) DML_TRY(compute_output_gradient(&g, threads));
+    if (g.roi_gradient) DML_TRY(compute_roi_gradient(&g, threads));
+    return S_OK;
+}

@@ -1,6 +1,7 @@
 /* Commands (spec model-format.md, "Commands"): bindings are checked when the
  * model is read, so that a run stops before its first dispatch when any
  * command is wrong; then the device is set up and the commands run. */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -428,6 +429,7 @@ static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispat
         if (options->verbose) dmlrun_note("skipping dispatchable '%s': %s", dispatchable->name, dispatchable->skipped);
         return true;
     }
+    if (status == E_NOTIMPL) step = "libdml cannot run this operator";
     if (FAILED(status)) return libdml_failed(place, step, status);
 
     DML_BINDING_PROPERTIES properties;
@@ -630,10 +632,14 @@ static bool run_write_file(const dmlrun_model* model, const dmlrun_command* comm
     }
     FILE* file = fopen(command->target_path, "wb");
     bool ok = file != NULL && fwrite(file_bytes, 1, file_size, file) == file_size;
-    if (file != NULL && fclose(file) != 0) ok = false;
+    int error = errno;
+    if (file != NULL && fclose(file) != 0 && ok) {
+        ok = false;
+        error = errno;
+    }
     free(npy);
     free(data);
-    if (!ok) return dmlrun_fail(place, "cannot write '%s'", command->target_path);
+    if (!ok) return dmlrun_fail(place, "cannot write '%s': %s", command->target_path, strerror(error));
     printf("Resource '%s' written to '%s'\n", resource->name, command->target_path);
     return true;
 }

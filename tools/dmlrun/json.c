@@ -340,7 +340,7 @@ bool dmlrun_json_float(const cJSON* value, const char* place, float* out) {
     /* Values up to the midpoint above FLT_MAX round to FLT_MAX; beyond is an error. */
     if (isfinite(number) && fabs(number) >= 0x1.ffffffp+127)
         return dmlrun_fail(place, "%.17g is out of the FLOAT32 range", number);
-    *out = fabs(number) > FLT_MAX ? (float)copysign(FLT_MAX, number) : (float)number;
+    *out = isfinite(number) && fabs(number) > FLT_MAX ? (float)copysign(FLT_MAX, number) : (float)number;
     return true;
 }
 

@@ -270,32 +270,26 @@ bool dmlrun_npy_write(DML_TENSOR_DATA_TYPE type, uint32_t rank, const uint64_t* 
         n += (size_t)snprintf(dict + n, dict_capacity - n, "%s%llu", i ? ", " : "", (unsigned long long)shape[i]);
     n += (size_t)snprintf(dict + n, dict_capacity - n, "%s), }", rank == 1 ? "," : "");
 
-    /* Pad with spaces and end with '\n' so that the data starts on a 64-byte boundary. */
-    size_t prefix = 10;
+    /* Pad with spaces and end with '\n' so that the data starts on a 64-byte
+     * boundary. With at most 64 dimensions the header stays far below the
+     * 65535 bytes of format 1.0. */
+    const size_t prefix = 10;
     size_t header_length = (prefix + n + 1 + 63) / 64 * 64 - prefix;
-    if (header_length > 65535) {
-        prefix = 12;
-        header_length = (prefix + n + 1 + 63) / 64 * 64 - prefix;
-    }
     if (data_bytes > SIZE_MAX - prefix - header_length) {
         free(dict);
         return report(error, error_size, "data too large");
     }
     size_t total = prefix + header_length + (size_t)data_bytes;
-    uint8_t* file = malloc(total ? total : 1);
+    uint8_t* file = malloc(total);
     if (file == NULL) {
         free(dict);
         return report(error, error_size, "out of memory");
     }
     memcpy(file, npy_magic, sizeof npy_magic);
-    file[6] = prefix == 10 ? 1 : 2;
+    file[6] = 1;
     file[7] = 0;
     file[8] = (uint8_t)header_length;
     file[9] = (uint8_t)(header_length >> 8);
-    if (prefix == 12) {
-        file[10] = (uint8_t)(header_length >> 16);
-        file[11] = (uint8_t)(header_length >> 24);
-    }
     memcpy(file + prefix, dict, n);
     memset(file + prefix + n, ' ', header_length - n - 1);
     file[prefix + header_length - 1] = '\n';

@@ -4,8 +4,8 @@
  * Reading: dtypes <f2 <f4 <f8 |i1 |u1 <i2 <u2 <i4 <u4 <i8 <u8 and |b1 (read
  * as UINT8); big-endian ('>') data is byte-swapped to the machine's order;
  * fortran_order True is rejected unless the layout is the same as C order
- * (at most one dimension larger than 1). Writing: version 1.0 (2.0 when the
- * header needs more than 65535 bytes), little-endian, C order.
+ * (at most one dimension larger than 1). Writing: version 1.0,
+ * little-endian, C order.
  */
 #ifndef DMLRUN_NPY_H
 #define DMLRUN_NPY_H
@@ -31,7 +31,7 @@ typedef struct dmlrun_npy_array {
 bool dmlrun_npy_parse(uint8_t* bytes, size_t size, dmlrun_npy_array* array, char* error, size_t error_size);
 
 /* Serializes data (element_count elements of type, the product of shape) as
- * a .npy file into a malloc'ed buffer. */
+ * a .npy file (format 1.0) into a malloc'ed buffer. */
 bool dmlrun_npy_write(DML_TENSOR_DATA_TYPE type, uint32_t rank, const uint64_t* shape, const void* data,
                       uint64_t data_bytes, uint8_t** out, size_t* out_size, char* error, size_t error_size);
 

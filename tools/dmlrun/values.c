@@ -110,6 +110,8 @@ bool dmlrun_value_from_json(DML_TENSOR_DATA_TYPE type, const cJSON* json, const 
     int64_t min;
     uint64_t max;
     if (!integer_range(type, &min, &max)) return dmlrun_fail(place, "data type %s has no element values", name);
+    if (cJSON_IsNumber(json) && json->valuedouble != floor(json->valuedouble))
+        return dmlrun_fail(place, "is %.17g but must be an integer (%s)", json->valuedouble, name);
     if (dmlrun_value_is_signed(type)) {
         int64_t value;
         if (!dmlrun_json_int64(json, place, &value)) return false;

@@ -314,5 +314,53 @@ expect_error write_no_directory "commands[0].targetPath" "cannot write"
 model write_no_target "$RESOURCES" "$POOL" '{"type": "writeFile", "resource": "y"}'
 expect_error write_no_target "commands[0].targetPath" "required"
 
-echo "$((cases - failures)) of $cases error cases passed"
+# ---- Mutations of valid models: any outcome but a crash or a sanitizer report ----
+# A number of a valid model becomes a limit value, a few bytes become JSON
+# punctuation, digits or letters, or the text is cut short.
+seed=${DMLRUN_FUZZ_SEED:-$((($$ * 7919 + $(date +%s)) % 32768))}
+RANDOM=$seed
+alphabet='{}[]",:-09ex /nt.'
+align_model="\"align\": {\"type\": \"ROI_ALIGN1\", \"desc\": {$ALIGN, \"ReductionFunction\": \"AVERAGE\", \"AlignRegionsToCorners\": false}}"
+model fuzz_base0 "$RESOURCES, \"u\": {\"initialValuesDataType\": \"UINT32\", \"initialValues\": {\"valueCount\": 4, \"valueStart\": 1, \"valueDelta\": 2}}" \
+  "$POOL" \
+  "$DISPATCH, $PRINT, {\"type\": \"expect\", \"resource\": \"y\", \"values\": [4, 4, 6, 7]}, {\"type\": \"print\", \"resource\": \"u\", \"verbose\": true}"
+model fuzz_base1 "$RESOURCES" "$align_model, $(bn '{"Type": "ACTIVATION_ELU", "Alpha": 1}')" ""
+fuzz_failures=0
+for round in $(seq 1 150); do
+  base="$work/fuzz_base$((round % 2)).json"
+  size=$(stat -c %s "$base")
+  cp "$base" "$work/fuzz.json"
+  mode=$((RANDOM % 8))
+  if [ $mode -eq 0 ]; then
+    truncate -s $(((RANDOM * 32768 + RANDOM) % size)) "$work/fuzz.json"
+  elif [ $mode -le 3 ]; then
+    # Replace the k-th number with a value at or beyond a limit.
+    values=(-1 0 1 3 255 65536 4294967295 4294967296 9007199254740993 1e300 2.5 '"nan"' null '[]' '{}' '"x"')
+    awk -v k=$((RANDOM % 60)) -v value="${values[$((RANDOM % ${#values[@]}))]}" '{
+        line = $0; out = ""
+        while (match(line, /-?[0-9]+(\.[0-9]+)?/)) {
+          n++; out = out substr(line, 1, RSTART - 1) (n == k ? value : substr(line, RSTART, RLENGTH))
+          line = substr(line, RSTART + RLENGTH)
+        }
+        print out line }' "$base" >"$work/fuzz.json"
+  else
+    for flip in $(seq 1 $((RANDOM % 3 + 1))); do
+      offset=$(((RANDOM * 32768 + RANDOM) % size))
+      printf '%s' "${alphabet:$((RANDOM % ${#alphabet})):1}" |
+        dd of="$work/fuzz.json" bs=1 seek=$offset conv=notrunc status=none
+    done
+  fi
+  (cd "$work" && "$dmlrun" fuzz.json) >"$work/fuzz.out" 2>"$work/fuzz.err"
+  status=$?
+  if [ $status -ge 128 ] || grep -qE "Sanitizer|runtime error:" "$work/fuzz.out" "$work/fuzz.err"; then
+    cp "$work/fuzz.json" "$work/fuzz_failure_$round.json"
+    echo "FAIL [fuzz round $round, seed $seed]: status $status, model kept as fuzz_failure_$round.json"
+    sed 's/^/    /' "$work/fuzz.err" | head -20
+    fuzz_failures=$((fuzz_failures + 1))
+  fi
+done
+cases=$((cases + 1))
+[ $fuzz_failures -eq 0 ] || failures=$((failures + 1))
+
+echo "$((cases - failures)) of $cases error cases passed (fuzz seed $seed; DMLRUN_FUZZ_SEED=$seed reproduces it)"
 [ $failures -eq 0 ]

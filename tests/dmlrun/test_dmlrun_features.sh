@@ -15,7 +15,7 @@ failures=0
 
 fail() {
   echo "FAIL [$1]: $2"
-  sed 's/^/    /' "$work/$1.out" | head -30
+  cat "$work/$1.out" "$work/$1.err" 2>/dev/null | sed 's/^/    /' | head -30
   failures=$((failures + 1))
 }
 
@@ -24,19 +24,22 @@ run() {
   local name=$1
   shift
   cases=$((cases + 1))
-  (cd "$work" && "$dmlrun" "$name.json" "$@") >"$work/$name.out" 2>&1
+  (cd "$work" && "$dmlrun" "$name.json" "$@") >"$work/$name.out" 2>"$work/$name.err"
   local status=$?
-  if grep -qE "Sanitizer|runtime error:" "$work/$name.out"; then fail "$name" "sanitizer report"; return 1; fi
+  if grep -qE "Sanitizer|runtime error:" "$work/$name.out" "$work/$name.err"; then fail "$name" "sanitizer report"; return 1; fi
   if [ $status -ne 0 ]; then fail "$name" "exit status $status"; return 1; fi
   return 0
 }
 
-# has NAME LINE...: the output of NAME has each exact line.
+# has NAME LINE...: the output (stdout or stderr) of NAME has each exact line.
 has() {
   local name=$1 line
   shift
   for line in "$@"; do
-    if ! grep -qxF -- "$line" "$work/$name.out"; then fail "$name" "no line '$line'"; return; fi
+    if ! cat "$work/$name.out" "$work/$name.err" 2>/dev/null | grep -qxF -- "$line"; then
+      fail "$name" "no line '$line'"
+      return
+    fi
   done
 }
 
@@ -160,7 +163,7 @@ printf '{"resources": {
    {"type": "expect", "resource": "a", "sourcePath": "i.npy"}, {"type": "expect", "resource": "c", "sourcePath": "i.bin"}]}' \
   >"$work/sub/read.json"
 cases=$((cases + 1))
-if (cd / && "$dmlrun" "$work/sub/read.json") >"$work/read.out" 2>&1; then
+if (cd / && "$dmlrun" "$work/sub/read.json") >"$work/read.out" 2>"$work/read.err"; then
   has read "Resource 'a': 1, -2, 3, -4, 5, -6" "Resource 'b': 1, -2, 3, -4, 5, -6" "Resource 'c': 1, -2, 3, -4, 5, -6" \
     "Resource 'h': 0.5, -1, 2" "Expect 'a': 6 values match" "Expect 'c': 6 values match"
 else
@@ -239,9 +242,9 @@ for form in '{"Type": "ACTIVATION_LEAKY_RELU", "Alpha": 0.5}' \
      {"type": "expect", "resource": "mean", "values": [1.5, 4], "absoluteTolerance": 1e-6},
      {"type": "expect", "resource": "var", "values": [0.25, 1], "absoluteTolerance": 1e-6}'
   cases=$((cases + 1))
-  (cd "$work" && "$dmlrun" fused.json) >"$work/fused.out" 2>&1
+  (cd "$work" && "$dmlrun" fused.json) >"$work/fused.out" 2>"$work/fused.err"
   status=$?
-  if [ $status -ne 0 ] && ! grep -qF "dispatchables.bn.desc: libdml cannot run this operator: BATCH_NORMALIZATION_TRAINING: not implemented yet" "$work/fused.out"; then
+  if [ $status -ne 0 ] && ! grep -qF "dispatchables.bn.desc: libdml cannot run this operator: BATCH_NORMALIZATION_TRAINING: not implemented yet" "$work/fused.err"; then
     fail fused "the fused activation $form neither ran nor reached libdml"
   fi
 done
@@ -264,7 +267,7 @@ run expect_file && has expect_file "Expect 'y': 4 values match"
 model mismatch "$X, $Y" "$POOL" \
   "$DISPATCH, {\"type\": \"expect\", \"resource\": \"y\", \"values\": [4.0000005, 4, 6, 7]}, $PRINT_Y"
 cases=$((cases + 1))
-(cd "$work" && "$dmlrun" mismatch.json) >"$work/mismatch.out" 2>&1
+(cd "$work" && "$dmlrun" mismatch.json) >"$work/mismatch.out" 2>"$work/mismatch.err"
 if [ $? -ne 1 ]; then fail mismatch "a failed expect must exit with 1"
 else has mismatch "Resource 'y': 4, 4, 6, 7" "  [0] got 4, expected 4 (error 4.76837e-07)" "dmlrun: error: 1 expect command failed"
 fi
@@ -276,16 +279,16 @@ if run timed --iterations 5 --warmup=2 --threads 2 --backend cpu; then
   grep -qE "^Dispatch 'pool' \[cpu\]: 5 iterations, median [0-9]+\.[0-9]{4} ms, min [0-9]+\.[0-9]{4} ms, max [0-9]+\.[0-9]{4} ms, [0-9]+\.[0-9]{2} GB/s$" \
     "$work/timed.out" || fail timed "no timing line"
 fi
-run timed --verbose && grep -qF "dmlrun: running commands[0]" "$work/timed.out" || fail timed "--verbose says nothing"
+run timed --verbose && grep -qF "dmlrun: running commands[0]" "$work/timed.err" || fail timed "--verbose says nothing"
 cases=$((cases + 1))
-"$dmlrun" --help >"$work/help.out" 2>&1 && grep -qF "usage: dmlrun [MODEL.json]" "$work/help.out" || fail help "--help"
+"$dmlrun" --help >"$work/help.out" 2>"$work/help.err" && grep -qF "usage: dmlrun [MODEL.json]" "$work/help.out" || fail help "--help"
 cases=$((cases + 1))
-"$dmlrun" --version >"$work/version.out" 2>&1 && grep -qE "^dmlrun \(libdml [0-9]+\.[0-9]+\.[0-9]+\)$" "$work/version.out" ||
+"$dmlrun" --version >"$work/version.out" 2>"$work/version.err" && grep -qE "^dmlrun \(libdml [0-9]+\.[0-9]+\.[0-9]+\)$" "$work/version.out" ||
   fail version "--version"
 
 # ---- The default tour ----
 cases=$((cases + 1))
-if "$dmlrun" >"$work/tour.out" 2>&1; then
+if "$dmlrun" >"$work/tour.out" 2>"$work/tour.err"; then
   has tour "Resource 'pool_input': 1, 2, 3, 2, 4, 2, 5, 6, 7" "Resource 'pool_output': 4, 4, 6, 7" \
     "Resource 'pool_indices': 4, 4, 7, 8" "Resource 'pool_input_gradient': 0, 0, 0, 0, 3, 0, 0, 4, 5"
   # Every operator either ran or was skipped because libdml does not implement it yet.

@@ -41,7 +41,8 @@ static uint8_t* make_npy(unsigned major, const char* dict, const void* data, siz
     memcpy(file, "\x93NUMPY", 6);
     file[6] = (uint8_t)major;
     file[7] = 0;
-    for (size_t i = 0; i < prefix - 8; i++) file[8 + i] = (uint8_t)(header_length >> (8 * i));
+    for (size_t i = 0; i < prefix - 8; i++)
+        file[8 + i] = (uint8_t)(header_length >> (8 * i));
     memcpy(file + prefix, dict, dict_length);
     memset(file + prefix + dict_length, ' ', header_length - dict_length - 1);
     file[prefix + header_length - 1] = '\n';
@@ -51,7 +52,8 @@ static uint8_t* make_npy(unsigned major, const char* dict, const void* data, siz
 
 TEST_CASE(npy_every_dtype_in_versions_1_and_2) {
     uint8_t data[6 * 8];
-    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)test_rand();
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)test_rand();
     for (size_t c = 0; c < sizeof npy_cases / sizeof npy_cases[0]; c++) {
         for (unsigned major = 1; major <= 2; major++) {
             char dict[128];
@@ -86,10 +88,12 @@ TEST_CASE(npy_write_then_read_every_type) {
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         for (size_t s = 0; s < 4; s++) {
             uint64_t count = 1;
-            for (uint32_t d = 0; d < ranks[s]; d++) count *= shapes[s][d];
+            for (uint32_t d = 0; d < ranks[s]; d++)
+                count *= shapes[s][d];
             size_t bytes = (size_t)count * dmlDataTypeSize(types[t]);
             uint8_t data[64];
-            for (size_t i = 0; i < bytes; i++) data[i] = (uint8_t)test_rand();
+            for (size_t i = 0; i < bytes; i++)
+                data[i] = (uint8_t)test_rand();
             uint8_t* file;
             size_t size;
             char error[256] = "";
@@ -102,8 +106,8 @@ TEST_CASE(npy_write_then_read_every_type) {
             EXPECT(file[10 + header_length - 1] == '\n', "header ends with a newline");
             dmlrun_npy_array array;
             EXPECT(dmlrun_npy_parse(file, size, &array, error, sizeof error), "read back: %s", error);
-            EXPECT(array.type == types[t] && array.rank == ranks[s] && array.element_count == count,
-                   "type %d rank %u", (int)types[t], ranks[s]);
+            EXPECT(array.type == types[t] && array.rank == ranks[s] && array.element_count == count, "type %d rank %u",
+                   (int)types[t], ranks[s]);
             for (uint32_t d = 0; d < ranks[s] && d < array.rank; d++)
                 EXPECT(array.shape[d] == shapes[s][d], "shape[%u]", d);
             EXPECT(bytes == 0 || memcmp(array.data, data, bytes) == 0, "data of type %d", (int)types[t]);
@@ -119,7 +123,8 @@ TEST_CASE(npy_one_dimensional_header_is_numpys) {
     size_t size;
     char error[256];
     EXPECT(dmlrun_npy_write(DML_TENSOR_DATA_TYPE_FLOAT32, 1, shape, values, sizeof values, &file, &size, error,
-                            sizeof error), "%s", error);
+                            sizeof error),
+           "%s", error);
     const char expected[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
     EXPECT(memcmp(file + 10, expected, sizeof expected - 1) == 0, "header %.60s", (const char*)file + 10);
     free(file);
@@ -226,7 +231,8 @@ TEST_CASE(npy_malformed_files_are_rejected) {
     EXPECT(!dmlrun_npy_parse(file, size, &array, error, sizeof error) && strstr(error, "magic"), "magic: %s", error);
     file[1] = 'N';
     file[6] = 4;
-    EXPECT(!dmlrun_npy_parse(file, size, &array, error, sizeof error) && strstr(error, "version"), "version: %s", error);
+    EXPECT(!dmlrun_npy_parse(file, size, &array, error, sizeof error) && strstr(error, "version"), "version: %s",
+           error);
     file[6] = 1;
     file[9] = 0x7F;
     EXPECT(!dmlrun_npy_parse(file, size, &array, error, sizeof error) && strstr(error, "truncated"), "%s", error);
@@ -244,7 +250,8 @@ TEST_CASE(npy_fuzzed_headers_never_crash) {
         size_t size;
         uint8_t* file = make_npy(1 + (unsigned)(round % 2), dict, data, sizeof data, &size);
         size_t flips = test_rand_range(1, 4);
-        for (size_t f = 0; f < flips; f++) file[test_rand_range(6, (uint32_t)size - 1)] = (uint8_t)test_rand();
+        for (size_t f = 0; f < flips; f++)
+            file[test_rand_range(6, (uint32_t)size - 1)] = (uint8_t)test_rand();
         size_t cut = test_rand_bool() ? size : test_rand_range(0, (uint32_t)size);
         dmlrun_npy_array array;
         char error[256];
@@ -294,7 +301,8 @@ static void expect_format(DML_TENSOR_DATA_TYPE type, const void* value, const ch
 TEST_CASE(value_text_is_dxdispatchs) {
     float f[] = {0.1f, 1e-5f, 123456789.0f, -2.5f, 1.21267811f, 0.0f, NAN, -INFINITY, INFINITY};
     const char* texts[] = {"0.1", "1e-05", "1.23457e+08", "-2.5", "1.21268", "0", "nan", "-inf", "inf"};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) expect_format(DML_TENSOR_DATA_TYPE_FLOAT32, &f[i], texts[i]);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        expect_format(DML_TENSOR_DATA_TYPE_FLOAT32, &f[i], texts[i]);
     double d = 1.0 / 3;
     expect_format(DML_TENSOR_DATA_TYPE_FLOAT64, &d, "0.333333");
     uint16_t h = 0x3555; /* 0.333251953125 */
@@ -320,17 +328,23 @@ TEST_CASE(value_from_json_checks_ranges) {
         bool ok;
         double value;
     } cases[] = {
-        {DML_TENSOR_DATA_TYPE_INT8, "-128", true, -128},   {DML_TENSOR_DATA_TYPE_INT8, "128", false, 0},
-        {DML_TENSOR_DATA_TYPE_UINT8, "255", true, 255},    {DML_TENSOR_DATA_TYPE_UINT8, "-1", false, 0},
-        {DML_TENSOR_DATA_TYPE_INT32, "2.5", false, 0},     {DML_TENSOR_DATA_TYPE_INT32, "\"nan\"", false, 0},
+        {DML_TENSOR_DATA_TYPE_INT8, "-128", true, -128},
+        {DML_TENSOR_DATA_TYPE_INT8, "128", false, 0},
+        {DML_TENSOR_DATA_TYPE_UINT8, "255", true, 255},
+        {DML_TENSOR_DATA_TYPE_UINT8, "-1", false, 0},
+        {DML_TENSOR_DATA_TYPE_INT32, "2.5", false, 0},
+        {DML_TENSOR_DATA_TYPE_INT32, "\"nan\"", false, 0},
         {DML_TENSOR_DATA_TYPE_UINT32, "4294967296", false, 0},
         {DML_TENSOR_DATA_TYPE_INT64, "\"-9223372036854775808\"", true, -9223372036854775808.0},
         {DML_TENSOR_DATA_TYPE_UINT64, "\"18446744073709551615\"", true, 18446744073709551615.0},
         {DML_TENSOR_DATA_TYPE_UINT64, "18446744073709551615", false, 0}, /* not exact as a JSON number */
-        {DML_TENSOR_DATA_TYPE_FLOAT32, "1e39", false, 0},  {DML_TENSOR_DATA_TYPE_FLOAT32, "\"-Inf\"", true, -INFINITY},
-        {DML_TENSOR_DATA_TYPE_FLOAT32, "0.1", true, 0.1f}, {DML_TENSOR_DATA_TYPE_FLOAT16, "65504", true, 65504},
+        {DML_TENSOR_DATA_TYPE_FLOAT32, "1e39", false, 0},
+        {DML_TENSOR_DATA_TYPE_FLOAT32, "\"-Inf\"", true, -INFINITY},
+        {DML_TENSOR_DATA_TYPE_FLOAT32, "0.1", true, 0.1f},
+        {DML_TENSOR_DATA_TYPE_FLOAT16, "65504", true, 65504},
         {DML_TENSOR_DATA_TYPE_FLOAT16, "1e6", true, INFINITY},
-        {DML_TENSOR_DATA_TYPE_FLOAT64, "\"text\"", false, 0}, {DML_TENSOR_DATA_TYPE_FLOAT64, "true", false, 0},
+        {DML_TENSOR_DATA_TYPE_FLOAT64, "\"text\"", false, 0},
+        {DML_TENSOR_DATA_TYPE_FLOAT64, "true", false, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         cJSON* json = cJSON_Parse(cases[c].json);
@@ -385,14 +399,16 @@ TEST_CASE(ulp_distances) {
 
 TEST_CASE(random_building_blocks_match_libm) {
     for (int i = 0; i < 100000; i++) {
-        double x = i < 50000 ? 1.0 - test_rand_double(0, 1) : ldexp(test_rand_double(0.5, 1), (int)test_rand_range(0, 2000) - 1000);
+        double x = i < 50000 ? 1.0 - test_rand_double(0, 1)
+                             : ldexp(test_rand_double(0.5, 1), (int)test_rand_range(0, 2000) - 1000);
         if (x <= 0) continue;
         double mine = dmlrun_log(x), reference = log(x);
         EXPECT(fabs(mine - reference) <= 4e-16 * fmax(1, fabs(reference)), "log(%.17g) = %.17g, libm %.17g", x, mine,
                reference);
         double turns = test_rand_double(0, 1), c, s;
         dmlrun_cos_sin_turns(turns, &c, &s);
-        EXPECT(fabs(c - cos(6.283185307179586476925 * turns)) <= 2e-15 && fabs(s - sin(6.283185307179586476925 * turns)) <= 2e-15,
+        EXPECT(fabs(c - cos(6.283185307179586476925 * turns)) <= 2e-15 &&
+                   fabs(s - sin(6.283185307179586476925 * turns)) <= 2e-15,
                "cos/sin of %.17g turns: %.17g %.17g", turns, c, s);
         if (test_case_failed()) return;
     }
@@ -483,9 +499,10 @@ TEST_CASE(schemas_follow_the_spec_slot_table) {
         EXPECT(strcmp(inputs, slot_table[i].inputs) == 0, "%s inputs '%s'", slot_table[i].op, inputs);
         EXPECT(strcmp(outputs, slot_table[i].outputs) == 0, "%s outputs '%s'", slot_table[i].op, outputs);
     }
-    const char* activations[] = {"LINEAR", "SIGMOID", "HARD_SIGMOID", "TANH", "SCALED_TANH", "RELU",
-                                 "LEAKY_RELU", "THRESHOLDED_RELU", "ELU", "CELU", "SCALED_ELU", "SOFTPLUS",
-                                 "PARAMETRIC_SOFTPLUS", "SOFTSIGN", "IDENTITY", "SHRINK", "GELU"};
+    const char* activations[] = {"LINEAR",     "SIGMOID",    "HARD_SIGMOID",        "TANH",     "SCALED_TANH",
+                                 "RELU",       "LEAKY_RELU", "THRESHOLDED_RELU",    "ELU",      "CELU",
+                                 "SCALED_ELU", "SOFTPLUS",   "PARAMETRIC_SOFTPLUS", "SOFTSIGN", "IDENTITY",
+                                 "SHRINK",     "GELU"};
     for (size_t i = 0; i < sizeof activations / sizeof activations[0]; i++) {
         char name[64];
         snprintf(name, sizeof name, "ACTIVATION_%s", activations[i]);
@@ -508,10 +525,11 @@ TEST_CASE(schemas_are_well_formed) {
                               : 4;
             EXPECT(field->offset + size <= schema->desc_size, "%s.%s lies inside the struct", schema->name,
                    field->name);
-            if (i > 0) EXPECT(field->offset > schema->fields[i - 1].offset, "%s.%s in struct order", schema->name,
-                              field->name);
-            EXPECT(field->kind != DMLRUN_FIELD_ENUM || field->enumeration != NULL, "%s.%s has its names",
-                   schema->name, field->name);
+            if (i > 0)
+                EXPECT(field->offset > schema->fields[i - 1].offset, "%s.%s in struct order", schema->name,
+                       field->name);
+            EXPECT(field->kind != DMLRUN_FIELD_ENUM || field->enumeration != NULL, "%s.%s has its names", schema->name,
+                   field->name);
             if (field->kind == DMLRUN_FIELD_UINT_ARRAY) {
                 bool found = false;
                 for (size_t j = 0; j < schema->field_count; j++)

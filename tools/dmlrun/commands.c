@@ -20,8 +20,8 @@ static const char* tensor_field_list(const dmlrun_dispatchable* dispatchable, ch
     size_t used = 0;
     list[0] = '\0';
     for (uint32_t t = 0; t < dispatchable->tensor_count && used < capacity; t++)
-        used += (size_t)snprintf(list + used, capacity - used, "%s%s", t ? ", " : "",
-                                 dispatchable->tensors[t].field->name);
+        used +=
+            (size_t)snprintf(list + used, capacity - used, "%s%s", t ? ", " : "", dispatchable->tensors[t].field->name);
     return list;
 }
 
@@ -31,7 +31,8 @@ static bool parse_binding(const dmlrun_model* model, const dmlrun_tensor_info* t
                           const char* place, dmlrun_binding* binding) {
     if (cJSON_IsArray(value)) {
         size_t length = 0;
-        for (const cJSON* element = value->child; element != NULL; element = element->next) length++;
+        for (const cJSON* element = value->child; element != NULL; element = element->next)
+            length++;
         if (length != 1)
             return dmlrun_fail(place, "binds %zu resources but a DirectML operator tensor takes exactly one", length);
         char element_place[DMLRUN_PLACE_CAPACITY];
@@ -45,8 +46,8 @@ static bool parse_binding(const dmlrun_model* model, const dmlrun_tensor_info* t
         name = value->valuestring;
     } else if (cJSON_IsObject(value)) {
         /* elementCount, format and shape describe HLSL views and ONNX tensors; DirectML operators ignore them. */
-        static const char* const members[] = {"name", "elementOffset", "elementSizeInBytes", "elementCount", "format",
-                                              "shape", "counter", "counterOffsetBytes"};
+        static const char* const members[] = {"name",  "elementOffset", "elementSizeInBytes", "elementCount", "format",
+                                              "shape", "counter",       "counterOffsetBytes"};
         if (!dmlrun_json_check_object(value, place, members, sizeof members / sizeof members[0], "a binding"))
             return false;
         dmlrun_place_member(member_place, place, "name");
@@ -64,7 +65,8 @@ static bool parse_binding(const dmlrun_model* model, const dmlrun_tensor_info* t
         dmlrun_place_member(member_place, place, "elementSizeInBytes");
         if (size_json != NULL && !dmlrun_json_uint64(size_json, member_place, &element_size)) return false;
     } else {
-        return dmlrun_fail(place, "must be a resource name or an object {\"name\": ..., \"elementOffset\": ...}, not %s",
+        return dmlrun_fail(place,
+                           "must be a resource name or an object {\"name\": ..., \"elementOffset\": ...}, not %s",
                            dmlrun_json_kind(value));
     }
     size_t index = dmlrun_find_resource(model, name);
@@ -77,12 +79,15 @@ static bool parse_binding(const dmlrun_model* model, const dmlrun_tensor_info* t
         return dmlrun_fail(place, "elementOffset %" PRIu64 " overflows", element_offset);
     uint64_t offset = element_offset * element_size;
     if (offset > resource->size_bytes)
-        return dmlrun_fail(place, "elementOffset %" PRIu64 " (byte %" PRIu64 ") is beyond the end of resource '%s' (%"
-                                  PRIu64 " bytes)", element_offset, offset, name, resource->size_bytes);
+        return dmlrun_fail(place,
+                           "elementOffset %" PRIu64 " (byte %" PRIu64 ") is beyond the end of resource '%s' (%" PRIu64
+                           " bytes)",
+                           element_offset, offset, name, resource->size_bytes);
     if (tensor->total_bytes > resource->size_bytes - offset)
-        return dmlrun_fail(place, "resource '%s' is too small: %s needs %" PRIu64 " bytes (TotalTensorSizeInBytes) "
-                                  "but the resource has %" PRIu64 " bytes from byte %" PRIu64, name,
-                           tensor->field->name, tensor->total_bytes, resource->size_bytes - offset, offset);
+        return dmlrun_fail(place,
+                           "resource '%s' is too small: %s needs %" PRIu64 " bytes (TotalTensorSizeInBytes) "
+                           "but the resource has %" PRIu64 " bytes from byte %" PRIu64,
+                           name, tensor->field->name, tensor->total_bytes, resource->size_bytes - offset, offset);
     binding->bound = true;
     binding->resource = index;
     binding->offset_bytes = offset;
@@ -100,7 +105,8 @@ static bool parse_bindings(const dmlrun_model* model, const dmlrun_dispatchable*
         char member_place[DMLRUN_PLACE_CAPACITY];
         dmlrun_place_member(member_place, place, member->string);
         uint32_t t = 0;
-        while (t < dispatchable->tensor_count && strcmp(dispatchable->tensors[t].field->name, member->string) != 0) t++;
+        while (t < dispatchable->tensor_count && strcmp(dispatchable->tensors[t].field->name, member->string) != 0)
+            t++;
         if (t == dispatchable->tensor_count)
             return dmlrun_fail(member_place, "'%s' is not a tensor field of %s (its tensor fields: %s)", member->string,
                                dispatchable->schema->name, tensor_field_list(dispatchable, list, sizeof list));
@@ -111,11 +117,15 @@ static bool parse_bindings(const dmlrun_model* model, const dmlrun_dispatchable*
                                member->string, dispatchable->name);
         bool owned = !tensor->is_output && (tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML);
         if (initialization && !owned)
-            return dmlrun_fail(member_place, "only OWNED_BY_DML input tensors are bound at initialization; bind %s in "
-                                             "the dispatch command", member->string);
+            return dmlrun_fail(member_place,
+                               "only OWNED_BY_DML input tensors are bound at initialization; bind %s in "
+                               "the dispatch command",
+                               member->string);
         if (!initialization && owned)
-            return dmlrun_fail(member_place, "%s is OWNED_BY_DML: bind it in the dispatchable's \"bindings\" "
-                                             "(initialization), not at dispatch", member->string);
+            return dmlrun_fail(member_place,
+                               "%s is OWNED_BY_DML: bind it in the dispatchable's \"bindings\" "
+                               "(initialization), not at dispatch",
+                               member->string);
         if (!parse_binding(model, tensor, member, member_place, &bindings[t])) return false;
     }
     for (uint32_t t = 0; t < dispatchable->tensor_count; t++) {
@@ -159,8 +169,10 @@ static bool parse_dispatch(dmlrun_model* model, dmlrun_command* command, const c
     if (name_json == NULL) return dmlrun_fail(member_place, "required field is missing (a dispatchable name)");
     if (!dmlrun_json_string(name_json, member_place, &name)) return false;
     size_t index = 0;
-    while (index < model->dispatchable_count && strcmp(model->dispatchables[index].name, name) != 0) index++;
-    if (index == model->dispatchable_count) return dmlrun_fail(member_place, "there is no dispatchable named '%s'", name);
+    while (index < model->dispatchable_count && strcmp(model->dispatchables[index].name, name) != 0)
+        index++;
+    if (index == model->dispatchable_count)
+        return dmlrun_fail(member_place, "there is no dispatchable named '%s'", name);
     command->dispatchable = index;
     dmlrun_place_member(member_place, place, "bindings");
     const cJSON* bindings = dmlrun_json_member(json, "bindings");
@@ -185,10 +197,13 @@ static bool parse_write_file(dmlrun_model* model, dmlrun_command* command, const
         return dmlrun_fail(place, "has both \"shape\" and \"dimensions\"");
     if (shape == NULL) return true;
     dmlrun_place_member(member_place, place, shape_key);
-    if (!cJSON_IsArray(shape)) return dmlrun_fail(member_place, "must be an array of sizes, not %s", dmlrun_json_kind(shape));
+    if (!cJSON_IsArray(shape))
+        return dmlrun_fail(member_place, "must be an array of sizes, not %s", dmlrun_json_kind(shape));
     size_t rank = 0;
-    for (const cJSON* element = shape->child; element != NULL; element = element->next) rank++;
-    if (rank > DMLRUN_NPY_MAX_RANK) return dmlrun_fail(member_place, "has more than %d dimensions", DMLRUN_NPY_MAX_RANK);
+    for (const cJSON* element = shape->child; element != NULL; element = element->next)
+        rank++;
+    if (rank > DMLRUN_NPY_MAX_RANK)
+        return dmlrun_fail(member_place, "has more than %d dimensions", DMLRUN_NPY_MAX_RANK);
     command->shape = calloc(rank ? rank : 1, sizeof *command->shape);
     if (command->shape == NULL) return dmlrun_fail(member_place, "out of memory");
     command->shape_rank = (uint32_t)rank;
@@ -227,7 +242,8 @@ static bool parse_expected(dmlrun_model* model, dmlrun_command* command, const c
         if (!cJSON_IsArray(values))
             return dmlrun_fail(member_place, "must be an array of values, not %s", dmlrun_json_kind(values));
         uint64_t length = 0;
-        for (const cJSON* element = values->child; element != NULL; element = element->next) length++;
+        for (const cJSON* element = values->child; element != NULL; element = element->next)
+            length++;
         if (length != count)
             return dmlrun_fail(member_place, "has %" PRIu64 " values but resource '%s' has %" PRIu64, length,
                                resource->name, count);
@@ -268,9 +284,9 @@ static bool parse_expected(dmlrun_model* model, dmlrun_command* command, const c
                                              (uint8_t*)command->expected + i * element_size);
             }
         } else if (size != count * element_size) {
-            ok = dmlrun_fail(member_place, "'%s' has %zu bytes but resource '%s' has %" PRIu64 " %s values (%" PRIu64
-                                           " bytes)", path, size, resource->name, count,
-                             dmlDataTypeName(resource->type), count * element_size);
+            ok = dmlrun_fail(member_place,
+                             "'%s' has %zu bytes but resource '%s' has %" PRIu64 " %s values (%" PRIu64 " bytes)", path,
+                             size, resource->name, count, dmlDataTypeName(resource->type), count * element_size);
         } else {
             memcpy(command->expected, bytes, size);
         }
@@ -294,8 +310,8 @@ static bool parse_tolerance(const cJSON* json, const char* place, const char* na
 }
 
 static bool parse_expect(dmlrun_model* model, dmlrun_command* command, const cJSON* json, const char* place) {
-    static const char* const members[] = {"type", "resource", "values", "sourcePath", "absoluteTolerance",
-                                          "relativeTolerance", "ulpTolerance"};
+    static const char* const members[] = {
+        "type", "resource", "values", "sourcePath", "absoluteTolerance", "relativeTolerance", "ulpTolerance"};
     if (!dmlrun_json_check_object(json, place, members, 7, "an expect command")) return false;
     if (!command_resource(model, json, place, &command->resource)) return false;
     if (!parse_tolerance(json, place, "absoluteTolerance", &command->absolute_tolerance)) return false;
@@ -325,15 +341,18 @@ bool dmlrun_parse_commands(dmlrun_model* model, const cJSON* commands) {
             const dmlrun_tensor_info* tensor = &dispatchable->tensors[t];
             if (dispatchable->init_bindings == NULL && tensor->present && !tensor->is_output &&
                 (tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML))
-                return dmlrun_fail(dispatchable->place, "%s is OWNED_BY_DML: bind it in the dispatchable's "
-                                                        "\"bindings\" (initialization)", tensor->field->name);
+                return dmlrun_fail(dispatchable->place,
+                                   "%s is OWNED_BY_DML: bind it in the dispatchable's "
+                                   "\"bindings\" (initialization)",
+                                   tensor->field->name);
         }
     }
 
     if (!cJSON_IsArray(commands))
         return dmlrun_fail("commands", "must be an array of commands, not %s", dmlrun_json_kind(commands));
     size_t count = 0;
-    for (const cJSON* command = commands->child; command != NULL; command = command->next) count++;
+    for (const cJSON* command = commands->child; command != NULL; command = command->next)
+        count++;
     model->commands = calloc(count ? count : 1, sizeof *model->commands);
     if (model->commands == NULL) return dmlrun_fail("commands", "out of memory");
     for (const cJSON* json = commands->child; json != NULL; json = json->next) {
@@ -401,8 +420,7 @@ static void binding_of(const dmlrun_model* model, const dmlrun_binding* binding,
 
 /* dmlCreateOperator and dmlCompileOperator; E_NOTIMPL skips the operator
  * when the options allow it (the default tour). */
-static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispatchable,
-                                const dmlrun_options* options) {
+static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispatchable, const dmlrun_options* options) {
     char place[DMLRUN_PLACE_CAPACITY];
     dmlrun_place_member(place, dispatchable->place, "desc");
     DMLOperator* op = NULL;
@@ -413,9 +431,11 @@ static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispat
         status = dmlGetOperatorSlotCounts(op, &inputs, &outputs);
         if (SUCCEEDED(status) && (inputs != dispatchable->input_count || outputs != dispatchable->output_count)) {
             dmlReleaseOperator(op);
-            return dmlrun_fail(place, "internal error: dmlrun's schema of %s has %u input and %u output tensors but "
-                                      "libdml binds %u and %u", dispatchable->schema->name,
-                               dispatchable->input_count, dispatchable->output_count, inputs, outputs);
+            return dmlrun_fail(place,
+                               "internal error: dmlrun's schema of %s has %u input and %u output tensors but "
+                               "libdml binds %u and %u",
+                               dispatchable->schema->name, dispatchable->input_count, dispatchable->output_count,
+                               inputs, outputs);
         }
         if (SUCCEEDED(status)) {
             step = "libdml cannot compile the operator";
@@ -451,13 +471,15 @@ static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispat
     DML_BINDING_DESC inputs[DMLRUN_MAX_TENSORS];
     for (uint32_t t = 0; t < dispatchable->tensor_count; t++) {
         const dmlrun_tensor_info* tensor = &dispatchable->tensors[t];
-        if (!tensor->is_output) binding_of(model, &dispatchable->init[t], &buffers[tensor->slot], &inputs[tensor->slot]);
+        if (!tensor->is_output)
+            binding_of(model, &dispatchable->init[t], &buffers[tensor->slot], &inputs[tensor->slot]);
     }
     DML_BUFFER_BINDING persistent_buffer = {dispatchable->persistent, 0, dispatchable->persistent_size};
     DML_BINDING_DESC persistent = {DML_BINDING_TYPE_NONE, NULL};
     if (dispatchable->persistent_size > 0) persistent = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &persistent_buffer};
-    status = dmlInitializeOperator(dispatchable->compiled, dispatchable->persistent_size ? dispatchable->input_count : 0,
-                                   dispatchable->persistent_size ? inputs : NULL, &persistent);
+    status =
+        dmlInitializeOperator(dispatchable->compiled, dispatchable->persistent_size ? dispatchable->input_count : 0,
+                              dispatchable->persistent_size ? inputs : NULL, &persistent);
     if (FAILED(status)) {
         char bindings_place[DMLRUN_PLACE_CAPACITY];
         dmlrun_place_member(bindings_place, dispatchable->place, "bindings");
@@ -526,9 +548,11 @@ static bool run_dispatch(dmlrun_model* model, const dmlrun_command* command, con
     }
     DML_BUFFER_BINDING persistent_buffer = {dispatchable->persistent, 0, dispatchable->persistent_size};
     DML_BUFFER_BINDING temporary_buffer = {dispatchable->temporary, 0, dispatchable->temporary_size};
-    DML_DISPATCH_BINDINGS bindings = {dispatchable->input_count, inputs, dispatchable->output_count, outputs,
+    DML_DISPATCH_BINDINGS bindings = {dispatchable->input_count,     inputs,
+                                      dispatchable->output_count,    outputs,
                                       {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
-    if (dispatchable->temporary_size) bindings.TemporaryResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &temporary_buffer};
+    if (dispatchable->temporary_size)
+        bindings.TemporaryResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &temporary_buffer};
     if (dispatchable->persistent_size)
         bindings.PersistentResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &persistent_buffer};
 
@@ -588,7 +612,8 @@ static bool run_print(const dmlrun_model* model, const dmlrun_command* command) 
     if (command->verbose) {
         /* DxDispatch's verbose form: index, value and the raw bits in hex. */
         int index_width = 1, hex_width = (int)size * 2;
-        for (uint64_t limit = 10; count > limit && index_width < 20; limit *= 10) index_width++;
+        for (uint64_t limit = 10; count > limit && index_width < 20; limit *= 10)
+            index_width++;
         printf("Resource '%s':\n", resource->name);
         for (uint64_t i = 0; i < count; i++) {
             dmlrun_value_format(resource->type, data + i * size, text, sizeof text);
@@ -623,8 +648,8 @@ static bool run_write_file(const dmlrun_model* model, const dmlrun_command* comm
         uint64_t flat[1] = {count};
         char error[256];
         if (!dmlrun_npy_write(resource->type, command->shape ? command->shape_rank : 1,
-                              command->shape ? command->shape : flat, data,
-                              count * dmlrun_value_size(resource->type), &npy, &file_size, error, sizeof error)) {
+                              command->shape ? command->shape : flat, data, count * dmlrun_value_size(resource->type),
+                              &npy, &file_size, error, sizeof error)) {
             free(data);
             return dmlrun_fail(place, "%s", error);
         }
@@ -675,10 +700,10 @@ static bool run_expect(const dmlrun_model* model, const dmlrun_command* command,
             error = 0;
         } else {
             error = fabs(got - want);
-            match = (isfinite(error) &&
-                     error <= command->absolute_tolerance + command->relative_tolerance * fabs(want)) ||
-                    (command->ulp_tolerance > 0 &&
-                     dmlrun_value_ulp_distance(type, got_element, expected_element) <= command->ulp_tolerance);
+            match =
+                (isfinite(error) && error <= command->absolute_tolerance + command->relative_tolerance * fabs(want)) ||
+                (command->ulp_tolerance > 0 &&
+                 dmlrun_value_ulp_distance(type, got_element, expected_element) <= command->ulp_tolerance);
             if (isnan(error)) error = INFINITY;
         }
         if (error > worst_error) {
@@ -697,15 +722,17 @@ static bool run_expect(const dmlrun_model* model, const dmlrun_command* command,
         return true;
     }
     char got_text[64], want_text[64];
-    dmlrun_fail(command->place, "expect '%s': %" PRIu64 " of %" PRIu64 " values differ (absoluteTolerance %g, "
-                                "relativeTolerance %g, ulpTolerance %" PRIu64 ")", resource->name, mismatches,
-                command->expected_count, command->absolute_tolerance, command->relative_tolerance,
-                command->ulp_tolerance);
+    dmlrun_fail(command->place,
+                "expect '%s': %" PRIu64 " of %" PRIu64 " values differ (absoluteTolerance %g, "
+                "relativeTolerance %g, ulpTolerance %" PRIu64 ")",
+                resource->name, mismatches, command->expected_count, command->absolute_tolerance,
+                command->relative_tolerance, command->ulp_tolerance);
     for (uint64_t m = 0; m < mismatches && m < SHOWN_MISMATCHES; m++) {
         uint64_t i = shown[m];
         dmlrun_value_format(type, data + i * size, got_text, sizeof got_text);
         dmlrun_value_format(type, expected + i * size, want_text, sizeof want_text);
-        double error = fabs(dmlrun_value_to_double(type, data + i * size) - dmlrun_value_to_double(type, expected + i * size));
+        double error =
+            fabs(dmlrun_value_to_double(type, data + i * size) - dmlrun_value_to_double(type, expected + i * size));
         fprintf(stderr, "  [%" PRIu64 "] got %s, expected %s (error %g)\n", i, got_text, want_text, error);
     }
     if (mismatches > SHOWN_MISMATCHES) fprintf(stderr, "  ... and %" PRIu64 " more\n", mismatches - SHOWN_MISMATCHES);

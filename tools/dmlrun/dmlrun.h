@@ -75,10 +75,10 @@ typedef enum dmlrun_field_kind {
     DMLRUN_FIELD_FLOAT,
     DMLRUN_FIELD_BOOL,
     DMLRUN_FIELD_ENUM,
-    DMLRUN_FIELD_UINT_ARRAY,       /* const UINT*, its length in a COUNT field */
-    DMLRUN_FIELD_COUNT,            /* the UINT length of one or more arrays (DimensionCount) */
-    DMLRUN_FIELD_SIZE_2D,          /* DML_SIZE_2D */
-    DMLRUN_FIELD_FUSED_ACTIVATION  /* const DML_OPERATOR_DESC*, optional */
+    DMLRUN_FIELD_UINT_ARRAY,      /* const UINT*, its length in a COUNT field */
+    DMLRUN_FIELD_COUNT,           /* the UINT length of one or more arrays (DimensionCount) */
+    DMLRUN_FIELD_SIZE_2D,         /* DML_SIZE_2D */
+    DMLRUN_FIELD_FUSED_ACTIVATION /* const DML_OPERATOR_DESC*, optional */
 } dmlrun_field_kind;
 
 typedef struct dmlrun_name_value {
@@ -180,11 +180,11 @@ typedef struct dmlrun_command {
     size_t dispatchable;
     dmlrun_binding bindings[DMLRUN_MAX_TENSORS]; /* dispatch: by tensor index */
     size_t resource;
-    bool verbose;                  /* print */
-    const char* target_path;       /* writeFile (owned by the JSON tree) */
-    uint32_t shape_rank;           /* writeFile: 0 = 1-D of every shown element */
+    bool verbose;            /* print */
+    const char* target_path; /* writeFile (owned by the JSON tree) */
+    uint32_t shape_rank;     /* writeFile: 0 = 1-D of every shown element */
     uint64_t* shape;
-    void* expected;                /* expect: values in the resource's type */
+    void* expected; /* expect: values in the resource's type */
     uint64_t expected_count;
     double absolute_tolerance, relative_tolerance;
     uint64_t ulp_tolerance;

@@ -104,10 +104,12 @@ static void blank_comments_and_trailing_commas(char* text, size_t length) {
         if (c == '"') {
             in_string = true;
         } else if (c == '/' && i + 1 < length && text[i + 1] == '/') {
-            while (i < length && text[i] != '\n') text[i++] = ' ';
+            while (i < length && text[i] != '\n')
+                text[i++] = ' ';
         } else if (c == '/' && i + 1 < length && text[i + 1] == '*') {
             size_t end = i + 2;
-            while (end + 1 < length && !(text[end] == '*' && text[end + 1] == '/')) end++;
+            while (end + 1 < length && !(text[end] == '*' && text[end + 1] == '/'))
+                end++;
             if (end + 1 >= length) return; /* unterminated */
             for (size_t j = i; j <= end + 1; j++)
                 if (text[j] != '\n' && text[j] != '\r') text[j] = ' ';
@@ -128,7 +130,8 @@ static void blank_comments_and_trailing_commas(char* text, size_t length) {
             in_string = true;
         } else if (c == ',') {
             size_t next = i + 1;
-            while (next < length && isspace((unsigned char)text[next])) next++;
+            while (next < length && isspace((unsigned char)text[next]))
+                next++;
             if (next < length && (text[next] == ']' || text[next] == '}')) text[i] = ' ';
         }
     }
@@ -151,7 +154,8 @@ cJSON* dmlrun_json_parse(char* text, size_t length, const char* source) {
     size_t offset = (end != NULL && end >= text && end <= text + length) ? (size_t)(end - text) : length;
     dmlrun_json_line_column(text, offset, &line, &column);
     size_t rest = offset;
-    while (rest < length && isspace((unsigned char)text[rest])) rest++;
+    while (rest < length && isspace((unsigned char)text[rest]))
+        rest++;
     if (rest >= length) {
         dmlrun_fail(NULL, "%s:%u:%u: JSON syntax error: unexpected end of the text (truncated JSON?)", source, line,
                     column);
@@ -204,13 +208,17 @@ bool dmlrun_json_check_object(const cJSON* object, const char* place, const char
         bool is_known = false;
         const char* same_but_case = NULL;
         for (size_t i = 0; i < known_count && !is_known; i++) {
-            if (strcmp(known[i], name) == 0) is_known = true;
-            else if (strcasecmp(known[i], name) == 0) same_but_case = known[i];
+            if (strcmp(known[i], name) == 0)
+                is_known = true;
+            else if (strcasecmp(known[i], name) == 0)
+                same_but_case = known[i];
         }
         if (is_known) continue;
         if (same_but_case != NULL)
-            return dmlrun_fail(member_place, "unknown field '%s' in %s (field names are case-sensitive: did you mean "
-                                             "'%s'?)", name, what, same_but_case);
+            return dmlrun_fail(member_place,
+                               "unknown field '%s' in %s (field names are case-sensitive: did you mean "
+                               "'%s'?)",
+                               name, what, same_but_case);
         char list[1024];
         size_t used = 0;
         list[0] = '\0';
@@ -324,11 +332,15 @@ bool dmlrun_json_double(const cJSON* value, const char* place, double* out) {
     }
     if (cJSON_IsString(value) && value->valuestring) {
         const char* text = value->valuestring;
-        if (strcasecmp(text, "nan") == 0) *out = NAN;
-        else if (strcasecmp(text, "inf") == 0 || strcasecmp(text, "+inf") == 0) *out = INFINITY;
-        else if (strcasecmp(text, "-inf") == 0) *out = -INFINITY;
-        else return dmlrun_fail(place, "'%s' is not a number (the strings allowed are \"nan\", \"inf\" and \"-inf\")",
-                                text);
+        if (strcasecmp(text, "nan") == 0)
+            *out = NAN;
+        else if (strcasecmp(text, "inf") == 0 || strcasecmp(text, "+inf") == 0)
+            *out = INFINITY;
+        else if (strcasecmp(text, "-inf") == 0)
+            *out = -INFINITY;
+        else
+            return dmlrun_fail(place, "'%s' is not a number (the strings allowed are \"nan\", \"inf\" and \"-inf\")",
+                               text);
         return true;
     }
     return dmlrun_fail(place, "must be a number (or \"nan\", \"inf\", \"-inf\"), not %s", dmlrun_json_kind(value));
@@ -368,8 +380,8 @@ static bool enum_by_name(const char* text, const char* place, const dmlrun_enum*
     for (size_t i = 0; i < enumeration->count; i++) {
         if (strcasecmp(short_name, enumeration->values[i].name) == 0) same_but_case = enumeration->values[i].name;
         if (used < sizeof list)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
-                                     enumeration->values[i].name);
+            used +=
+                (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", enumeration->values[i].name);
     }
     if (same_but_case != NULL)
         return dmlrun_fail(place, "'%s' is not a %s value (names are case-sensitive: did you mean '%s'?)", text,

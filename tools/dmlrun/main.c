@@ -11,26 +11,25 @@
 extern const char dmlrun_default_model[];
 extern const size_t dmlrun_default_model_size;
 
-static const char usage[] =
-    "usage: dmlrun [MODEL.json] [options]\n"
-    "\n"
-    "Runs a DirectML operator model (DxDispatch's JSON format: resources,\n"
-    "dispatchables, commands) on libdml. Without MODEL.json it runs a built-in\n"
-    "tour of the operators.\n"
-    "\n"
-    "options:\n"
-    "  --backend cpu|cuda  the libdml backend (default cpu)\n"
-    "  --threads N         CPU worker threads (default 0: all cores)\n"
-    "  --iterations N      timed dispatches per dispatch command (default 1)\n"
-    "  --warmup N          untimed dispatches before them (default 1 when\n"
-    "                      --iterations > 1, else 0)\n"
-    "  --verbose           say what dmlrun does\n"
-    "  --version           print libdml's version\n"
-    "  --help              this text\n"
-    "\n"
-    "Each dispatch prints 'Dispatch NAME [backend]: N iterations, median, min,\n"
-    "max (ms), GB/s'; print commands print 'Resource NAME: values'. Errors name\n"
-    "the place in the model and exit with status 1 (2 for a bad command line).\n";
+static const char usage[] = "usage: dmlrun [MODEL.json] [options]\n"
+                            "\n"
+                            "Runs a DirectML operator model (DxDispatch's JSON format: resources,\n"
+                            "dispatchables, commands) on libdml. Without MODEL.json it runs a built-in\n"
+                            "tour of the operators.\n"
+                            "\n"
+                            "options:\n"
+                            "  --backend cpu|cuda  the libdml backend (default cpu)\n"
+                            "  --threads N         CPU worker threads (default 0: all cores)\n"
+                            "  --iterations N      timed dispatches per dispatch command (default 1)\n"
+                            "  --warmup N          untimed dispatches before them (default 1 when\n"
+                            "                      --iterations > 1, else 0)\n"
+                            "  --verbose           say what dmlrun does\n"
+                            "  --version           print libdml's version\n"
+                            "  --help              this text\n"
+                            "\n"
+                            "Each dispatch prints 'Dispatch NAME [backend]: N iterations, median, min,\n"
+                            "max (ms), GB/s'; print commands print 'Resource NAME: values'. Errors name\n"
+                            "the place in the model and exit with status 1 (2 for a bad command line).\n";
 
 static bool parse_count(const char* option, const char* text, uint32_t max, uint32_t* out) {
     char* end = NULL;
@@ -93,8 +92,10 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
             return 2;
         }
         if (strcmp(name, "--backend") == 0) {
-            if (strcmp(value, "cpu") == 0) options->backend = DML_BACKEND_CPU;
-            else if (strcmp(value, "cuda") == 0) options->backend = DML_BACKEND_CUDA;
+            if (strcmp(value, "cpu") == 0)
+                options->backend = DML_BACKEND_CPU;
+            else if (strcmp(value, "cuda") == 0)
+                options->backend = DML_BACKEND_CUDA;
             else {
                 fprintf(stderr, "dmlrun: --backend is cpu or cuda, not '%s'\n", value);
                 return 2;
@@ -146,7 +147,8 @@ static bool load_dispatchables(dmlrun_model* model, const cJSON* dispatchables) 
         return dmlrun_fail("dispatchables", "must be an object (dispatchable name -> dispatchable), not %s",
                            dmlrun_json_kind(dispatchables));
     size_t count = 0;
-    for (const cJSON* member = dispatchables->child; member != NULL; member = member->next) count++;
+    for (const cJSON* member = dispatchables->child; member != NULL; member = member->next)
+        count++;
     model->dispatchables = calloc(count ? count : 1, sizeof *model->dispatchables);
     if (model->dispatchables == NULL) return dmlrun_fail("dispatchables", "out of memory");
     for (const cJSON* member = dispatchables->child; member != NULL; member = member->next) {
@@ -217,7 +219,16 @@ int main(int argc, char** argv) {
     if (ok && options.verbose)
         fprintf(stderr, "dmlrun: %zu resources, %zu dispatchables, %zu commands\n", model.resource_count,
                 model.dispatchable_count, model.command_count);
-    ok = ok && dmlrun_prepare(&model, &options) && dmlrun_run_commands(&model, &options);
+    ok = ok && dmlrun_prepare(&model, &options);
+    if (ok && options.verbose) {
+        fprintf(stderr, "dmlrun: libdml %s, %s backend", dmlGetVersionString(),
+                options.backend == DML_BACKEND_CUDA ? "cuda" : "cpu");
+        if (options.threads)
+            fprintf(stderr, ", %u threads\n", options.threads);
+        else
+            fputs(", all cores\n", stderr);
+    }
+    ok = ok && dmlrun_run_commands(&model, &options);
     dmlrun_model_free(&model);
     return ok ? 0 : 1;
 }

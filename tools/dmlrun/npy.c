@@ -64,7 +64,8 @@ typedef struct header_reader {
 } header_reader;
 
 static void skip_spaces(header_reader* r) {
-    while (r->position < r->length && isspace((unsigned char)r->text[r->position])) r->position++;
+    while (r->position < r->length && isspace((unsigned char)r->text[r->position]))
+        r->position++;
 }
 
 static bool peek_is(header_reader* r, char c) { return r->position < r->length && r->text[r->position] == c; }
@@ -125,7 +126,8 @@ static bool read_shape(header_reader* r, dmlrun_npy_array* array) {
             return report(r->error, r->error_size, "shape has more than %d dimensions", DMLRUN_NPY_MAX_RANK);
         array->shape[array->rank++] = dimension;
         skip_spaces(r);
-        if (peek_is(r, ',')) r->position++;
+        if (peek_is(r, ','))
+            r->position++;
         else if (!peek_is(r, ')'))
             return report(r->error, r->error_size, "malformed header: expected ',' or ')' in shape");
     }
@@ -149,8 +151,8 @@ static bool parse_descr(const char* descr, const npy_dtype** dtype, bool* big_en
             return true;
         }
     }
-    return report(error, error_size,
-                  "dtype '%s' is not supported (supported: f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1)", descr);
+    return report(error, error_size, "dtype '%s' is not supported (supported: f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1)",
+                  descr);
 }
 
 bool dmlrun_npy_parse(uint8_t* bytes, size_t size, dmlrun_npy_array* array, char* error, size_t error_size) {
@@ -193,9 +195,12 @@ bool dmlrun_npy_parse(uint8_t* bytes, size_t size, dmlrun_npy_array* array, char
             if (!parse_descr(descr, &dtype, &big_endian, error, error_size)) return false;
             have_descr = true;
         } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
-            if (read_word(&r, "True")) fortran_order = true;
-            else if (read_word(&r, "False")) fortran_order = false;
-            else return report(error, error_size, "malformed header: fortran_order must be True or False");
+            if (read_word(&r, "True"))
+                fortran_order = true;
+            else if (read_word(&r, "False"))
+                fortran_order = false;
+            else
+                return report(error, error_size, "malformed header: fortran_order must be True or False");
             have_order = true;
         } else if (strcmp(key, "shape") == 0 && !have_shape) {
             if (!read_shape(&r, array)) return false;
@@ -204,8 +209,10 @@ bool dmlrun_npy_parse(uint8_t* bytes, size_t size, dmlrun_npy_array* array, char
             return report(error, error_size, "malformed header: unexpected or repeated key '%s'", key);
         }
         skip_spaces(&r);
-        if (peek_is(&r, ',')) r.position++;
-        else if (!peek_is(&r, '}')) return report(error, error_size, "malformed header: expected ',' or '}'");
+        if (peek_is(&r, ','))
+            r.position++;
+        else if (!peek_is(&r, '}'))
+            return report(error, error_size, "malformed header: expected ',' or '}'");
     }
     skip_spaces(&r);
     if (r.position != r.length) return report(error, error_size, "malformed header: text after the closing '}'");
@@ -223,8 +230,9 @@ bool dmlrun_npy_parse(uint8_t* bytes, size_t size, dmlrun_npy_array* array, char
     /* Fortran order is column-major; with at most one dimension larger than
      * 1 it is the same layout as C order. */
     if (fortran_order && long_dimensions > 1)
-        return report(error, error_size, "fortran_order True is not supported for this shape (save the array in C "
-                                         "order, e.g. with numpy.ascontiguousarray)");
+        return report(error, error_size,
+                      "fortran_order True is not supported for this shape (save the array in C "
+                      "order, e.g. with numpy.ascontiguousarray)");
     if (count > UINT64_MAX / dtype->size) return report(error, error_size, "data size overflows 64 bits");
     uint64_t data_bytes = count * dtype->size;
     size_t data_start = header_start + header_length;
@@ -233,7 +241,8 @@ bool dmlrun_npy_parse(uint8_t* bytes, size_t size, dmlrun_npy_array* array, char
         return report(error, error_size, "truncated data: the header announces %llu bytes, the file has %llu",
                       (unsigned long long)data_bytes, (unsigned long long)present);
     if (present > data_bytes)
-        return report(error, error_size, "%llu unexpected bytes after the data", (unsigned long long)(present - data_bytes));
+        return report(error, error_size, "%llu unexpected bytes after the data",
+                      (unsigned long long)(present - data_bytes));
     array->type = dtype->type;
     array->element_count = count;
     array->data = bytes + data_start;

@@ -19,8 +19,13 @@ enum { MAX_KNOWN_MEMBERS = 40 };
 /* A tensor field's JSON: {"DataType", "Sizes", "Strides"?, "Flags"?,
  * "DimensionCount"?, "TotalTensorSizeInBytes"?, "GuaranteedBaseOffsetAlignment"?},
  * or wrapped as DxDispatch also reads it: {"Type": "BUFFER", "Desc": {...}}. */
-static const char* const buffer_tensor_members[] = {"DataType", "Sizes", "Strides", "Flags", "DimensionCount",
-                                                    "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment",
+static const char* const buffer_tensor_members[] = {"DataType",
+                                                    "Sizes",
+                                                    "Strides",
+                                                    "Flags",
+                                                    "DimensionCount",
+                                                    "TotalTensorSizeInBytes",
+                                                    "GuaranteedBaseOffsetAlignment",
                                                     "Type"};
 
 static const dmlrun_name_value tensor_type_values[] = {{"INVALID", DML_TENSOR_TYPE_INVALID},
@@ -28,12 +33,12 @@ static const dmlrun_name_value tensor_type_values[] = {{"INVALID", DML_TENSOR_TY
 static const dmlrun_enum tensor_type_enum = {"DML_TENSOR_TYPE", "DML_TENSOR_TYPE_", tensor_type_values, 2};
 
 /* Reads an array of UINT into the arena (never NULL, even when empty). */
-static bool parse_uint_array(const cJSON* value, const char* place, dmlrun_arena* arena, UINT** out,
-                             uint32_t* count) {
+static bool parse_uint_array(const cJSON* value, const char* place, dmlrun_arena* arena, UINT** out, uint32_t* count) {
     if (!cJSON_IsArray(value))
         return dmlrun_fail(place, "must be an array of unsigned integers, not %s", dmlrun_json_kind(value));
     size_t length = 0;
-    for (const cJSON* element = value->child; element != NULL; element = element->next) length++;
+    for (const cJSON* element = value->child; element != NULL; element = element->next)
+        length++;
     if (length > UINT32_MAX) return dmlrun_fail(place, "has too many elements");
     UINT* elements = dmlrun_arena_alloc(arena, (length ? length : 1) * sizeof(UINT));
     if (elements == NULL) return dmlrun_fail(place, "out of memory");
@@ -161,8 +166,8 @@ static bool list_fusable(char* list, size_t capacity) {
     list[0] = '\0';
     for (size_t i = 0; i < dmlrun_op_schema_count() && used < capacity; i++)
         if (dmlrun_op_schema_at(i)->fusable)
-            used += (size_t)snprintf(list + used, capacity - used, "%s%s", used ? ", " : "",
-                                     dmlrun_op_schema_at(i)->name);
+            used +=
+                (size_t)snprintf(list + used, capacity - used, "%s%s", used ? ", " : "", dmlrun_op_schema_at(i)->name);
     return true;
 }
 
@@ -171,8 +176,10 @@ static bool list_fusable(char* list, size_t capacity) {
 static bool parse_activation(const cJSON* value, const char* place, dmlrun_arena* arena,
                              const DML_OPERATOR_DESC** out) {
     if (!cJSON_IsObject(value))
-        return dmlrun_fail(place, "a FusedActivation must be an object {\"Type\": \"ACTIVATION_...\", ...} or null, "
-                                  "not %s", dmlrun_json_kind(value));
+        return dmlrun_fail(place,
+                           "a FusedActivation must be an object {\"Type\": \"ACTIVATION_...\", ...} or null, "
+                           "not %s",
+                           dmlrun_json_kind(value));
     const char* type_key = dmlrun_json_member(value, "Type") ? "Type" : "type";
     const char* desc_key = dmlrun_json_member(value, "Desc") ? "Desc" : "desc";
     const cJSON* type_json = dmlrun_json_member(value, type_key);
@@ -185,8 +192,10 @@ static bool parse_activation(const cJSON* value, const char* place, dmlrun_arena
     if (schema == NULL || !schema->fusable) {
         char list[1024];
         list_fusable(list, sizeof list);
-        return dmlrun_fail(type_place, "'%s' is not a fusable activation (fusable: %s; the DML_OPERATOR_ prefix is "
-                                       "optional)", type_name, list);
+        return dmlrun_fail(type_place,
+                           "'%s' is not a fusable activation (fusable: %s; the DML_OPERATOR_ prefix is "
+                           "optional)",
+                           type_name, list);
     }
     void* activation = dmlrun_arena_alloc(arena, schema->desc_size);
     DML_OPERATOR_DESC* op = dmlrun_arena_alloc(arena, sizeof *op);
@@ -227,7 +236,8 @@ static bool build_struct(const dmlrun_op_schema* schema, const cJSON* json, cons
     size_t known_count = 0;
     for (size_t i = 0; i < schema->field_count && known_count < MAX_KNOWN_MEMBERS; i++)
         known[known_count++] = schema->fields[i].name;
-    for (size_t i = 0; i < extra_count && known_count < MAX_KNOWN_MEMBERS; i++) known[known_count++] = extra_members[i];
+    for (size_t i = 0; i < extra_count && known_count < MAX_KNOWN_MEMBERS; i++)
+        known[known_count++] = extra_members[i];
     char what[96];
     snprintf(what, sizeof what, "a DML_%s_OPERATOR_DESC", schema->name);
     if (!dmlrun_json_check_object(json, place, known, known_count, what)) return false;
@@ -318,7 +328,8 @@ static bool build_struct(const dmlrun_op_schema* schema, const cJSON* json, cons
                 char axis_place[DMLRUN_PLACE_CAPACITY];
                 dmlrun_place_member(axis_place, field_place, size_members[axis]);
                 const cJSON* axis_value = dmlrun_json_member(value, size_members[axis]);
-                if (axis_value == NULL) return dmlrun_fail(axis_place, "required field is missing (an unsigned integer)");
+                if (axis_value == NULL)
+                    return dmlrun_fail(axis_place, "required field is missing (an unsigned integer)");
                 if (!dmlrun_json_uint32(axis_value, axis_place, axis == 0 ? &size.Width : &size.Height)) return false;
             }
             memcpy(slot, &size, sizeof size);
@@ -346,9 +357,10 @@ static bool build_struct(const dmlrun_op_schema* schema, const cJSON* json, cons
             } else if (array_lengths[a] != count) {
                 char array_place[DMLRUN_PLACE_CAPACITY];
                 dmlrun_place_member(array_place, place, array->name);
-                return dmlrun_fail(array_place, "has %u elements but %s has %u (every array counted by %s has %s "
-                                                "elements)", array_lengths[a], first_array, count, count_field->name,
-                                   count_field->name);
+                return dmlrun_fail(array_place,
+                                   "has %u elements but %s has %u (every array counted by %s has %s "
+                                   "elements)",
+                                   array_lengths[a], first_array, count, count_field->name, count_field->name);
             }
         }
         const cJSON* given = dmlrun_json_member(json, count_field->name);
@@ -358,8 +370,10 @@ static bool build_struct(const dmlrun_op_schema* schema, const cJSON* json, cons
             uint32_t given_count;
             if (!dmlrun_json_uint32(given, count_place, &given_count)) return false;
             if (first_array != NULL && given_count != count)
-                return dmlrun_fail(count_place, "is %u but %s has %u elements (it may be omitted: it is then the "
-                                                "arrays' length)", given_count, first_array, count);
+                return dmlrun_fail(count_place,
+                                   "is %u but %s has %u elements (it may be omitted: it is then the "
+                                   "arrays' length)",
+                                   given_count, first_array, count);
             count = given_count;
         }
         memcpy((char*)out + count_field->offset, &count, sizeof count);
@@ -377,14 +391,17 @@ bool dmlrun_parse_dispatchable(const char* name, const cJSON* json, dmlrun_dispa
     char member_place[DMLRUN_PLACE_CAPACITY];
     dmlrun_place_member(member_place, place, "type");
     const cJSON* type_json = dmlrun_json_member(json, "type");
-    if (type_json == NULL) return dmlrun_fail(member_place, "required field is missing (an operator type such as "
-                                                            "\"DML_OPERATOR_MAX_POOLING2\")");
+    if (type_json == NULL)
+        return dmlrun_fail(member_place, "required field is missing (an operator type such as "
+                                         "\"DML_OPERATOR_MAX_POOLING2\")");
     const char* type;
     if (!dmlrun_json_string(type_json, member_place, &type)) return false;
     if (strcasecmp(type, "hlsl") == 0 || strcasecmp(type, "onnx") == 0 || strcasecmp(type, "dmlSerializedGraph") == 0)
-        return dmlrun_fail(member_place, "'%s' dispatchables are not supported: dmlrun runs DirectML operators only "
-                                         "(HLSL shaders, ONNX models and serialized graphs need DxDispatch on "
-                                         "Windows)", type);
+        return dmlrun_fail(member_place,
+                           "'%s' dispatchables are not supported: dmlrun runs DirectML operators only "
+                           "(HLSL shaders, ONNX models and serialized graphs need DxDispatch on "
+                           "Windows)",
+                           type);
     const dmlrun_op_schema* schema = dmlrun_find_op_schema(type);
     if (schema == NULL) {
         char list[1024];
@@ -394,13 +411,15 @@ bool dmlrun_parse_dispatchable(const char* name, const cJSON* json, dmlrun_dispa
             if (!dmlrun_op_schema_at(i)->fusable)
                 used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "",
                                          dmlrun_op_schema_at(i)->name);
-        return dmlrun_fail(member_place, "'%s' is not an operator dmlrun supports (supported: %s; the DML_OPERATOR_ "
-                                         "prefix is optional)", type, list);
+        return dmlrun_fail(member_place,
+                           "'%s' is not an operator dmlrun supports (supported: %s; the DML_OPERATOR_ "
+                           "prefix is optional)",
+                           type, list);
     }
     dispatchable->schema = schema;
 
-    static const char* const dispatchable_members[] = {"type", "desc", "Desc", "executionFlags", "bindings",
-                                                       "dmlCompileType"};
+    static const char* const dispatchable_members[] = {"type",           "desc",     "Desc",
+                                                       "executionFlags", "bindings", "dmlCompileType"};
     const size_t dispatchable_member_count = sizeof dispatchable_members / sizeof dispatchable_members[0];
     const char* desc_key = dmlrun_json_member(json, "desc") ? "desc" : "Desc";
     const cJSON* desc = dmlrun_json_member(json, desc_key);

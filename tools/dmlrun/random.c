@@ -19,9 +19,7 @@ uint64_t dmlrun_random_next(dmlrun_random* random) {
     return z ^ (z >> 31);
 }
 
-double dmlrun_random_uniform(dmlrun_random* random) {
-    return (double)(dmlrun_random_next(random) >> 11) * 0x1p-53;
-}
+double dmlrun_random_uniform(dmlrun_random* random) { return (double)(dmlrun_random_next(random) >> 11) * 0x1p-53; }
 
 /* log(x) = e*ln2 + log(m) with m in [sqrt(1/2), sqrt(2)), and
  * log(m) = 2*atanh(s), s = (m-1)/(m+1), |s| <= 0.1716: 13 terms of the odd
@@ -37,7 +35,8 @@ double dmlrun_log(double x) {
     }
     double s = (m - 1) / (m + 1), s2 = s * s;
     double series = 0;
-    for (int k = 12; k >= 0; k--) series = series * s2 + 1.0 / (2 * k + 1);
+    for (int k = 12; k >= 0; k--)
+        series = series * s2 + 1.0 / (2 * k + 1);
     const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
     return exponent * ln2_hi + (2 * s * series + exponent * ln2_lo);
 }

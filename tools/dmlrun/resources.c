@@ -82,8 +82,9 @@ typedef enum initializer_kind {
 /* value_count elements of element_size: checked against the limit. */
 static bool checked_bytes(uint64_t value_count, size_t element_size, const char* place, uint64_t* bytes) {
     if (value_count > DMLRUN_MAX_BUFFER_BYTES / element_size)
-        return dmlrun_fail(place, "%" PRIu64 " values of %zu bytes exceed dmlrun's limit of %" PRIu64
-                                  " bytes per buffer", value_count, element_size, DMLRUN_MAX_BUFFER_BYTES);
+        return dmlrun_fail(place,
+                           "%" PRIu64 " values of %zu bytes exceed dmlrun's limit of %" PRIu64 " bytes per buffer",
+                           value_count, element_size, DMLRUN_MAX_BUFFER_BYTES);
     *bytes = value_count * element_size;
     return true;
 }
@@ -114,9 +115,12 @@ static bool parse_random(const cJSON* json, const char* place, DML_TENSOR_DATA_T
     const char* name;
     if (distribution == NULL) return dmlrun_fail(member_place, "required field is missing (\"uniform\" or \"normal\")");
     if (!dmlrun_json_string(distribution, member_place, &name)) return false;
-    if (strcmp(name, "uniform") == 0) settings->normal = false;
-    else if (strcmp(name, "normal") == 0) settings->normal = true;
-    else return dmlrun_fail(member_place, "'%s' is not \"uniform\" or \"normal\"", name);
+    if (strcmp(name, "uniform") == 0)
+        settings->normal = false;
+    else if (strcmp(name, "normal") == 0)
+        settings->normal = true;
+    else
+        return dmlrun_fail(member_place, "'%s' is not \"uniform\" or \"normal\"", name);
     if (!dmlrun_json_check_object(json, place, settings->normal ? normal_members : uniform_members, 4,
                                   settings->normal ? "a normal distribution" : "a uniform distribution"))
         return false;
@@ -124,13 +128,14 @@ static bool parse_random(const cJSON* json, const char* place, DML_TENSOR_DATA_T
     struct {
         const char* name;
         double* value;
-    } numbers[] = {{"min", &settings->min}, {"max", &settings->max}, {"mean", &settings->mean},
-                   {"stddev", &settings->stddev}};
+    } numbers[] = {
+        {"min", &settings->min}, {"max", &settings->max}, {"mean", &settings->mean}, {"stddev", &settings->stddev}};
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
         const cJSON* value = dmlrun_json_member(json, numbers[i].name);
         dmlrun_place_member(member_place, place, numbers[i].name);
         if (value == NULL) continue;
-        if (!cJSON_IsNumber(value)) return dmlrun_fail(member_place, "must be a number, not %s", dmlrun_json_kind(value));
+        if (!cJSON_IsNumber(value))
+            return dmlrun_fail(member_place, "must be a number, not %s", dmlrun_json_kind(value));
         *numbers[i].value = value->valuedouble;
     }
     const cJSON* seed = dmlrun_json_member(json, "seed");
@@ -193,8 +198,9 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
         if (!dmlrun_json_enum(data_type, type_place, &dmlrun_data_type_enum, &value)) return false;
         resource->type = (DML_TENSOR_DATA_TYPE)value;
         if (dmlrun_value_size(resource->type) == 0)
-            return dmlrun_fail(type_place, "%s has no whole-byte elements; a resource needs FLOAT16, FLOAT32, "
-                                           "FLOAT64, (U)INT8, (U)INT16, (U)INT32 or (U)INT64",
+            return dmlrun_fail(type_place,
+                               "%s has no whole-byte elements; a resource needs FLOAT16, FLOAT32, "
+                               "FLOAT64, (U)INT8, (U)INT16, (U)INT32 or (U)INT64",
                                dmlDataTypeName(resource->type) ? dmlDataTypeName(resource->type) : "this type");
     }
 
@@ -212,7 +218,8 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
     random_settings random = {0};
     if (cJSON_IsArray(values)) {
         kind = INITIALIZER_ARRAY;
-        for (const cJSON* element = values->child; element != NULL; element = element->next) value_count++;
+        for (const cJSON* element = values->child; element != NULL; element = element->next)
+            value_count++;
         if (value_count == 0) return dmlrun_fail(values_place, "is empty but a resource needs at least one value");
     } else if (cJSON_IsString(values) && strcmp(values->valuestring, "deferred") == 0) {
         return dmlrun_fail(values_place, "\"deferred\" resources belong to ONNX dispatchables, which dmlrun does not "
@@ -221,8 +228,9 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
         int kinds = (dmlrun_json_member(values, "value") != NULL) + (dmlrun_json_member(values, "valueStart") != NULL) +
                     (dmlrun_json_member(values, "sourcePath") != NULL) + (dmlrun_json_member(values, "random") != NULL);
         if (kinds != 1)
-            return dmlrun_fail(values_place, "%s: an initializer object has exactly one of \"value\" (constant), "
-                                             "\"valueStart\" (sequence), \"sourcePath\" (file) and \"random\"",
+            return dmlrun_fail(values_place,
+                               "%s: an initializer object has exactly one of \"value\" (constant), "
+                               "\"valueStart\" (sequence), \"sourcePath\" (file) and \"random\"",
                                kinds ? "ambiguous" : "unknown initializer");
         if (dmlrun_json_member(values, "value")) {
             static const char* const constant_members[] = {"valueCount", "value"};
@@ -313,8 +321,10 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
     if (ok && offset_json != NULL) {
         ok = dmlrun_json_uint64(offset_json, member_place, &offset);
         if (ok && offset > DMLRUN_MAX_BUFFER_BYTES - value_bytes)
-            ok = dmlrun_fail(member_place, "%" PRIu64 " + %" PRIu64 " bytes of values exceed dmlrun's limit of %"
-                                           PRIu64 " bytes per buffer", offset, value_bytes, DMLRUN_MAX_BUFFER_BYTES);
+            ok = dmlrun_fail(member_place,
+                             "%" PRIu64 " + %" PRIu64 " bytes of values exceed dmlrun's limit of %" PRIu64
+                             " bytes per buffer",
+                             offset, value_bytes, DMLRUN_MAX_BUFFER_BYTES);
     }
     size = offset + value_bytes;
     const cJSON* size_json = dmlrun_json_member(json, "sizeInBytes");
@@ -323,9 +333,10 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
         uint64_t given;
         ok = dmlrun_json_uint64(size_json, member_place, &given);
         if (ok && given < size)
-            ok = dmlrun_fail(member_place, "is %" PRIu64 " but the initial values need %" PRIu64 " bytes (offset %"
-                                           PRIu64 " + %" PRIu64 " values of %zu bytes)", given, size, offset,
-                             value_count, element_size);
+            ok = dmlrun_fail(member_place,
+                             "is %" PRIu64 " but the initial values need %" PRIu64 " bytes (offset %" PRIu64
+                             " + %" PRIu64 " values of %zu bytes)",
+                             given, size, offset, value_count, element_size);
         if (ok && given > DMLRUN_MAX_BUFFER_BYTES)
             ok = dmlrun_fail(member_place, "%" PRIu64 " bytes exceed dmlrun's limit of %" PRIu64 " bytes per buffer",
                              given, DMLRUN_MAX_BUFFER_BYTES);
@@ -358,7 +369,8 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
         dmlrun_place_member(member_place, values_place, "value");
         if (!dmlrun_value_from_json(resource->type, dmlrun_json_member(values, "value"), member_place, dst))
             return false;
-        for (uint64_t i = 1; i < value_count; i++) memcpy(dst + i * element_size, dst, element_size);
+        for (uint64_t i = 1; i < value_count; i++)
+            memcpy(dst + i * element_size, dst, element_size);
         break;
     }
     case INITIALIZER_SEQUENCE: {
@@ -395,7 +407,8 @@ bool dmlrun_load_resources(dmlrun_model* model, const cJSON* resources) {
         return dmlrun_fail("resources", "must be an object (resource name -> resource), not %s",
                            dmlrun_json_kind(resources));
     size_t count = 0;
-    for (const cJSON* member = resources->child; member != NULL; member = member->next) count++;
+    for (const cJSON* member = resources->child; member != NULL; member = member->next)
+        count++;
     model->resources = calloc(count ? count : 1, sizeof *model->resources);
     if (model->resources == NULL) return dmlrun_fail("resources", "out of memory");
     for (const cJSON* member = resources->child; member != NULL; member = member->next) {

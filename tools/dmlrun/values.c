@@ -33,8 +33,8 @@ uint16_t dmlrun_half_from_double(double value) {
         return sign | (uint16_t)nearbyint(magnitude * 0x1p24);
     }
     int exponent;
-    double fraction = frexp(magnitude, &exponent);        /* magnitude = fraction * 2^exponent, fraction in [0.5, 1) */
-    double mantissa = nearbyint(ldexp(fraction, 11));     /* in [1024, 2048], rounded to nearest even */
+    double fraction = frexp(magnitude, &exponent);    /* magnitude = fraction * 2^exponent, fraction in [0.5, 1) */
+    double mantissa = nearbyint(ldexp(fraction, 11)); /* in [1024, 2048], rounded to nearest even */
     int biased = exponent - 1 + 15;
     if (mantissa == 2048.0) {
         mantissa = 1024.0;
@@ -74,17 +74,24 @@ static void store_integer(DML_TENSOR_DATA_TYPE type, uint64_t bits, void* dst) {
     uint8_t u8 = (uint8_t)bits;
     uint16_t u16 = (uint16_t)bits;
     uint32_t u32 = (uint32_t)bits;
-    if (size == 1) memcpy(dst, &u8, 1);
-    else if (size == 2) memcpy(dst, &u16, 2);
-    else if (size == 4) memcpy(dst, &u32, 4);
-    else memcpy(dst, &bits, 8);
+    if (size == 1)
+        memcpy(dst, &u8, 1);
+    else if (size == 2)
+        memcpy(dst, &u16, 2);
+    else if (size == 4)
+        memcpy(dst, &u32, 4);
+    else
+        memcpy(dst, &bits, 8);
 }
 
 static void store_float32(double value, void* dst) {
     float single;
-    if (isfinite(value) && fabs(value) >= 0x1.ffffffp+127) single = value > 0 ? INFINITY : -INFINITY;
-    else if (isfinite(value) && fabs(value) > FLT_MAX) single = value > 0 ? FLT_MAX : -FLT_MAX;
-    else single = (float)value;
+    if (isfinite(value) && fabs(value) >= 0x1.ffffffp+127)
+        single = value > 0 ? INFINITY : -INFINITY;
+    else if (isfinite(value) && fabs(value) > FLT_MAX)
+        single = value > 0 ? FLT_MAX : -FLT_MAX;
+    else
+        single = (float)value;
     memcpy(dst, &single, sizeof single);
 }
 
@@ -116,15 +123,16 @@ bool dmlrun_value_from_json(DML_TENSOR_DATA_TYPE type, const cJSON* json, const 
         int64_t value;
         if (!dmlrun_json_int64(json, place, &value)) return false;
         if (value < min || (value > 0 && (uint64_t)value > max))
-            return dmlrun_fail(place, "%" PRId64 " is out of the %s range [%" PRId64 ", %" PRIu64 "]", value, name,
-                               min, max);
+            return dmlrun_fail(place, "%" PRId64 " is out of the %s range [%" PRId64 ", %" PRIu64 "]", value, name, min,
+                               max);
         store_integer(type, (uint64_t)value, dst);
     } else {
         uint64_t value;
         if (cJSON_IsNumber(json) && json->valuedouble < 0)
             return dmlrun_fail(place, "%.17g is out of the %s range [0, %" PRIu64 "]", json->valuedouble, name, max);
         if (!dmlrun_json_uint64(json, place, &value)) return false;
-        if (value > max) return dmlrun_fail(place, "%" PRIu64 " is out of the %s range [0, %" PRIu64 "]", value, name, max);
+        if (value > max)
+            return dmlrun_fail(place, "%" PRIu64 " is out of the %s range [0, %" PRIu64 "]", value, name, max);
         store_integer(type, value, dst);
     }
     return true;
@@ -150,15 +158,21 @@ void dmlrun_value_from_double(DML_TENSOR_DATA_TYPE type, double value, void* dst
     double rounded = isnan(value) ? 0.0 : nearbyint(value);
     if (dmlrun_value_is_signed(type)) {
         int64_t integer;
-        if (rounded <= (double)min) integer = min;
-        else if (rounded >= (double)max) integer = (int64_t)max; /* 2^63 as a double: clamp before converting */
-        else integer = (int64_t)rounded;
+        if (rounded <= (double)min)
+            integer = min;
+        else if (rounded >= (double)max)
+            integer = (int64_t)max; /* 2^63 as a double: clamp before converting */
+        else
+            integer = (int64_t)rounded;
         store_integer(type, (uint64_t)integer, dst);
     } else {
         uint64_t integer;
-        if (rounded <= 0) integer = 0;
-        else if (rounded >= (double)max) integer = max;
-        else integer = (uint64_t)rounded;
+        if (rounded <= 0)
+            integer = 0;
+        else if (rounded >= (double)max)
+            integer = max;
+        else
+            integer = (uint64_t)rounded;
         store_integer(type, integer, dst);
     }
 }
@@ -167,17 +181,61 @@ void dmlrun_value_from_double(DML_TENSOR_DATA_TYPE type, double value, void* dst
 
 double dmlrun_value_to_double(DML_TENSOR_DATA_TYPE type, const void* src) {
     switch (type) {
-    case DML_TENSOR_DATA_TYPE_FLOAT16: { uint16_t v; memcpy(&v, src, 2); return dmlrun_half_to_double(v); }
-    case DML_TENSOR_DATA_TYPE_FLOAT32: { float v; memcpy(&v, src, 4); return v; }
-    case DML_TENSOR_DATA_TYPE_FLOAT64: { double v; memcpy(&v, src, 8); return v; }
-    case DML_TENSOR_DATA_TYPE_UINT8: { uint8_t v; memcpy(&v, src, 1); return v; }
-    case DML_TENSOR_DATA_TYPE_UINT16: { uint16_t v; memcpy(&v, src, 2); return v; }
-    case DML_TENSOR_DATA_TYPE_UINT32: { uint32_t v; memcpy(&v, src, 4); return v; }
-    case DML_TENSOR_DATA_TYPE_UINT64: { uint64_t v; memcpy(&v, src, 8); return (double)v; }
-    case DML_TENSOR_DATA_TYPE_INT8: { int8_t v; memcpy(&v, src, 1); return v; }
-    case DML_TENSOR_DATA_TYPE_INT16: { int16_t v; memcpy(&v, src, 2); return v; }
-    case DML_TENSOR_DATA_TYPE_INT32: { int32_t v; memcpy(&v, src, 4); return v; }
-    case DML_TENSOR_DATA_TYPE_INT64: { int64_t v; memcpy(&v, src, 8); return (double)v; }
+    case DML_TENSOR_DATA_TYPE_FLOAT16: {
+        uint16_t v;
+        memcpy(&v, src, 2);
+        return dmlrun_half_to_double(v);
+    }
+    case DML_TENSOR_DATA_TYPE_FLOAT32: {
+        float v;
+        memcpy(&v, src, 4);
+        return v;
+    }
+    case DML_TENSOR_DATA_TYPE_FLOAT64: {
+        double v;
+        memcpy(&v, src, 8);
+        return v;
+    }
+    case DML_TENSOR_DATA_TYPE_UINT8: {
+        uint8_t v;
+        memcpy(&v, src, 1);
+        return v;
+    }
+    case DML_TENSOR_DATA_TYPE_UINT16: {
+        uint16_t v;
+        memcpy(&v, src, 2);
+        return v;
+    }
+    case DML_TENSOR_DATA_TYPE_UINT32: {
+        uint32_t v;
+        memcpy(&v, src, 4);
+        return v;
+    }
+    case DML_TENSOR_DATA_TYPE_UINT64: {
+        uint64_t v;
+        memcpy(&v, src, 8);
+        return (double)v;
+    }
+    case DML_TENSOR_DATA_TYPE_INT8: {
+        int8_t v;
+        memcpy(&v, src, 1);
+        return v;
+    }
+    case DML_TENSOR_DATA_TYPE_INT16: {
+        int16_t v;
+        memcpy(&v, src, 2);
+        return v;
+    }
+    case DML_TENSOR_DATA_TYPE_INT32: {
+        int32_t v;
+        memcpy(&v, src, 4);
+        return v;
+    }
+    case DML_TENSOR_DATA_TYPE_INT64: {
+        int64_t v;
+        memcpy(&v, src, 8);
+        return (double)v;
+    }
     default: return 0;
     }
 }
@@ -188,19 +246,29 @@ uint64_t dmlrun_value_bits(DML_TENSOR_DATA_TYPE type, const void* src) {
     uint8_t u8;
     uint16_t u16;
     uint32_t u32;
-    if (size == 1) { memcpy(&u8, src, 1); bits = u8; }
-    else if (size == 2) { memcpy(&u16, src, 2); bits = u16; }
-    else if (size == 4) { memcpy(&u32, src, 4); bits = u32; }
-    else if (size == 8) memcpy(&bits, src, 8);
+    if (size == 1) {
+        memcpy(&u8, src, 1);
+        bits = u8;
+    } else if (size == 2) {
+        memcpy(&u16, src, 2);
+        bits = u16;
+    } else if (size == 4) {
+        memcpy(&u32, src, 4);
+        bits = u32;
+    } else if (size == 8)
+        memcpy(&bits, src, 8);
     return bits;
 }
 
 void dmlrun_value_format(DML_TENSOR_DATA_TYPE type, const void* src, char* text, size_t capacity) {
     if (dmlrun_value_is_float(type)) {
         double value = dmlrun_value_to_double(type, src);
-        if (isnan(value)) snprintf(text, capacity, "nan");
-        else if (isinf(value)) snprintf(text, capacity, value > 0 ? "inf" : "-inf");
-        else snprintf(text, capacity, "%g", value);
+        if (isnan(value))
+            snprintf(text, capacity, "nan");
+        else if (isinf(value))
+            snprintf(text, capacity, value > 0 ? "inf" : "-inf");
+        else
+            snprintf(text, capacity, "%g", value);
         return;
     }
     if (dmlrun_value_is_signed(type)) {
@@ -242,7 +310,8 @@ void dmlrun_value_add(DML_TENSOR_DATA_TYPE type, void* acc, const void* delta) {
 static uint64_t ulp_between(uint64_t a, uint64_t b, unsigned width) {
     uint64_t sign = (uint64_t)1 << (width - 1);
     uint64_t magnitude_a = a & (sign - 1), magnitude_b = b & (sign - 1);
-    if ((a & sign) == (b & sign)) return magnitude_a > magnitude_b ? magnitude_a - magnitude_b : magnitude_b - magnitude_a;
+    if ((a & sign) == (b & sign))
+        return magnitude_a > magnitude_b ? magnitude_a - magnitude_b : magnitude_b - magnitude_a;
     return magnitude_a + magnitude_b; /* across zero (+0 and -0 are 0 apart) */
 }
 

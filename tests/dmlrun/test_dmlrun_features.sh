@@ -219,6 +219,17 @@ cat >"$work/dxdispatch_forms.json" <<'EOF'
 EOF
 run dxdispatch_forms && has dxdispatch_forms "Resource 'y': 4, 4, 6, 7" "Resource 'i': 4, 4, 7, 8" "Resource 'z': 4, 4, 6, 7"
 
+# elementOffset counts elements of the resource's initialValuesDataType (as
+# DxDispatch computes it), not of the tensor's type: a FLOAT32 tensor bound
+# to a UINT8 resource at elementOffset 16 starts at byte 16.
+model raw_write '"f": {"initialValuesDataType": "FLOAT32", "initialValues": [0, 0, 0, 0, 1, 2, 3, 2, 4, 2, 5, 6, 7]}' "" \
+  '{"type": "writeFile", "resource": "f", "targetPath": "floats.bin"}'
+model raw_offset '"bytes": {"initialValuesDataType": "UINT8", "initialValues": {"sourcePath": "floats.bin"}},
+  "y": {"initialValuesDataType": "FLOAT32", "initialValues": {"valueCount": 4, "value": 0}}' "$POOL" \
+  '{"type": "dispatch", "dispatchable": "pool", "bindings": {"InputTensor": {"name": "bytes", "elementOffset": 16}, "OutputTensor": "y"}},
+   {"type": "print", "resource": "y"}'
+run raw_write && run raw_offset && has raw_offset "Resource 'y': 4, 4, 6, 7"
+
 # OWNED_BY_DML: bound once, at initialization, through the dispatchable's bindings.
 model owned "$X, $Y" "\"pool\": {\"type\": \"MAX_POOLING2\", \"bindings\": {\"InputTensor\": \"x\"}, \"desc\": {${TENSORS/\"Sizes\": \[1, 1, 3, 3\]/\"Sizes\": [1, 1, 3, 3], \"Flags\": [\"OWNED_BY_DML\"]}, $WINDOW}}" \
   '{"type": "dispatch", "dispatchable": "pool", "bindings": {"OutputTensor": "y"}}, {"type": "print", "resource": "y"}'

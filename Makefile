@@ -29,9 +29,10 @@ build-tsan: setup
 	  -DDML_SANITIZE=thread -DDML_CUDA=OFF -DDML_BUILD_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(TSAN_DIR) -j $(JOBS)
 
-# The main job: a short tour of the operators.
+# The main job: a short tour of the operators (dmlrun's embedded default
+# model), each dispatch timed over 20 iterations.
 run: build
-	$(BUILD_DIR)/examples/max_pooling_example
+	$(BUILD_DIR)/tools/dmlrun/dmlrun --iterations 20
 
 test-release: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

@@ -1,0 +1,236 @@
+/*
+ * dmlrun.h — what dmlrun's parts share: the model (resources, dispatchables,
+ * commands), the options, and error reporting with the place in the model.
+ *
+ * dmlrun runs DirectML operator models in DxDispatch's JSON format
+ * (spec model-format.md) through libdml's public API only.
+ *
+ *   json.c        JSON text -> cJSON tree (comments, trailing commas, line and
+ *                 column of syntax errors), typed getters that name the place
+ *   values.c      elements of every data type: from JSON, to text, FLOAT16
+ *   random.c      the reproducible random initializer (own PRNG, own log/cos)
+ *   npy.c         .npy read and write
+ *   resources.c   resources and their initial values
+ *   op_schema.c   one table per operator: its fields in struct order
+ *   op_desc.c     JSON description -> DML_*_OPERATOR_DESC, driven by the tables
+ *   commands.c    dispatch, print, writeFile, expect; device set-up; timing
+ *   main.c        command line, the embedded default model
+ */
+#ifndef DMLRUN_H
+#define DMLRUN_H
+
+#include <cJSON.h>
+#include <dml/dml.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The largest buffer dmlrun allocates for a resource, a file or expected
+ * values: sizes above it are model errors, not allocation attempts. */
+#define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)4 << 30)
+
+enum {
+    DMLRUN_PLACE_CAPACITY = 512, /* "dispatchables.pool.desc.WindowSize[1]" */
+    DMLRUN_MAX_TENSORS = 16      /* tensor fields of one operator description */
+};
+
+/* ---- Diagnostics (json.c) ---- */
+
+/* Prints "dmlrun: error: PLACE: message" to stderr; returns false so that
+ * callers can `return dmlrun_fail(...)`. place may be NULL or "". */
+bool dmlrun_fail(const char* place, const char* format, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "dmlrun: note: message" to stderr. */
+void dmlrun_note(const char* format, ...) __attribute__((format(printf, 1, 2)));
+/* Places of members and elements: "parent.key", "parent[index]". */
+void dmlrun_place_member(char* out, const char* parent, const char* key);
+void dmlrun_place_index(char* out, const char* parent, size_t index);
+
+/* ---- A small arena: everything one operator description points to ---- */
+typedef struct dmlrun_arena_block dmlrun_arena_block;
+typedef struct dmlrun_arena {
+    dmlrun_arena_block* blocks;
+} dmlrun_arena;
+/* Zeroed memory that lives until dmlrun_arena_free; NULL when out of memory. */
+void* dmlrun_arena_alloc(dmlrun_arena* arena, size_t size);
+void dmlrun_arena_free(dmlrun_arena* arena);
+
+/* ---- Resources (resources.c) ---- */
+typedef struct dmlrun_resource {
+    const char* name;          /* the member name in "resources" (owned by the JSON tree) */
+    DML_TENSOR_DATA_TYPE type; /* initialValuesDataType: types print, expect and writeFile */
+    uint64_t size_bytes;       /* the buffer's size, a multiple of 4 */
+    uint64_t shown_bytes;      /* initialValuesOffsetInBytes + the initial values' bytes */
+    uint8_t* host;             /* the initial contents (size_bytes); freed after the upload */
+    void* device;              /* the buffer in the device's memory */
+    const char* not_computed;  /* default tour: why its values were not computed (NULL: they were) */
+} dmlrun_resource;
+
+/* ---- Operator schemas (op_schema.c) ---- */
+typedef enum dmlrun_field_kind {
+    DMLRUN_FIELD_INPUT_TENSOR,
+    DMLRUN_FIELD_OPTIONAL_INPUT_TENSOR,
+    DMLRUN_FIELD_OUTPUT_TENSOR,
+    DMLRUN_FIELD_OPTIONAL_OUTPUT_TENSOR,
+    DMLRUN_FIELD_UINT,
+    DMLRUN_FIELD_FLOAT,
+    DMLRUN_FIELD_BOOL,
+    DMLRUN_FIELD_ENUM,
+    DMLRUN_FIELD_UINT_ARRAY,      /* const UINT*, its length in a COUNT field */
+    DMLRUN_FIELD_COUNT,           /* the UINT length of one or more arrays (DimensionCount) */
+    DMLRUN_FIELD_SIZE_2D,         /* DML_SIZE_2D */
+    DMLRUN_FIELD_FUSED_ACTIVATION /* const DML_OPERATOR_DESC*, optional */
+} dmlrun_field_kind;
+
+typedef struct dmlrun_name_value {
+    const char* name;
+    int64_t value;
+} dmlrun_name_value;
+
+/* An enumeration or a set of flags: names with or without the prefix. */
+typedef struct dmlrun_enum {
+    const char* type_name; /* "DML_REDUCE_FUNCTION" */
+    const char* prefix;    /* "DML_REDUCE_FUNCTION_" */
+    const dmlrun_name_value* values;
+    size_t count;
+} dmlrun_enum;
+
+typedef struct dmlrun_field {
+    const char* name; /* spelled exactly as the struct field */
+    dmlrun_field_kind kind;
+    size_t offset;                  /* offsetof in the description struct */
+    const dmlrun_enum* enumeration; /* DMLRUN_FIELD_ENUM */
+    const char* count_field;        /* DMLRUN_FIELD_UINT_ARRAY: the COUNT field holding its length */
+} dmlrun_field;
+
+typedef struct dmlrun_op_schema {
+    DML_OPERATOR_TYPE type;
+    const char* name; /* without the DML_OPERATOR_ prefix */
+    size_t desc_size;
+    const dmlrun_field* fields; /* in struct order */
+    size_t field_count;
+    bool fusable; /* an activation that may be a FusedActivation */
+} dmlrun_op_schema;
+
+/* The schema of an operator type name, with or without "DML_OPERATOR_". */
+const dmlrun_op_schema* dmlrun_find_op_schema(const char* name);
+size_t dmlrun_op_schema_count(void);
+const dmlrun_op_schema* dmlrun_op_schema_at(size_t index);
+bool dmlrun_field_is_tensor(dmlrun_field_kind kind);
+bool dmlrun_field_is_input(dmlrun_field_kind kind);
+bool dmlrun_field_is_optional(dmlrun_field_kind kind);
+
+/* Enumerations the models use (op_schema.c). */
+extern const dmlrun_enum dmlrun_data_type_enum;
+extern const dmlrun_enum dmlrun_tensor_flags_enum;
+extern const dmlrun_enum dmlrun_execution_flags_enum;
+
+/* ---- Dispatchables (op_desc.c) ---- */
+typedef struct dmlrun_tensor_info {
+    const dmlrun_field* field;
+    bool is_output;
+    uint32_t slot; /* index among the operator's input or output slots */
+    bool present;  /* false: an optional tensor that is absent */
+    DML_TENSOR_DATA_TYPE type;
+    DML_TENSOR_FLAGS flags;
+    uint64_t total_bytes; /* TotalTensorSizeInBytes */
+} dmlrun_tensor_info;
+
+typedef struct dmlrun_binding {
+    bool bound;
+    size_t resource;
+    uint64_t offset_bytes;
+} dmlrun_binding;
+
+typedef struct dmlrun_dispatchable {
+    const char* name; /* member name in "dispatchables" */
+    char place[DMLRUN_PLACE_CAPACITY];
+    const dmlrun_op_schema* schema;
+    DML_OPERATOR_DESC desc; /* points into arena */
+    dmlrun_arena arena;
+    DML_EXECUTION_FLAGS flags;
+    dmlrun_tensor_info tensors[DMLRUN_MAX_TENSORS]; /* tensor fields in struct order */
+    uint32_t tensor_count, input_count, output_count;
+    const cJSON* init_bindings; /* "bindings": OWNED_BY_DML inputs bound at initialization */
+    dmlrun_binding init[DMLRUN_MAX_TENSORS];
+    DMLCompiledOperator* compiled;
+    void* persistent; /* the persistent resource, when the operator needs one */
+    uint64_t persistent_size;
+    void* temporary; /* the temporary resource, when the operator needs one */
+    uint64_t temporary_size;
+    char* skipped; /* default tour: libdml's E_NOTIMPL message; not dispatched */
+} dmlrun_dispatchable;
+
+/* Builds a dispatchable from its JSON ("type", "desc", "executionFlags",
+ * "bindings"). On failure reports the place and returns false; whatever was
+ * allocated is released by dmlrun_dispatchable_free. */
+bool dmlrun_parse_dispatchable(const char* name, const cJSON* json, dmlrun_dispatchable* dispatchable);
+void dmlrun_dispatchable_free(dmlrun_dispatchable* dispatchable);
+
+/* ---- Commands (commands.c) ---- */
+typedef enum dmlrun_command_kind {
+    DMLRUN_COMMAND_DISPATCH,
+    DMLRUN_COMMAND_PRINT,
+    DMLRUN_COMMAND_WRITE_FILE,
+    DMLRUN_COMMAND_EXPECT
+} dmlrun_command_kind;
+
+typedef struct dmlrun_command {
+    dmlrun_command_kind kind;
+    char place[32]; /* "commands[3]" */
+    size_t dispatchable;
+    dmlrun_binding bindings[DMLRUN_MAX_TENSORS]; /* dispatch: by tensor index */
+    size_t resource;
+    bool verbose;            /* print */
+    const char* target_path; /* writeFile (owned by the JSON tree) */
+    uint32_t shape_rank;     /* writeFile: 0 = 1-D of every shown element */
+    uint64_t* shape;
+    void* expected; /* expect: values in the resource's type */
+    uint64_t expected_count;
+    double absolute_tolerance, relative_tolerance;
+    uint64_t ulp_tolerance;
+} dmlrun_command;
+
+/* ---- The model and the options ---- */
+typedef struct dmlrun_options {
+    DML_BACKEND backend;
+    uint32_t threads;    /* 0 = all cores */
+    uint32_t iterations; /* timed dispatches per dispatch command */
+    uint32_t warmup;     /* untimed dispatches before them */
+    bool verbose;
+    bool skip_unimplemented; /* default tour: skip operators libdml reports E_NOTIMPL for */
+} dmlrun_options;
+
+typedef struct dmlrun_model {
+    cJSON* root;
+    char* directory; /* of the model file: sourcePath is relative to it */
+    dmlrun_resource* resources;
+    size_t resource_count;
+    dmlrun_dispatchable* dispatchables;
+    size_t dispatchable_count;
+    dmlrun_command* commands;
+    size_t command_count;
+    DMLDevice* device;
+} dmlrun_model;
+
+/* resources.c: parses every resource and builds its initial contents. */
+bool dmlrun_load_resources(dmlrun_model* model, const cJSON* resources);
+/* Index of the resource with that name, or SIZE_MAX. */
+size_t dmlrun_find_resource(const dmlrun_model* model, const char* name);
+/* Reads a whole file (at most DMLRUN_MAX_BUFFER_BYTES). */
+bool dmlrun_read_file(const char* path, const char* place, uint8_t** bytes, size_t* size);
+/* sourcePath relative to the model's directory (or, as DxDispatch does, to
+ * the working directory when only that exists). Returns a malloc'ed path. */
+char* dmlrun_resolve_path(const dmlrun_model* model, const char* path);
+
+/* commands.c */
+bool dmlrun_parse_commands(dmlrun_model* model, const cJSON* commands);
+/* Creates the device, uploads the resources, creates, compiles and
+ * initializes every dispatchable. */
+bool dmlrun_prepare(dmlrun_model* model, const dmlrun_options* options);
+/* Runs the commands in order; false on an error or a failed expect. */
+bool dmlrun_run_commands(dmlrun_model* model, const dmlrun_options* options);
+
+/* main.c helpers shared with the parts */
+void dmlrun_model_free(dmlrun_model* model);
+
+#endif /* DMLRUN_H */

@@ -1,0 +1,234 @@
+/* dmlrun: runs DirectML operator models (DxDispatch's JSON format) on
+ * libdml. With no model it runs an embedded tour of the operators. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+/* The embedded default model (default_model.json, compiled in at build time). */
+extern const char dmlrun_default_model[];
+extern const size_t dmlrun_default_model_size;
+
+static const char usage[] = "usage: dmlrun [MODEL.json] [options]\n"
+                            "\n"
+                            "Runs a DirectML operator model (DxDispatch's JSON format: resources,\n"
+                            "dispatchables, commands) on libdml. Without MODEL.json it runs a built-in\n"
+                            "tour of the operators.\n"
+                            "\n"
+                            "options:\n"
+                            "  --backend cpu|cuda  the libdml backend (default cpu)\n"
+                            "  --threads N         CPU worker threads (default 0: all cores)\n"
+                            "  --iterations N      timed dispatches per dispatch command (default 1)\n"
+                            "  --warmup N          untimed dispatches before them (default 1 when\n"
+                            "                      --iterations > 1, else 0)\n"
+                            "  --verbose           say what dmlrun does\n"
+                            "  --version           print libdml's version\n"
+                            "  --help              this text\n"
+                            "\n"
+                            "Each dispatch prints 'Dispatch NAME [backend]: N iterations, median, min,\n"
+                            "max (ms), GB/s'; print commands print 'Resource NAME: values'. Errors name\n"
+                            "the place in the model and exit with status 1 (2 for a bad command line).\n";
+
+static bool parse_count(const char* option, const char* text, uint32_t max, uint32_t* out) {
+    char* end = NULL;
+    errno = 0;
+    unsigned long long value = (text[0] >= '0' && text[0] <= '9') ? strtoull(text, &end, 10) : 0;
+    if (end == NULL || *end != '\0' || errno == ERANGE || value > max) {
+        fprintf(stderr, "dmlrun: %s needs a whole number from 0 to %u, not '%s'\n", option, max, text);
+        return false;
+    }
+    *out = (uint32_t)value;
+    return true;
+}
+
+/* Returns 0 to run, 1 after --help/--version, 2 on a bad command line. */
+static int parse_options(int argc, char** argv, dmlrun_options* options, const char** model_path) {
+    bool warmup_given = false;
+    options->backend = DML_BACKEND_CPU;
+    options->iterations = 1;
+    for (int i = 1; i < argc; i++) {
+        const char* argument = argv[i];
+        if (strcmp(argument, "--help") == 0 || strcmp(argument, "-h") == 0) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (strcmp(argument, "--version") == 0) {
+            printf("dmlrun (libdml %s)\n", dmlGetVersionString());
+            return 1;
+        }
+        if (strcmp(argument, "--verbose") == 0 || strcmp(argument, "-v") == 0) {
+            options->verbose = true;
+            continue;
+        }
+        if (strncmp(argument, "--", 2) != 0) {
+            if (*model_path != NULL) {
+                fprintf(stderr, "dmlrun: one model at a time ('%s' and '%s')\n%s", *model_path, argument, usage);
+                return 2;
+            }
+            *model_path = argument;
+            continue;
+        }
+        /* --name value or --name=value */
+        char name[32];
+        const char* value = strchr(argument, '=');
+        size_t name_length = value ? (size_t)(value - argument) : strlen(argument);
+        if (name_length >= sizeof name) name_length = sizeof name - 1;
+        memcpy(name, argument, name_length);
+        name[name_length] = '\0';
+        bool known = strcmp(name, "--backend") == 0 || strcmp(name, "--threads") == 0 ||
+                     strcmp(name, "--iterations") == 0 || strcmp(name, "--warmup") == 0;
+        if (!known) {
+            fprintf(stderr, "dmlrun: unknown option '%s'\n%s", argument, usage);
+            return 2;
+        }
+        if (value != NULL) {
+            value++;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            fprintf(stderr, "dmlrun: %s needs a value\n", name);
+            return 2;
+        }
+        if (strcmp(name, "--backend") == 0) {
+            if (strcmp(value, "cpu") == 0)
+                options->backend = DML_BACKEND_CPU;
+            else if (strcmp(value, "cuda") == 0)
+                options->backend = DML_BACKEND_CUDA;
+            else {
+                fprintf(stderr, "dmlrun: --backend is cpu or cuda, not '%s'\n", value);
+                return 2;
+            }
+        } else if (strcmp(name, "--threads") == 0) {
+            if (!parse_count(name, value, 65536, &options->threads)) return 2;
+        } else if (strcmp(name, "--iterations") == 0) {
+            if (!parse_count(name, value, 1000000, &options->iterations)) return 2;
+            if (options->iterations == 0) {
+                fprintf(stderr, "dmlrun: --iterations must be at least 1\n");
+                return 2;
+            }
+        } else {
+            if (!parse_count(name, value, 1000000, &options->warmup)) return 2;
+            warmup_given = true;
+        }
+    }
+    if (!warmup_given) options->warmup = options->iterations > 1 ? 1 : 0;
+    return 0;
+}
+
+void dmlrun_model_free(dmlrun_model* model) {
+    for (size_t d = 0; d < model->dispatchable_count; d++) {
+        dmlrun_dispatchable* dispatchable = &model->dispatchables[d];
+        dmlReleaseCompiledOperator(dispatchable->compiled);
+        dmlFreeBuffer(model->device, dispatchable->persistent);
+        dmlFreeBuffer(model->device, dispatchable->temporary);
+        dmlrun_dispatchable_free(dispatchable);
+    }
+    free(model->dispatchables);
+    for (size_t r = 0; r < model->resource_count; r++) {
+        dmlFreeBuffer(model->device, model->resources[r].device);
+        free(model->resources[r].host);
+    }
+    free(model->resources);
+    for (size_t c = 0; c < model->command_count; c++) {
+        free(model->commands[c].shape);
+        free(model->commands[c].expected);
+    }
+    free(model->commands);
+    dmlReleaseDevice(model->device);
+    cJSON_Delete(model->root);
+    free(model->directory);
+    memset(model, 0, sizeof *model);
+}
+
+static bool load_dispatchables(dmlrun_model* model, const cJSON* dispatchables) {
+    if (!cJSON_IsObject(dispatchables))
+        return dmlrun_fail("dispatchables", "must be an object (dispatchable name -> dispatchable), not %s",
+                           dmlrun_json_kind(dispatchables));
+    size_t count = 0;
+    for (const cJSON* member = dispatchables->child; member != NULL; member = member->next)
+        count++;
+    model->dispatchables = calloc(count ? count : 1, sizeof *model->dispatchables);
+    if (model->dispatchables == NULL) return dmlrun_fail("dispatchables", "out of memory");
+    for (const cJSON* member = dispatchables->child; member != NULL; member = member->next) {
+        for (size_t d = 0; d < model->dispatchable_count; d++)
+            if (strcmp(model->dispatchables[d].name, member->string) == 0) {
+                char place[DMLRUN_PLACE_CAPACITY];
+                dmlrun_place_member(place, "dispatchables", member->string);
+                return dmlrun_fail(place, "a second dispatchable named '%s'", member->string);
+            }
+        dmlrun_dispatchable* dispatchable = &model->dispatchables[model->dispatchable_count++];
+        if (!dmlrun_parse_dispatchable(member->string, member, dispatchable)) return false;
+    }
+    return true;
+}
+
+/* Reads and checks the whole model; nothing runs before it is all valid. */
+static bool load_model(dmlrun_model* model, const char* path) {
+    char* text;
+    size_t length;
+    const char* source = path ? path : "(built-in tour)";
+    if (path != NULL) {
+        uint8_t* bytes;
+        if (!dmlrun_read_file(path, NULL, &bytes, &length)) return false;
+        text = (char*)bytes;
+        const char* slash = strrchr(path, '/');
+        model->directory = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
+        if (model->directory == NULL) {
+            free(text);
+            return dmlrun_fail(NULL, "out of memory");
+        }
+    } else {
+        length = dmlrun_default_model_size;
+        text = malloc(length + 1);
+        if (text == NULL) return dmlrun_fail(NULL, "out of memory");
+        memcpy(text, dmlrun_default_model, length);
+        text[length] = '\0';
+    }
+    model->root = dmlrun_json_parse(text, length, source);
+    free(text);
+    if (model->root == NULL) return false;
+    if (!cJSON_IsObject(model->root))
+        return dmlrun_fail(NULL, "%s: a model is an object {\"resources\", \"dispatchables\", \"commands\"}, not %s",
+                           source, dmlrun_json_kind(model->root));
+    static const char* const required[] = {"resources", "dispatchables", "commands"};
+    for (size_t i = 0; i < 3; i++)
+        if (dmlrun_json_member(model->root, required[i]) == NULL)
+            return dmlrun_fail(required[i], "required member of the model is missing");
+    return dmlrun_load_resources(model, dmlrun_json_member(model->root, "resources")) &&
+           load_dispatchables(model, dmlrun_json_member(model->root, "dispatchables")) &&
+           dmlrun_parse_commands(model, dmlrun_json_member(model->root, "commands"));
+}
+
+int main(int argc, char** argv) {
+    dmlrun_options options = {0};
+    const char* model_path = NULL;
+    int parsed = parse_options(argc, argv, &options, &model_path);
+    if (parsed == 1) return 0;
+    if (parsed == 2) return 2;
+    /* The built-in tour must work at every stage of libdml: operators it
+     * reports as not implemented yet are skipped with a note there. */
+    options.skip_unimplemented = model_path == NULL;
+
+    dmlrun_model model = {0};
+    bool ok = load_model(&model, model_path);
+    if (ok && model_path == NULL)
+        printf("libdml %s: a tour of the operators (dmlrun --help shows how to run your own models)\n",
+               dmlGetVersionString());
+    if (ok && options.verbose)
+        fprintf(stderr, "dmlrun: %zu resources, %zu dispatchables, %zu commands\n", model.resource_count,
+                model.dispatchable_count, model.command_count);
+    ok = ok && dmlrun_prepare(&model, &options);
+    if (ok && options.verbose) {
+        fprintf(stderr, "dmlrun: libdml %s, %s backend", dmlGetVersionString(),
+                options.backend == DML_BACKEND_CUDA ? "cuda" : "cpu");
+        if (options.threads)
+            fprintf(stderr, ", %u threads\n", options.threads);
+        else
+            fputs(", all cores\n", stderr);
+    }
+    ok = ok && dmlrun_run_commands(&model, &options);
+    dmlrun_model_free(&model);
+    return ok ? 0 : 1;
+}

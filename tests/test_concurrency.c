@@ -147,9 +147,10 @@ static void* worker(void* argument) {
 TEST_CASE(threads_share_a_device_and_a_compiled_operator) {
     DMLDevice* serial = test_device(1);
     shared_device = test_device(2); /* each dispatch also runs on 2 OpenMP threads */
-    const uint32_t in4[4] = {2, 5, 13, 11}, out4[4] = {2, 5, 7, 6};
+    /* Large enough that each dispatch runs on both OpenMP threads. */
+    const uint32_t in4[4] = {2, 16, 64, 48}, out4[4] = {2, 16, 32, 24};
     const uint32_t in5[5] = {1, 3, 5, 9, 7}, out5[5] = {1, 3, 3, 5, 4};
-    const uint32_t grad_out[4] = {2, 5, 13, 11};
+    const uint32_t grad_out[4] = {2, 16, 64, 48};
     forward_workload(&workloads[0], "MAX_POOLING2 FLOAT32", DML_TENSOR_DATA_TYPE_FLOAT32,
                      DML_TENSOR_DATA_TYPE_UINT32, 4, in4, out4);
     forward_workload(&workloads[1], "MAX_POOLING2 INT8 5-D", DML_TENSOR_DATA_TYPE_INT8, DML_TENSOR_DATA_TYPE_UINT64,

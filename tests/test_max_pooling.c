@@ -476,6 +476,38 @@ TEST_CASE(gradient_is_deterministic_across_threads_and_runs) {
     for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
 }
 
+TEST_CASE(forward_is_identical_for_every_thread_count) {
+    /* Large enough that the forward pass fans out over every thread. */
+    DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(0)};
+    const uint32_t in[4] = {4, 16, 64, 64}, out[4] = {4, 16, 32, 32};
+    pool_case c = golden_case(DML_OPERATOR_MAX_POOLING2, DML_TENSOR_DATA_TYPE_FLOAT16, in, out, 3, 3, 2, 1, 1);
+    c.index_type = DML_TENSOR_DATA_TYPE_UINT64;
+    pool_run r;
+    pool_run_init(&r, &c);
+    fill_pooling_input(&r, &c);
+    uint8_t* first[2] = {NULL, NULL};
+    test_buffer* outputs[2] = {&r.output_buffer, &r.indices_buffer};
+    for (int run = 0; run < 3; run++) {
+        test_buffer_poison(&r.output_buffer);
+        test_buffer_poison(&r.indices_buffer);
+        EXPECT_STATUS(pool_dispatch(devices[run], &r, &c), S_OK, NULL);
+        for (int o = 0; o < 2; o++) {
+            if (run == 0) {
+                first[o] = malloc(outputs[o]->size);
+                memcpy(first[o], outputs[o]->data, outputs[o]->size);
+            } else {
+                EXPECT(memcmp(first[o], outputs[o]->data, outputs[o]->size) == 0,
+                       "output %d with device %d differs from the 1-thread run", o, run);
+            }
+        }
+    }
+    check_forward(&r, &c, "thread-count determinism");
+    free(first[0]);
+    free(first[1]);
+    pool_run_free(&r);
+    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+}
+
 /* ---- Validation (spec §2, §3) ---- */
 
 typedef struct invalid_case {

@@ -95,14 +95,6 @@ static uint64_t row_major_offset(const dml_tensor* tensor, uint64_t index) {
 
 static bool is_half(const dml_tensor* tensor) { return tensor->type == DML_TENSOR_DATA_TYPE_FLOAT16; }
 
-/* Threads for `items` work items of which each thread should get at least
- * `per_thread`: small problems do not wake every thread. (Results never
- * depend on the thread count.) */
-static int threads_for(int threads, uint64_t items, uint64_t per_thread) {
-    uint64_t useful = (items + per_thread - 1) / per_thread;
-    return useful < (uint64_t)threads ? (useful > 0 ? (int)useful : 1) : threads;
-}
-
 /* malloc of count elements, NULL on overflow or failure. */
 static void* allocate_array(uint64_t count, size_t element_size) {
     uint64_t bytes;
@@ -242,7 +234,7 @@ static void ew_run(const dim_list* list, uint64_t element_count, ew_run_fn run, 
     int64_t blocks = (int64_t)((element_count + BLOCK_ELEMENTS - 1) / BLOCK_ELEMENTS);
     uint64_t steps[EW_MAX_OPERANDS];
     for (uint32_t k = 0; k < list->operands; k++) steps[k] = list->strides[k][list->rank - 1];
-#pragma omp parallel for num_threads(threads_for(threads, (uint64_t)blocks, 1)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, (uint64_t)blocks, 1)) schedule(static)
     for (int64_t block = 0; block < blocks; block++) {
         uint64_t begin = (uint64_t)block * BLOCK_ELEMENTS;
         uint64_t end = begin + BLOCK_ELEMENTS < element_count ? begin + BLOCK_ELEMENTS : element_count;
@@ -831,7 +823,7 @@ HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
         const void* data[4] = {problem.mean, problem.variance, problem.scale, problem.bias};
         double epsilon = params->epsilon;
         int64_t count = (int64_t)union_count;
-#pragma omp parallel for num_threads(threads_for(threads, union_count, GROUPS_PER_THREAD)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, union_count, GROUPS_PER_THREAD)) schedule(static)
         for (int64_t u = 0; u < count; u++) {
             double value[4];
             for (uint32_t k = 0; k < 4; k++)
@@ -892,7 +884,7 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
     /* 1. Chunk statistics, in parallel over every tile. */
     const void* x = args->inputs[DML_BN_TRAINING_INPUT];
     int64_t tiles = (int64_t)plan_tiles(&plan);
-#pragma omp parallel for num_threads(threads_for(threads, (uint64_t)tiles, 1)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, (uint64_t)tiles, 1)) schedule(static)
     for (int64_t index = 0; index < tiles; index++) {
         stats_tile(half, &plan, x, (uint64_t)index, partials);
     }
@@ -906,7 +898,7 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
     void* mean_data = args->outputs[DML_BN_TRAINING_OUTPUT_MEAN];
     void* variance_data = args->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE];
     double epsilon = params->epsilon;
-#pragma omp parallel for num_threads(threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
     for (int64_t j = 0; j < group_count; j++) {
         const stats_partial* chunk = partials + (uint64_t)j * plan.chunks;
         double count = chunk[0].count, mean = chunk[0].mean, m2 = chunk[0].m2;
@@ -977,7 +969,7 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
     }
     int64_t group_count = (int64_t)plan.group_count;
     const void* mean_data = args->inputs[DML_BN_GRAD_MEAN];
-#pragma omp parallel for num_threads(threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
     for (int64_t j = 0; j < group_count; j++)
         groups.v[0][j] = load(half, mean_data, row_major_offset(mean, (uint64_t)j));
 
@@ -985,7 +977,7 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
     const void* x = args->inputs[DML_BN_GRAD_INPUT];
     const void* dy = args->inputs[DML_BN_GRAD_INPUT_GRADIENT];
     int64_t tiles = (int64_t)plan_tiles(&plan);
-#pragma omp parallel for num_threads(threads_for(threads, (uint64_t)tiles, 1)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, (uint64_t)tiles, 1)) schedule(static)
     for (int64_t index = 0; index < tiles; index++) {
         grad_tile(half, &plan, x, dy, groups.v[0], (uint64_t)index, partials);
     }
@@ -997,7 +989,7 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
     void* scale_gradient_data = args->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT];
     void* bias_gradient_data = args->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT];
     double epsilon = params->epsilon, group_size = (double)plan.group_size;
-#pragma omp parallel for num_threads(threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
     for (int64_t j = 0; j < group_count; j++) {
         const grad_partial* chunk = partials + (uint64_t)j * plan.chunks;
         double sdy = 0, sdyxc = 0;

@@ -236,7 +236,11 @@ HRESULT dml_cpu_max_pooling(const dml_kernel_args* args) {
     }
     forward_row_fn row_fn = forward_row_for(op->inputs[DML_POOL_INPUT].tensor.type);
     int64_t rows = (int64_t)f.out.sizes[0] * f.out.sizes[1] * f.out.sizes[2] * f.out.sizes[3];
-#pragma omp parallel for num_threads(dml_cpu_threads(args)) schedule(static)
+    const dml_pooling_params* p = f.params;
+    uint64_t row_cost = (uint64_t)f.out.sizes[4] * p->window[0] * p->window[1] * p->window[2];
+    int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)rows,
+                                      dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
+#pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t row = 0; row < rows; row++) row_fn(&f, (uint64_t)row);
     return S_OK;
 }
@@ -303,8 +307,11 @@ HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args) {
     bool half = op->inputs[DML_POOL_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     uint64_t plane_size = (uint64_t)g.in.sizes[2] * g.in.sizes[3] * g.in.sizes[4];
     int64_t planes = (int64_t)g.in.sizes[0] * g.in.sizes[1];
-    int threads = dml_cpu_threads(args);
-    if (threads > planes) threads = (int)planes;
+    const dml_pooling_params* p = g.params;
+    uint64_t plane_cost = plane_size + (uint64_t)g.grad_in.sizes[2] * g.grad_in.sizes[3] * g.grad_in.sizes[4] *
+                                           p->window[0] * p->window[1] * p->window[2];
+    int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)planes,
+                                      dml_cpu_items_per_thread(plane_cost, DML_CPU_MIN_WORK_PER_THREAD));
     /* One accumulator plane per thread. */
     float* scratch = malloc((size_t)threads * plane_size * sizeof(float));
     if (scratch == NULL) return E_OUTOFMEMORY;

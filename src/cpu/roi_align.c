@@ -214,7 +214,9 @@ HRESULT dml_cpu_roi_align(const dml_kernel_args* args) {
     int64_t rows = (int64_t)output->sizes[0] * f.channels * f.out_height;
     /* Regions differ in sample count: dynamic chunks balance them; every
      * element is computed by one thread alone. */
-#pragma omp parallel for num_threads(dml_cpu_threads(args)) schedule(dynamic, 8)
+    int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)rows,
+                                      dml_cpu_items_per_thread(f.out_width, DML_CPU_MIN_WORK_PER_THREAD / 32));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
     for (int64_t row = 0; row < rows; row++) {
         if (f.half)
             forward_row_f16(&f, (uint64_t)row);

@@ -6,25 +6,21 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__)
-#define DML_HALF_FN static inline __host__ __device__
-#else
-#define DML_HALF_FN static inline
-#endif
+#include "portable.h"
 
-DML_HALF_FN float dml_bits_to_float(uint32_t bits) {
+DML_HOST_DEVICE float dml_bits_to_float(uint32_t bits) {
     float value;
     memcpy(&value, &bits, sizeof value);
     return value;
 }
 
-DML_HALF_FN uint32_t dml_float_to_bits(float value) {
+DML_HOST_DEVICE uint32_t dml_float_to_bits(float value) {
     uint32_t bits;
     memcpy(&bits, &value, sizeof bits);
     return bits;
 }
 
-DML_HALF_FN float dml_half_to_float(uint16_t half) {
+DML_HOST_DEVICE float dml_half_to_float(uint16_t half) {
     uint32_t sign = (uint32_t)(half & 0x8000u) << 16;
     uint32_t exponent = (half >> 10) & 0x1Fu;
     uint32_t mantissa = half & 0x3FFu;
@@ -35,7 +31,7 @@ DML_HALF_FN float dml_half_to_float(uint16_t half) {
     return sign ? -magnitude : magnitude;
 }
 
-DML_HALF_FN uint16_t dml_float_to_half(float value) {
+DML_HOST_DEVICE uint16_t dml_float_to_half(float value) {
     uint32_t bits = dml_float_to_bits(value);
     uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
     uint32_t abs_bits = bits & 0x7FFFFFFFu;

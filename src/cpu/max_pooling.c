@@ -14,61 +14,8 @@
 #endif
 
 #include "../core/half.h"
-#include "../ops/max_pooling.h"
+#include "../ops/max_pooling_rules.h"
 #include "cpu.h"
-
-typedef struct pool_view {
-    uint32_t sizes[5];
-    uint64_t strides[5]; /* elements */
-} pool_view;
-
-/* A 4-D tensor becomes 5-D with a unit D dimension. */
-static pool_view view_5d(const dml_tensor* tensor) {
-    pool_view view;
-    uint32_t skip = tensor->rank == 4 ? 1 : 0;
-    for (uint32_t i = 0, j = 0; i < 5; i++) {
-        if (skip && i == 2) {
-            view.sizes[i] = 1;
-            view.strides[i] = 0;
-            continue;
-        }
-        view.sizes[i] = tensor->sizes[j];
-        view.strides[i] = tensor->strides[j];
-        j++;
-    }
-    return view;
-}
-
-/* The window taps of one output coordinate that land inside the input:
- * k in [begin, end) reads position start + k * dilation. */
-typedef struct tap_range {
-    int64_t start;
-    uint32_t begin, end;
-} tap_range;
-
-static tap_range taps(const dml_pooling_params* p, uint32_t dim, uint32_t out, uint32_t in_size) {
-    tap_range r = {0, 0, 0};
-    int64_t dilation = p->dilations[dim], window = p->window[dim];
-    /* out * stride < 2^64 always, but may not fit int64: a window starting
-     * past the input's end has no taps. */
-    uint64_t offset = (uint64_t)out * p->strides[dim];
-    if (offset >= (uint64_t)p->start_padding[dim] + in_size) return r;
-    r.start = (int64_t)offset - (int64_t)p->start_padding[dim];
-    int64_t last = (int64_t)in_size - r.start; /* taps need pos < in_size */
-    int64_t first, end;
-    if (dilation == 1) { /* the common case, without divisions */
-        first = r.start >= 0 ? 0 : -r.start;
-        end = last;
-    } else {
-        first = r.start >= 0 ? 0 : (-r.start + dilation - 1) / dilation; /* first k with pos >= 0 */
-        end = last <= 0 ? 0 : (last + dilation - 1) / dilation;
-    }
-    if (end > window) end = window;
-    if (first > end) first = end;
-    r.begin = (uint32_t)first;
-    r.end = (uint32_t)end;
-    return r;
-}
 
 /* The argmax of one window within its (n, c) plane: the plane-relative
  * logical position (d * H + h) * W + w and the element offset, or found = false. */
@@ -78,54 +25,50 @@ typedef struct window_max {
     uint64_t offset;
 } window_max;
 
-/* Comparison rules per type. Floats: strict >, and NaN never wins over a
- * number (decision MP-3): v > best || (isnan(best) && !isnan(v)). */
+/* Comparison rules per type (spec §5, in src/ops/max_pooling_rules.h). */
 #define GREATER_INT(v, best) ((v) > (best))
-#define GREATER_FLOAT(v, best) ((v) > (best) || (isnan(best) && !isnan(v)))
-#define HALF_IS_NAN(h) (((h) & 0x7FFFu) > 0x7C00u)
-#define GREATER_HALF(v, best)                                                                      \
-    ((!HALF_IS_NAN(v) && HALF_IS_NAN(best)) ||                                                     \
-     (!HALF_IS_NAN(v) && dml_half_to_float(v) > dml_half_to_float(best)))
+#define GREATER_FLOAT(v, best) dml_pool_greater_f32(v, best)
+#define GREATER_HALF(v, best) dml_pool_greater_f16(v, best)
 
 /* Scans one window of the plane at `plane` (element pointer) in increasing
  * logical order and returns the first maximal element. Pointers step by
  * dilation * stride; the position is computed once, for the winner. */
-#define DEFINE_WINDOW_MAX(SUFFIX, T, GREATER)                                                      \
-    static window_max window_max_##SUFFIX(const T* plane, const pool_view* in, const tap_range r[3], \
-                                          const dml_pooling_params* p) {                           \
-        window_max result = {false, 0, 0};                                                         \
-        if (r[0].begin >= r[0].end || r[1].begin >= r[1].end || r[2].begin >= r[2].end) return result; \
-        uint64_t first[3], step[3];                                                                \
-        for (int i = 0; i < 3; i++) {                                                              \
-            first[i] = (uint64_t)(r[i].start + (int64_t)r[i].begin * p->dilations[i]);            \
-            step[i] = (uint64_t)p->dilations[i] * in->strides[2 + i];                              \
-        }                                                                                          \
-        const T* start = plane + first[0] * in->strides[2] + first[1] * in->strides[3] + first[2] * in->strides[4]; \
-        T best = *start;                                                                           \
-        uint32_t best_k[3] = {r[0].begin, r[1].begin, r[2].begin};                                 \
-        const T* at_d = start;                                                                     \
-        for (uint32_t kd = r[0].begin; kd < r[0].end; kd++, at_d += step[0]) {                    \
-            const T* at_h = at_d;                                                                  \
-            for (uint32_t kh = r[1].begin; kh < r[1].end; kh++, at_h += step[1]) {                 \
-                const T* at_w = at_h;                                                              \
-                for (uint32_t kw = r[2].begin; kw < r[2].end; kw++, at_w += step[2]) {             \
-                    T v = *at_w;                                                                   \
-                    if (GREATER(v, best)) {                                                        \
-                        best = v;                                                                  \
-                        best_k[0] = kd;                                                            \
-                        best_k[1] = kh;                                                            \
-                        best_k[2] = kw;                                                            \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        uint64_t d = (uint64_t)(r[0].start + (int64_t)best_k[0] * p->dilations[0]);                \
-        uint64_t h = (uint64_t)(r[1].start + (int64_t)best_k[1] * p->dilations[1]);                \
-        uint64_t w = (uint64_t)(r[2].start + (int64_t)best_k[2] * p->dilations[2]);                \
-        result.found = true;                                                                       \
-        result.offset = d * in->strides[2] + h * in->strides[3] + w * in->strides[4];              \
-        result.position = (d * in->sizes[3] + h) * in->sizes[4] + w;                               \
-        return result;                                                                             \
+#define DEFINE_WINDOW_MAX(SUFFIX, T, GREATER)                                                                          \
+    static window_max window_max_##SUFFIX(const T* plane, const dml_pool_view* in, const dml_pool_taps r[3],           \
+                                          const dml_pooling_params* p) {                                               \
+        window_max result = {false, 0, 0};                                                                             \
+        if (r[0].begin >= r[0].end || r[1].begin >= r[1].end || r[2].begin >= r[2].end) return result;                 \
+        uint64_t first[3], step[3];                                                                                    \
+        for (int i = 0; i < 3; i++) {                                                                                  \
+            first[i] = (uint64_t)(r[i].start + (int64_t)r[i].begin * p->dilations[i]);                                 \
+            step[i] = (uint64_t)p->dilations[i] * in->strides[2 + i];                                                  \
+        }                                                                                                              \
+        const T* start = plane + first[0] * in->strides[2] + first[1] * in->strides[3] + first[2] * in->strides[4];    \
+        T best = *start;                                                                                               \
+        uint32_t best_k[3] = {r[0].begin, r[1].begin, r[2].begin};                                                     \
+        const T* at_d = start;                                                                                         \
+        for (uint32_t kd = r[0].begin; kd < r[0].end; kd++, at_d += step[0]) {                                         \
+            const T* at_h = at_d;                                                                                      \
+            for (uint32_t kh = r[1].begin; kh < r[1].end; kh++, at_h += step[1]) {                                     \
+                const T* at_w = at_h;                                                                                  \
+                for (uint32_t kw = r[2].begin; kw < r[2].end; kw++, at_w += step[2]) {                                 \
+                    T v = *at_w;                                                                                       \
+                    if (GREATER(v, best)) {                                                                            \
+                        best = v;                                                                                      \
+                        best_k[0] = kd;                                                                                \
+                        best_k[1] = kh;                                                                                \
+                        best_k[2] = kw;                                                                                \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        uint64_t d = (uint64_t)(r[0].start + (int64_t)best_k[0] * p->dilations[0]);                                    \
+        uint64_t h = (uint64_t)(r[1].start + (int64_t)best_k[1] * p->dilations[1]);                                    \
+        uint64_t w = (uint64_t)(r[2].start + (int64_t)best_k[2] * p->dilations[2]);                                    \
+        result.found = true;                                                                                           \
+        result.offset = d * in->strides[2] + h * in->strides[3] + w * in->strides[4];                                  \
+        result.position = (d * in->sizes[3] + h) * in->sizes[4] + w;                                                   \
+        return result;                                                                                                 \
     }
 
 DEFINE_WINDOW_MAX(f32, float, GREATER_FLOAT)
@@ -143,7 +86,7 @@ DEFINE_WINDOW_MAX(u64, uint64_t, GREATER_INT)
 
 typedef struct forward_problem {
     const dml_pooling_params* params;
-    pool_view in, out, idx;
+    dml_pool_view in, out, idx;
     const void* input;
     void* output;
     void* indices; /* NULL when OutputIndicesTensor is absent */
@@ -158,34 +101,32 @@ static void write_index(const forward_problem* f, uint64_t offset, uint64_t valu
 }
 
 /* One output row (n, c, od, oh, all ow). LOWEST is the all-padding value. */
-#define DEFINE_FORWARD_ROW(SUFFIX, T, LOWEST)                                                      \
-    static void forward_row_##SUFFIX(const forward_problem* f, uint64_t row) {                     \
-        const dml_pooling_params* p = f->params;                                                   \
-        uint32_t oh = (uint32_t)(row % f->out.sizes[3]);                                           \
-        uint64_t rest = row / f->out.sizes[3];                                                     \
-        uint32_t od = (uint32_t)(rest % f->out.sizes[2]);                                          \
-        rest /= f->out.sizes[2];                                                                   \
-        uint32_t c = (uint32_t)(rest % f->out.sizes[1]);                                           \
-        uint32_t n = (uint32_t)(rest / f->out.sizes[1]);                                           \
-        const T* plane = (const T*)f->input + n * f->in.strides[0] + c * f->in.strides[1];         \
-        uint64_t plane_base = ((uint64_t)n * f->in.sizes[1] + c) * f->in.sizes[2] * f->in.sizes[3] * \
-                              f->in.sizes[4];                                                      \
-        uint64_t out_row = n * f->out.strides[0] + c * f->out.strides[1] + od * f->out.strides[2] + \
-                           oh * f->out.strides[3];                                                 \
-        uint64_t idx_row = n * f->idx.strides[0] + c * f->idx.strides[1] + od * f->idx.strides[2] + \
-                           oh * f->idx.strides[3];                                                 \
-        tap_range r[3];                                                                            \
-        r[0] = taps(p, 0, od, f->in.sizes[2]);                                                     \
-        r[1] = taps(p, 1, oh, f->in.sizes[3]);                                                     \
-        for (uint32_t ow = 0; ow < f->out.sizes[4]; ow++) {                                        \
-            r[2] = taps(p, 2, ow, f->in.sizes[4]);                                                 \
-            window_max m = window_max_##SUFFIX(plane, &f->in, r, p);                               \
-            T* out = (T*)f->output + out_row + ow * f->out.strides[4];                             \
-            *out = m.found ? plane[m.offset] : (LOWEST);                                           \
-            if (f->indices)                                                                        \
-                write_index(f, idx_row + ow * f->idx.strides[4], m.found ? plane_base + m.position \
-                                                                          : UINT64_MAX);           \
-        }                                                                                          \
+#define DEFINE_FORWARD_ROW(SUFFIX, T, LOWEST)                                                                          \
+    static void forward_row_##SUFFIX(const forward_problem* f, uint64_t row) {                                         \
+        const dml_pooling_params* p = f->params;                                                                       \
+        uint32_t oh = (uint32_t)(row % f->out.sizes[3]);                                                               \
+        uint64_t rest = row / f->out.sizes[3];                                                                         \
+        uint32_t od = (uint32_t)(rest % f->out.sizes[2]);                                                              \
+        rest /= f->out.sizes[2];                                                                                       \
+        uint32_t c = (uint32_t)(rest % f->out.sizes[1]);                                                               \
+        uint32_t n = (uint32_t)(rest / f->out.sizes[1]);                                                               \
+        const T* plane = (const T*)f->input + n * f->in.strides[0] + c * f->in.strides[1];                             \
+        uint64_t plane_base = ((uint64_t)n * f->in.sizes[1] + c) * f->in.sizes[2] * f->in.sizes[3] * f->in.sizes[4];   \
+        uint64_t out_row =                                                                                             \
+            n * f->out.strides[0] + c * f->out.strides[1] + od * f->out.strides[2] + oh * f->out.strides[3];           \
+        uint64_t idx_row =                                                                                             \
+            n * f->idx.strides[0] + c * f->idx.strides[1] + od * f->idx.strides[2] + oh * f->idx.strides[3];           \
+        dml_pool_taps r[3];                                                                                            \
+        r[0] = dml_pool_window_taps(p, 0, od, f->in.sizes[2]);                                                         \
+        r[1] = dml_pool_window_taps(p, 1, oh, f->in.sizes[3]);                                                         \
+        for (uint32_t ow = 0; ow < f->out.sizes[4]; ow++) {                                                            \
+            r[2] = dml_pool_window_taps(p, 2, ow, f->in.sizes[4]);                                                     \
+            window_max m = window_max_##SUFFIX(plane, &f->in, r, p);                                                   \
+            T* out = (T*)f->output + out_row + ow * f->out.strides[4];                                                 \
+            *out = m.found ? plane[m.offset] : (LOWEST);                                                               \
+            if (f->indices)                                                                                            \
+                write_index(f, idx_row + ow * f->idx.strides[4], m.found ? plane_base + m.position : UINT64_MAX);      \
+        }                                                                                                              \
     }
 
 DEFINE_FORWARD_ROW(f32, float, -INFINITY)
@@ -219,18 +160,17 @@ static forward_row_fn forward_row_for(DML_TENSOR_DATA_TYPE type) {
 
 HRESULT dml_cpu_max_pooling(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
-    const dml_tensor* indices = op->output_count > DML_POOL_OUTPUT_INDICES
-                                    ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor
-                                    : NULL;
+    const dml_tensor* indices =
+        op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : NULL;
     forward_problem f = {
         .params = op->params,
-        .in = view_5d(&op->inputs[DML_POOL_INPUT].tensor),
-        .out = view_5d(&op->outputs[DML_POOL_OUTPUT].tensor),
+        .in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT].tensor),
+        .out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor),
         .input = args->inputs[DML_POOL_INPUT],
         .output = args->outputs[DML_POOL_OUTPUT],
     };
     if (indices && indices->present) {
-        f.idx = view_5d(indices);
+        f.idx = dml_pool_view_5d(indices);
         f.indices = args->outputs[DML_POOL_OUTPUT_INDICES];
         f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
     }
@@ -241,7 +181,8 @@ HRESULT dml_cpu_max_pooling(const dml_kernel_args* args) {
     int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)rows,
                                       dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t row = 0; row < rows; row++) row_fn(&f, (uint64_t)row);
+    for (int64_t row = 0; row < rows; row++)
+        row_fn(&f, (uint64_t)row);
     return S_OK;
 }
 
@@ -249,7 +190,7 @@ HRESULT dml_cpu_max_pooling(const dml_kernel_args* args) {
 
 typedef struct grad_problem {
     const dml_pooling_params* params;
-    pool_view in, grad_in, grad_out;
+    dml_pool_view in, grad_in, grad_out;
     const void* input;
     const void* input_gradient;
     void* output_gradient;
@@ -257,36 +198,36 @@ typedef struct grad_problem {
 
 /* Accumulates one (n, c) plane into acc (D*H*W floats, FLOAT32 for both
  * FLOAT16 and FLOAT32, spec §6) and writes it out. */
-#define DEFINE_GRAD_PLANE(SUFFIX, T, TO_FLOAT, FROM_FLOAT)                                         \
-    static void grad_plane_##SUFFIX(const grad_problem* g, uint64_t plane_index, float* acc) {     \
-        const dml_pooling_params* p = g->params;                                                   \
-        uint32_t c = (uint32_t)(plane_index % g->in.sizes[1]);                                     \
-        uint32_t n = (uint32_t)(plane_index / g->in.sizes[1]);                                     \
-        uint64_t plane_size = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];          \
-        memset(acc, 0, plane_size * sizeof *acc);                                                  \
-        const T* plane = (const T*)g->input + n * g->in.strides[0] + c * g->in.strides[1];         \
-        const T* dy = (const T*)g->input_gradient + n * g->grad_in.strides[0] + c * g->grad_in.strides[1]; \
-        tap_range r[3];                                                                            \
-        for (uint32_t od = 0; od < g->grad_in.sizes[2]; od++) {                                    \
-            r[0] = taps(p, 0, od, g->in.sizes[2]);                                                 \
-            for (uint32_t oh = 0; oh < g->grad_in.sizes[3]; oh++) {                                \
-                r[1] = taps(p, 1, oh, g->in.sizes[3]);                                             \
-                for (uint32_t ow = 0; ow < g->grad_in.sizes[4]; ow++) {                            \
-                    r[2] = taps(p, 2, ow, g->in.sizes[4]);                                         \
-                    window_max m = window_max_##SUFFIX(plane, &g->in, r, p);                       \
-                    if (!m.found) continue; /* all-padding window: no gradient */                  \
-                    acc[m.position] += TO_FLOAT(dy[od * g->grad_in.strides[2] + oh * g->grad_in.strides[3] + \
-                                                   ow * g->grad_in.strides[4]]);                   \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        T* dx = (T*)g->output_gradient + n * g->grad_out.strides[0] + c * g->grad_out.strides[1];  \
-        uint64_t position = 0;                                                                     \
-        for (uint32_t d = 0; d < g->in.sizes[2]; d++)                                              \
-            for (uint32_t h = 0; h < g->in.sizes[3]; h++)                                          \
-                for (uint32_t w = 0; w < g->in.sizes[4]; w++)                                      \
-                    dx[d * g->grad_out.strides[2] + h * g->grad_out.strides[3] + w * g->grad_out.strides[4]] = \
-                        FROM_FLOAT(acc[position++]);                                               \
+#define DEFINE_GRAD_PLANE(SUFFIX, T, TO_FLOAT, FROM_FLOAT)                                                             \
+    static void grad_plane_##SUFFIX(const grad_problem* g, uint64_t plane_index, float* acc) {                         \
+        const dml_pooling_params* p = g->params;                                                                       \
+        uint32_t c = (uint32_t)(plane_index % g->in.sizes[1]);                                                         \
+        uint32_t n = (uint32_t)(plane_index / g->in.sizes[1]);                                                         \
+        uint64_t plane_size = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];                              \
+        memset(acc, 0, plane_size * sizeof *acc);                                                                      \
+        const T* plane = (const T*)g->input + n * g->in.strides[0] + c * g->in.strides[1];                             \
+        const T* dy = (const T*)g->input_gradient + n * g->grad_in.strides[0] + c * g->grad_in.strides[1];             \
+        dml_pool_taps r[3];                                                                                            \
+        for (uint32_t od = 0; od < g->grad_in.sizes[2]; od++) {                                                        \
+            r[0] = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);                                                     \
+            for (uint32_t oh = 0; oh < g->grad_in.sizes[3]; oh++) {                                                    \
+                r[1] = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);                                                 \
+                for (uint32_t ow = 0; ow < g->grad_in.sizes[4]; ow++) {                                                \
+                    r[2] = dml_pool_window_taps(p, 2, ow, g->in.sizes[4]);                                             \
+                    window_max m = window_max_##SUFFIX(plane, &g->in, r, p);                                           \
+                    if (!m.found) continue; /* all-padding window: no gradient */                                      \
+                    acc[m.position] += TO_FLOAT(                                                                       \
+                        dy[od * g->grad_in.strides[2] + oh * g->grad_in.strides[3] + ow * g->grad_in.strides[4]]);     \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        T* dx = (T*)g->output_gradient + n * g->grad_out.strides[0] + c * g->grad_out.strides[1];                      \
+        uint64_t position = 0;                                                                                         \
+        for (uint32_t d = 0; d < g->in.sizes[2]; d++)                                                                  \
+            for (uint32_t h = 0; h < g->in.sizes[3]; h++)                                                              \
+                for (uint32_t w = 0; w < g->in.sizes[4]; w++)                                                          \
+                    dx[d * g->grad_out.strides[2] + h * g->grad_out.strides[3] + w * g->grad_out.strides[4]] =         \
+                        FROM_FLOAT(acc[position++]);                                                                   \
     }
 
 #define FLOAT_IDENTITY(x) (x)
@@ -297,9 +238,9 @@ HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     grad_problem g = {
         .params = op->params,
-        .in = view_5d(&op->inputs[DML_POOL_INPUT].tensor),
-        .grad_in = view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor),
-        .grad_out = view_5d(&op->outputs[DML_POOL_OUTPUT].tensor),
+        .in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT].tensor),
+        .grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor),
+        .grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor),
         .input = args->inputs[DML_POOL_INPUT],
         .input_gradient = args->inputs[DML_POOL_INPUT_GRADIENT],
         .output_gradient = args->outputs[DML_POOL_OUTPUT],

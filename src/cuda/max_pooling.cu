@@ -10,79 +10,27 @@
  * order, accumulating in FLOAT32 — the order and precision of the CPU's
  * per-plane scatter, so both backends give bit-identical results. */
 #include "../core/half.h"
-#include "../ops/max_pooling.h"
+#include "../ops/max_pooling_rules.h"
 #include "cuda.h"
 
 namespace {
 
 constexpr unsigned kThreads = 256;
 
-struct pool_view {
-    uint32_t sizes[5];
-    uint64_t strides[5]; /* elements */
-};
-
-/* A 4-D tensor becomes 5-D with a unit D dimension. */
-pool_view view_5d(const dml_tensor* tensor) {
-    pool_view view;
-    uint32_t skip = tensor->rank == 4 ? 1 : 0;
-    for (uint32_t i = 0, j = 0; i < 5; i++) {
-        if (skip && i == 2) {
-            view.sizes[i] = 1;
-            view.strides[i] = 0;
-            continue;
-        }
-        view.sizes[i] = tensor->sizes[j];
-        view.strides[i] = tensor->strides[j];
-        j++;
-    }
-    return view;
-}
-
-/* The window taps of output coordinate `out` in dimension dim that land
- * inside the input: tap k in [begin, end) reads position start + k * dilation
- * (padding is never a candidate, §5). */
-struct tap_range {
-    int64_t start;
-    uint32_t begin, end;
-};
-
-__device__ tap_range taps(const dml_pooling_params& p, int dim, uint32_t out, uint32_t in_size) {
-    tap_range r = {0, 0, 0};
-    int64_t dilation = p.dilations[dim], window = p.window[dim];
-    /* out * stride < 2^64 but may not fit int64: a window that starts past
-     * the input's end has no taps. */
-    uint64_t offset = (uint64_t)out * p.strides[dim];
-    if (offset >= (uint64_t)p.start_padding[dim] + in_size) return r;
-    r.start = (int64_t)offset - (int64_t)p.start_padding[dim];
-    int64_t first = r.start >= 0 ? 0 : (-r.start + dilation - 1) / dilation; /* first k with pos >= 0 */
-    int64_t last = (int64_t)in_size - r.start;                                  /* pos < in_size */
-    int64_t end = last <= 0 ? 0 : (last + dilation - 1) / dilation;
-    if (end > window) end = window;
-    if (first > end) first = end;
-    r.begin = (uint32_t)first;
-    r.end = (uint32_t)end;
-    return r;
-}
-
 /* ---- Value types: storage, comparison (§5) and the all-padding value (MP-2) ---- */
 
 /* Floats: strict >, and NaN never wins over a number (decision MP-3). */
 struct f32_type {
     typedef float T;
-    static __device__ bool greater(T v, T best) { return v > best || (isnan(best) && !isnan(v)); }
+    static __device__ bool greater(T v, T best) { return dml_pool_greater_f32(v, best); }
     static __device__ T lowest() { return __int_as_float((int)0xFF800000u); } /* -inf */
 };
 struct f16_type {
     typedef uint16_t T; /* binary16 bits */
-    static __device__ bool is_nan(T h) { return (h & 0x7FFFu) > 0x7C00u; }
-    static __device__ bool greater(T v, T best) {
-        return !is_nan(v) && (is_nan(best) || dml_half_to_float(v) > dml_half_to_float(best));
-    }
+    static __device__ bool greater(T v, T best) { return dml_pool_greater_f16(v, best); }
     static __device__ T lowest() { return 0xFC00u; } /* -inf */
 };
-template <class Int, Int Lowest>
-struct int_type {
+template <class Int, Int Lowest> struct int_type {
     typedef Int T;
     static __device__ bool greater(T v, T best) { return v > best; }
     static __device__ T lowest() { return Lowest; }
@@ -107,7 +55,7 @@ struct window_max {
 /* Visits the window in increasing logical order (D, then H, then W), so a
  * later equal value never replaces the first (ties -> lowest index). */
 template <class V>
-__device__ window_max scan_window(const typename V::T* plane, const pool_view& in, const tap_range r[3],
+__device__ window_max scan_window(const typename V::T* plane, const dml_pool_view& in, const dml_pool_taps r[3],
                                   const dml_pooling_params& p) {
     window_max result = {false, 0, 0};
     typename V::T best = 0;
@@ -132,7 +80,7 @@ __device__ window_max scan_window(const typename V::T* plane, const pool_view& i
 }
 
 /* Logical coordinates {n, c, d, h, w} of element `index` of a 5-D view. */
-__device__ void coords_5d(const pool_view& view, uint32_t index, uint32_t coords[5]) {
+__device__ void coords_5d(const dml_pool_view& view, uint32_t index, uint32_t coords[5]) {
     for (int i = 4; i > 0; i--) {
         coords[i] = index % view.sizes[i];
         index /= view.sizes[i];
@@ -147,7 +95,7 @@ __device__ uint64_t grid_step() { return (uint64_t)gridDim.x * blockDim.x; }
 
 struct forward_problem {
     dml_pooling_params params;
-    pool_view in, out, idx;
+    dml_pool_view in, out, idx;
     const void* input;
     void* output;
     void* indices; /* NULL when OutputIndicesTensor is absent */
@@ -155,15 +103,15 @@ struct forward_problem {
     uint64_t count; /* output elements */
 };
 
-template <class V>
-__global__ void max_pooling_forward(const forward_problem f) {
+template <class V> __global__ void max_pooling_forward(const forward_problem f) {
     typedef typename V::T T;
     for (uint64_t i = grid_start(); i < f.count; i += grid_step()) {
         uint32_t o[5];
         coords_5d(f.out, (uint32_t)i, o);
         const T* plane = (const T*)f.input + o[0] * f.in.strides[0] + o[1] * f.in.strides[1];
-        tap_range r[3];
-        for (int dim = 0; dim < 3; dim++) r[dim] = taps(f.params, dim, o[2 + dim], f.in.sizes[2 + dim]);
+        dml_pool_taps r[3];
+        for (int dim = 0; dim < 3; dim++)
+            r[dim] = dml_pool_window_taps(&f.params, (uint32_t)dim, o[2 + dim], f.in.sizes[2 + dim]);
         window_max m = scan_window<V>(plane, f.in, r, f.params);
         uint64_t out_offset = 0, idx_offset = 0;
         for (int dim = 0; dim < 5; dim++) {
@@ -182,8 +130,7 @@ __global__ void max_pooling_forward(const forward_problem f) {
     }
 }
 
-template <class V>
-HRESULT launch_forward(const dml_kernel_args* args, const forward_problem& f) {
+template <class V> HRESULT launch_forward(const dml_kernel_args* args, const forward_problem& f) {
     max_pooling_forward<V><<<dml_cuda_blocks(args, f.count, kThreads), kThreads, 0, dml_cuda_stream(args)>>>(f);
     return dml_cuda_check_launch("max_pooling_forward");
 }
@@ -192,7 +139,7 @@ HRESULT launch_forward(const dml_kernel_args* args, const forward_problem& f) {
 
 struct grad_problem {
     dml_pooling_params params;
-    pool_view in, grad_in, grad_out;
+    dml_pool_view in, grad_in, grad_out;
     const void* input;
     const void* input_gradient;
     void* output_gradient;
@@ -201,15 +148,15 @@ struct grad_problem {
     uint64_t count;        /* OutputGradient elements */
 };
 
-template <class V>
-__global__ void max_pooling_argmax(const grad_problem g) {
+template <class V> __global__ void max_pooling_argmax(const grad_problem g) {
     typedef typename V::T T;
     for (uint64_t i = grid_start(); i < g.window_count; i += grid_step()) {
         uint32_t o[5];
         coords_5d(g.grad_in, (uint32_t)i, o);
         const T* plane = (const T*)g.input + o[0] * g.in.strides[0] + o[1] * g.in.strides[1];
-        tap_range r[3];
-        for (int dim = 0; dim < 3; dim++) r[dim] = taps(g.params, dim, o[2 + dim], g.in.sizes[2 + dim]);
+        dml_pool_taps r[3];
+        for (int dim = 0; dim < 3; dim++)
+            r[dim] = dml_pool_window_taps(&g.params, (uint32_t)dim, o[2 + dim], g.in.sizes[2 + dim]);
         window_max m = scan_window<V>(plane, g.in, r, g.params);
         g.argmax[i] = m.found ? m.position : ~(uint32_t)0;
     }
@@ -226,7 +173,7 @@ struct cover_range {
 __device__ cover_range covering_outputs(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
     uint64_t stride = p.strides[dim];
     uint64_t reach = (uint64_t)(p.window[dim] - 1) * p.dilations[dim]; /* < 2^64 */
-    uint64_t t = (uint64_t)x + p.start_padding[dim]; /* o * stride = t - k * dilation, < 2^33 */
+    uint64_t t = (uint64_t)x + p.start_padding[dim];                   /* o * stride = t - k * dilation, < 2^33 */
     cover_range c;
     c.first = reach >= t ? 0 : (int64_t)((t - reach + stride - 1) / stride);
     c.last = (int64_t)(t / stride);
@@ -245,10 +192,9 @@ template <class T> __device__ T from_float(float v);
 template <> __device__ float from_float<float>(float v) { return v; }
 template <> __device__ uint16_t from_float<uint16_t>(float v) { return dml_float_to_half(v); }
 
-template <class V>
-__global__ void max_pooling_gather(const grad_problem g) {
+template <class V> __global__ void max_pooling_gather(const grad_problem g) {
     typedef typename V::T T;
-    const pool_view& gi = g.grad_in;
+    const dml_pool_view& gi = g.grad_in;
     for (uint64_t i = grid_start(); i < g.count; i += grid_step()) {
         uint32_t x[5];
         coords_5d(g.in, (uint32_t)i, x);
@@ -273,13 +219,13 @@ __global__ void max_pooling_gather(const grad_problem g) {
             }
         }
         uint64_t offset = 0;
-        for (int dim = 0; dim < 5; dim++) offset += x[dim] * g.grad_out.strides[dim];
+        for (int dim = 0; dim < 5; dim++)
+            offset += x[dim] * g.grad_out.strides[dim];
         ((T*)g.output_gradient)[offset] = from_float<T>(sum);
     }
 }
 
-template <class V>
-HRESULT launch_grad(const dml_kernel_args* args, const grad_problem& g) {
+template <class V> HRESULT launch_grad(const dml_kernel_args* args, const grad_problem& g) {
     cudaStream_t stream = dml_cuda_stream(args);
     max_pooling_argmax<V><<<dml_cuda_blocks(args, g.window_count, kThreads), kThreads, 0, stream>>>(g);
     DML_TRY(dml_cuda_check_launch("max_pooling_argmax"));
@@ -287,9 +233,10 @@ HRESULT launch_grad(const dml_kernel_args* args, const grad_problem& g) {
     return dml_cuda_check_launch("max_pooling_gather");
 }
 
-uint64_t element_count(const pool_view& view) {
+uint64_t element_count(const dml_pool_view& view) {
     uint64_t count = 1;
-    for (int i = 0; i < 5; i++) count *= view.sizes[i];
+    for (int i = 0; i < 5; i++)
+        count *= view.sizes[i];
     return count;
 }
 
@@ -303,13 +250,13 @@ HRESULT dml_cuda_max_pooling(const dml_kernel_args* args) {
         op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : NULL;
     forward_problem f = {};
     f.params = *(const dml_pooling_params*)op->params;
-    f.in = view_5d(&op->inputs[DML_POOL_INPUT].tensor);
-    f.out = view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
+    f.in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT].tensor);
+    f.out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
     f.idx = f.out;
     f.input = args->inputs[DML_POOL_INPUT];
     f.output = args->outputs[DML_POOL_OUTPUT];
     if (indices && indices->present) {
-        f.idx = view_5d(indices);
+        f.idx = dml_pool_view_5d(indices);
         f.indices = args->outputs[DML_POOL_OUTPUT_INDICES];
         f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
     }
@@ -337,9 +284,9 @@ HRESULT dml_cuda_max_pooling_grad(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     grad_problem g = {};
     g.params = *(const dml_pooling_params*)op->params;
-    g.in = view_5d(&op->inputs[DML_POOL_INPUT].tensor);
-    g.grad_in = view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
-    g.grad_out = view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
+    g.in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT].tensor);
+    g.grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
+    g.grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
     g.input = args->inputs[DML_POOL_INPUT];
     g.input_gradient = args->inputs[DML_POOL_INPUT_GRADIENT];
     g.output_gradient = args->outputs[DML_POOL_OUTPUT];

@@ -1,0 +1,78 @@
+/* The max pooling rules both backends apply (spec max_pooling.md §5):
+ * where each window's taps fall, and which of two values wins. */
+#ifndef DML_OPS_MAX_POOLING_RULES_H
+#define DML_OPS_MAX_POOLING_RULES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/half.h"
+#include "../core/tensor.h"
+#include "max_pooling.h"
+
+/* A pooling tensor seen as 5-D {N, C, D, H, W}: a 4-D one gets a unit D. */
+typedef struct dml_pool_view {
+    uint32_t sizes[5];
+    uint64_t strides[5]; /* elements */
+} dml_pool_view;
+
+DML_HOST_DEVICE dml_pool_view dml_pool_view_5d(const dml_tensor* tensor) {
+    dml_pool_view view;
+    uint32_t skip = tensor->rank == 4 ? 1 : 0;
+    for (uint32_t i = 0, j = 0; i < 5; i++) {
+        if (skip && i == 2) {
+            view.sizes[i] = 1;
+            view.strides[i] = 0;
+            continue;
+        }
+        view.sizes[i] = tensor->sizes[j];
+        view.strides[i] = tensor->strides[j];
+        j++;
+    }
+    return view;
+}
+
+/* The taps of output coordinate `out` along spatial dimension `dim` (0 = D)
+ * that land inside the input: tap k in [begin, end) reads position
+ * start + k * dilation. Padding is never a candidate. */
+typedef struct dml_pool_taps {
+    int64_t start;
+    uint32_t begin, end;
+} dml_pool_taps;
+
+DML_HOST_DEVICE dml_pool_taps dml_pool_window_taps(const dml_pooling_params* p, uint32_t dim, uint32_t out,
+                                                   uint32_t in_size) {
+    dml_pool_taps r = {0, 0, 0};
+    int64_t dilation = p->dilations[dim], window = p->window[dim];
+    /* out * stride < 2^64 always, but may not fit int64: a window starting
+     * past the input's end has no taps. */
+    uint64_t offset = (uint64_t)out * p->strides[dim];
+    if (offset >= (uint64_t)p->start_padding[dim] + in_size) return r;
+    r.start = (int64_t)offset - (int64_t)p->start_padding[dim];
+    int64_t last = (int64_t)in_size - r.start; /* > 0: taps need pos < in_size */
+    int64_t first, end;
+    if (dilation == 1) { /* the common case, without divisions */
+        first = r.start >= 0 ? 0 : -r.start;
+        end = last;
+    } else {
+        first = r.start >= 0 ? 0 : (-r.start + dilation - 1) / dilation; /* first k with pos >= 0 */
+        end = (last + dilation - 1) / dilation;
+    }
+    if (end > window) end = window;
+    if (first > end) first = end;
+    r.begin = (uint32_t)first;
+    r.end = (uint32_t)end;
+    return r;
+}
+
+/* greater(v, best): strict >, and NaN never wins over a number (decision
+ * MP-3): v > best || (isnan(best) && !isnan(v)). Integers: plain >. */
+DML_HOST_DEVICE bool dml_pool_greater_f32(float v, float best) { return v > best || (best != best && v == v); }
+
+DML_HOST_DEVICE bool dml_pool_half_is_nan(uint16_t h) { return (h & 0x7FFFu) > 0x7C00u; }
+
+DML_HOST_DEVICE bool dml_pool_greater_f16(uint16_t v, uint16_t best) {
+    return !dml_pool_half_is_nan(v) && (dml_pool_half_is_nan(best) || dml_half_to_float(v) > dml_half_to_float(best));
+}
+
+#endif

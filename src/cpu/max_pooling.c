@@ -196,43 +196,61 @@ typedef struct grad_problem {
     void* output_gradient;
 } grad_problem;
 
-/* Accumulates one (n, c) plane into acc (D*H*W floats, FLOAT32 for both
- * FLOAT16 and FLOAT32, spec §6) and writes it out. */
-#define DEFINE_GRAD_PLANE(SUFFIX, T, TO_FLOAT, FROM_FLOAT)                                                             \
-    static void grad_plane_##SUFFIX(const grad_problem* g, uint64_t plane_index, float* acc) {                         \
+/* One task: rows [h_begin, h_end) of every depth slice of one (n, c) plane.
+ * Its windows are visited in increasing output order and each adds its
+ * InputGradient to its argmax when that lies in the band, into acc
+ * (D * band rows * W floats: FLOAT32 for both FLOAT16 and FLOAT32, spec §6).
+ * Every position thus sums its windows in the same order whatever the
+ * banding, so results never depend on the number of bands or threads. */
+typedef struct grad_band {
+    uint64_t plane;
+    uint32_t h_begin, h_end;
+} grad_band;
+
+#define DEFINE_GRAD_BAND(SUFFIX, T, TO_FLOAT, FROM_FLOAT)                                                              \
+    static void grad_band_##SUFFIX(const grad_problem* g, grad_band band, float* acc) {                                \
         const dml_pooling_params* p = g->params;                                                                       \
-        uint32_t c = (uint32_t)(plane_index % g->in.sizes[1]);                                                         \
-        uint32_t n = (uint32_t)(plane_index / g->in.sizes[1]);                                                         \
-        uint64_t plane_size = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];                              \
-        memset(acc, 0, plane_size * sizeof *acc);                                                                      \
+        uint32_t c = (uint32_t)(band.plane % g->in.sizes[1]);                                                          \
+        uint32_t n = (uint32_t)(band.plane / g->in.sizes[1]);                                                          \
+        uint32_t depth = g->in.sizes[2], height = g->in.sizes[3], width = g->in.sizes[4];                              \
+        uint32_t rows = band.h_end - band.h_begin;                                                                     \
+        memset(acc, 0, (size_t)depth* rows* width * sizeof *acc);                                                      \
         const T* plane = (const T*)g->input + n * g->in.strides[0] + c * g->in.strides[1];                             \
         const T* dy = (const T*)g->input_gradient + n * g->grad_in.strides[0] + c * g->grad_in.strides[1];             \
         dml_pool_taps r[3];                                                                                            \
         for (uint32_t od = 0; od < g->grad_in.sizes[2]; od++) {                                                        \
-            r[0] = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);                                                     \
+            r[0] = dml_pool_window_taps(p, 0, od, depth);                                                              \
             for (uint32_t oh = 0; oh < g->grad_in.sizes[3]; oh++) {                                                    \
-                r[1] = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);                                                 \
+                r[1] = dml_pool_window_taps(p, 1, oh, height);                                                         \
+                if (r[1].begin >= r[1].end) continue;                                                                  \
+                int64_t first_row = r[1].start + (int64_t)r[1].begin * p->dilations[1];                                \
+                int64_t last_row = r[1].start + (int64_t)(r[1].end - 1) * p->dilations[1];                             \
+                if (last_row < band.h_begin || first_row >= band.h_end) continue; /* argmax cannot be here */          \
                 for (uint32_t ow = 0; ow < g->grad_in.sizes[4]; ow++) {                                                \
-                    r[2] = dml_pool_window_taps(p, 2, ow, g->in.sizes[4]);                                             \
+                    r[2] = dml_pool_window_taps(p, 2, ow, width);                                                      \
                     window_max m = window_max_##SUFFIX(plane, &g->in, r, p);                                           \
                     if (!m.found) continue; /* all-padding window: no gradient */                                      \
-                    acc[m.position] += TO_FLOAT(                                                                       \
+                    uint32_t w = (uint32_t)(m.position % width);                                                       \
+                    uint32_t h = (uint32_t)(m.position / width % height);                                              \
+                    uint32_t d = (uint32_t)(m.position / width / height);                                              \
+                    if (h < band.h_begin || h >= band.h_end) continue;                                                 \
+                    acc[((uint64_t)d * rows + (h - band.h_begin)) * width + w] += TO_FLOAT(                            \
                         dy[od * g->grad_in.strides[2] + oh * g->grad_in.strides[3] + ow * g->grad_in.strides[4]]);     \
                 }                                                                                                      \
             }                                                                                                          \
         }                                                                                                              \
         T* dx = (T*)g->output_gradient + n * g->grad_out.strides[0] + c * g->grad_out.strides[1];                      \
         uint64_t position = 0;                                                                                         \
-        for (uint32_t d = 0; d < g->in.sizes[2]; d++)                                                                  \
-            for (uint32_t h = 0; h < g->in.sizes[3]; h++)                                                              \
-                for (uint32_t w = 0; w < g->in.sizes[4]; w++)                                                          \
+        for (uint32_t d = 0; d < depth; d++)                                                                           \
+            for (uint32_t h = band.h_begin; h < band.h_end; h++)                                                       \
+                for (uint32_t w = 0; w < width; w++)                                                                   \
                     dx[d * g->grad_out.strides[2] + h * g->grad_out.strides[3] + w * g->grad_out.strides[4]] =         \
                         FROM_FLOAT(acc[position++]);                                                                   \
     }
 
 #define FLOAT_IDENTITY(x) (x)
-DEFINE_GRAD_PLANE(f32, float, FLOAT_IDENTITY, FLOAT_IDENTITY)
-DEFINE_GRAD_PLANE(f16, uint16_t, dml_half_to_float, dml_float_to_half)
+DEFINE_GRAD_BAND(f32, float, FLOAT_IDENTITY, FLOAT_IDENTITY)
+DEFINE_GRAD_BAND(f16, uint16_t, dml_half_to_float, dml_float_to_half)
 
 HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
@@ -247,14 +265,22 @@ HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args) {
     };
     bool half = op->inputs[DML_POOL_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     uint64_t plane_size = (uint64_t)g.in.sizes[2] * g.in.sizes[3] * g.in.sizes[4];
-    int64_t planes = (int64_t)g.in.sizes[0] * g.in.sizes[1];
+    uint64_t planes = (uint64_t)g.in.sizes[0] * g.in.sizes[1];
     const dml_pooling_params* p = g.params;
     uint64_t plane_cost = plane_size + (uint64_t)g.grad_in.sizes[2] * g.grad_in.sizes[3] * g.grad_in.sizes[4] *
                                            p->window[0] * p->window[1] * p->window[2];
-    int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)planes,
-                                      dml_cpu_items_per_thread(plane_cost, DML_CPU_MIN_WORK_PER_THREAD));
-    /* One accumulator plane per thread. */
-    float* scratch = malloc((size_t)threads * plane_size * sizeof(float));
+    int threads = dml_cpu_threads(args);
+    /* Fewer planes than threads: split each plane into bands of rows. */
+    uint32_t bands = planes >= (uint64_t)threads ? 1 : (uint32_t)(((uint64_t)threads + planes - 1) / planes);
+    if (bands > g.in.sizes[3]) bands = g.in.sizes[3];
+    uint32_t band_rows = (g.in.sizes[3] + bands - 1) / bands;
+    bands = (g.in.sizes[3] + band_rows - 1) / band_rows;
+    int64_t tasks = (int64_t)(planes * bands);
+    threads = dml_cpu_threads_for(threads, (uint64_t)tasks,
+                                  dml_cpu_items_per_thread(plane_cost / bands, DML_CPU_MIN_WORK_PER_THREAD));
+    /* One accumulator band per thread. */
+    uint64_t band_size = (uint64_t)g.in.sizes[2] * band_rows * g.in.sizes[4];
+    float* scratch = malloc((size_t)threads * band_size * sizeof(float));
     if (scratch == NULL) return E_OUTOFMEMORY;
 #pragma omp parallel num_threads(threads)
     {
@@ -262,13 +288,16 @@ HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args) {
 #ifdef _OPENMP
         thread = omp_get_thread_num();
 #endif
-        float* acc = scratch + (size_t)thread * plane_size;
+        float* acc = scratch + (size_t)thread * band_size;
 #pragma omp for schedule(static)
-        for (int64_t plane = 0; plane < planes; plane++) {
+        for (int64_t task = 0; task < tasks; task++) {
+            uint32_t band_index = (uint32_t)((uint64_t)task % bands);
+            grad_band band = {(uint64_t)task / bands, band_index * band_rows, band_index * band_rows + band_rows};
+            if (band.h_end > g.in.sizes[3]) band.h_end = g.in.sizes[3];
             if (half)
-                grad_plane_f16(&g, (uint64_t)plane, acc);
+                grad_band_f16(&g, band, acc);
             else
-                grad_plane_f32(&g, (uint64_t)plane, acc);
+                grad_band_f32(&g, band, acc);
         }
     }
     free(scratch);

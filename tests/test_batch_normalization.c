@@ -1,10 +1,14 @@
-/* The batch normalization family on the CPU backend (spec
- * batch_normalization.md): golden vectors BN-1..BN-6, randomized comparisons
- * with the float64 reference (ranks 1-8, random reduction axes, FLOAT32 and
- * FLOAT16, random layouts including 0-stride inputs, broadcast parameters,
- * FusedAdd, every fusable activation), finite-difference checks of both
- * gradients, determinism across thread counts, the numerical robustness of
- * the statistics, guard bytes and poisoned outputs, and every validation rule. */
+/* The batch normalization family (spec batch_normalization.md): golden
+ * vectors BN-1..BN-6, randomized comparisons with the float64 reference
+ * (ranks 1-8, random reduction axes, FLOAT32 and FLOAT16, random layouts
+ * including 0-stride inputs, broadcast parameters, FusedAdd, every fusable
+ * activation), finite-difference checks of both gradients, determinism
+ * across thread counts and runs, the numerical robustness of the statistics,
+ * guard bytes and poisoned outputs, and every validation rule.
+ *
+ * The same program runs on the CPU (test_batch_normalization) and on CUDA
+ * (test_batch_normalization_cuda: DML_TEST_BACKEND=cuda, every case on a
+ * CUDA device with the harness mirroring each buffer into device memory). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -890,7 +894,9 @@ static void fill_adversarial(operand* o, uint32_t rank, const uint32_t* x, const
 }
 
 /* Runs one problem with 1, 2, 3, 7, all and again 1 threads and expects the
- * same output bytes, with ordinary or adversarial inputs. */
+ * same output bytes, with ordinary or adversarial inputs. On CUDA (where
+ * thread counts do not apply) the six runs are six dispatches on fresh
+ * devices: run-to-run bit identity. */
 static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const uint32_t* p_sizes, bool nhwc,
                              bool adversarial) {
     bn_problem p = problem_4d(type, x, p_sizes);
@@ -913,9 +919,14 @@ static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const ui
                 first[k] = malloc(r.outputs[k].b.size);
                 memcpy(first[k], r.outputs[k].b.data, r.outputs[k].b.size);
             } else {
-                EXPECT(memcmp(first[k], r.outputs[k].b.data, r.outputs[k].b.size) == 0,
-                       "op %u output %u differs between 1 thread and %u threads%s", (unsigned)type, k,
-                       thread_counts[t], adversarial ? " (adversarial data)" : "");
+                if (test_backend_is_cuda())
+                    EXPECT(memcmp(first[k], r.outputs[k].b.data, r.outputs[k].b.size) == 0,
+                           "op %u output %u differs between CUDA runs 1 and %zu%s", (unsigned)type, k, t + 1,
+                           adversarial ? " (adversarial data)" : "");
+                else
+                    EXPECT(memcmp(first[k], r.outputs[k].b.data, r.outputs[k].b.size) == 0,
+                           "op %u output %u differs between 1 thread and %u threads%s", (unsigned)type, k,
+                           thread_counts[t], adversarial ? " (adversarial data)" : "");
             }
         }
     }
@@ -960,18 +971,31 @@ TEST_CASE(activation_is_deep_copied) {
     DMLCompiledOperator* compiled = NULL;
     EXPECT_STATUS(dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled), S_OK, NULL);
     dmlReleaseOperator(op);
-    test_buffer_poison(&r.outputs[0].b);
+    /* Bound directly (not through test_run, which would create the operator
+     * from the changed description): the device's own memory, uploaded. */
+    void* in_memory[5] = {NULL};
+    void* out_memory = NULL;
     DML_BUFFER_BINDING in[5], out[1];
     DML_BINDING_DESC in_bindings[5], out_bindings[1];
     for (int i = 0; i < 5; i++) {
-        in[i] = (DML_BUFFER_BINDING){r.inputs[i].b.data, 0, r.inputs[i].b.size};
+        EXPECT_STATUS(dmlAllocateBuffer(device, r.inputs[i].b.size, &in_memory[i]), S_OK, NULL);
+        if (in_memory[i]) EXPECT_STATUS(dmlUpload(device, in_memory[i], r.inputs[i].b.data, r.inputs[i].b.size), S_OK, NULL);
+        in[i] = (DML_BUFFER_BINDING){in_memory[i], 0, r.inputs[i].b.size};
         in_bindings[i] = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &in[i]};
     }
-    out[0] = (DML_BUFFER_BINDING){r.outputs[0].b.data, 0, r.outputs[0].b.size};
+    test_buffer_poison(&r.outputs[0].b);
+    EXPECT_STATUS(dmlAllocateBuffer(device, r.outputs[0].b.size, &out_memory), S_OK, NULL);
+    if (out_memory) EXPECT_STATUS(dmlUpload(device, out_memory, r.outputs[0].b.data, r.outputs[0].b.size), S_OK, NULL);
+    out[0] = (DML_BUFFER_BINDING){out_memory, 0, r.outputs[0].b.size};
     out_bindings[0] = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &out[0]};
     DML_DISPATCH_BINDINGS bindings = {5, in_bindings, 1, out_bindings, {DML_BINDING_TYPE_NONE, NULL},
                                       {DML_BINDING_TYPE_NONE, NULL}};
-    if (compiled) EXPECT_STATUS(dmlDispatch(compiled, &bindings), S_OK, NULL);
+    if (compiled && !test_case_failed()) {
+        EXPECT_STATUS(dmlDispatch(compiled, &bindings), S_OK, NULL);
+        EXPECT_STATUS(dmlDownload(device, r.outputs[0].b.data, out_memory, r.outputs[0].b.size), S_OK, NULL);
+    }
+    for (int i = 0; i < 5; i++) dmlFreeBuffer(device, in_memory[i]);
+    dmlFreeBuffer(device, out_memory);
     const double expected[5] = {-3.5, -0.5, 0.5, 1.5, 4.5}; /* LINEAR 2x + 0.5, as at creation */
     test_compare(&r.outputs[0].b, &r.outputs[0].t, expected, 1e-6, 1e-6, "Output after the description changed");
     dmlReleaseCompiledOperator(compiled);
@@ -1017,8 +1041,17 @@ TEST_CASE(edge_cases) {
 
 /* ---- Validation (spec §2 rules 1-6, §4 Spatial, §8.2) ---- */
 
+/* A device of the backend under test at a feature level (validation is
+ * shared, but the CUDA run checks it on a CUDA device too). */
 static DMLDevice* device_at(DML_FEATURE_LEVEL level) {
     DML_DEVICE_DESC desc = {.Backend = DML_BACKEND_CPU, .FeatureLevel = level, .ThreadCount = 1};
+    if (test_backend_is_cuda()) {
+        DMLDevice* probe = test_cuda_device(); /* skips without a GPU */
+        dmlReleaseDevice(probe);
+        const char* ordinal = getenv("DML_TEST_CUDA_DEVICE");
+        desc = (DML_DEVICE_DESC){.Backend = DML_BACKEND_CUDA, .FeatureLevel = level,
+                                 .CudaDeviceOrdinal = ordinal ? atoi(ordinal) : 0};
+    }
     DMLDevice* device = NULL;
     EXPECT_STATUS(dmlCreateDevice(&desc, &device), S_OK, NULL);
     return device;

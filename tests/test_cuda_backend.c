@@ -1,8 +1,10 @@
 /* The CUDA backend: device creation (ordinals, the caller's stream), buffers
  * (allocate, upload, download, fill, the caller's cudaMalloc'ed memory),
  * OWNED_BY_DML inputs, removal on a CUDA fault, and randomized CPU-vs-CUDA
- * comparisons of every CUDA kernel: the CUDA results must equal the CPU's
- * byte for byte (values, indices, gradients, and every byte around them).
+ * comparisons of every CUDA kernel: max pooling results must equal the CPU's
+ * byte for byte (values, indices, gradients, and every byte around them);
+ * batch normalization results agree within the spec's tolerances (FLOAT64
+ * sums in another order) and are bit-identical from run to run.
  *
  * Without a usable GPU the program prints "SKIPPED: ..." and exits with 77. */
 #define _POSIX_C_SOURCE 200809L
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "activation_desc.h"
 #include "harness.h"
 
 extern char** environ;
@@ -425,6 +428,423 @@ TEST_CASE(cuda_max_pooling_large) {
     compare_grad(cpu, cuda, c);
     free(c);
     dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* ---- Batch normalization: CPU vs CUDA ---- */
+
+/* Both backends compute in FLOAT64 (sums, statistics, the pre-activation
+ * value) but sum in different orders and use their own FLOAT32 math library
+ * in the activations: the results agree within spec batch_normalization.md
+ * §9's tolerances (most elements bit for bit; inference and GRAD's input
+ * gradient take the same IEEE steps on both). Run to run, CUDA's results are
+ * bit-identical. */
+
+enum { BN_INPUTS = 5, BN_OUTPUTS = 3 };
+
+typedef struct bn_case {
+    DML_OPERATOR_TYPE type;
+    DML_TENSOR_DATA_TYPE data_type;
+    uint32_t rank;
+    uint32_t x[8];
+    uint32_t p[4][8]; /* inference: Mean, Variance, Scale, Bias; the other operators use p[0] */
+    bool fused_add;
+    float epsilon;
+    int activation; /* DML_OPERATOR_ACTIVATION_*, 0: none */
+    float a0, a1;
+    bool nhwc;            /* 4-D operands stored N, H, W, C */
+    bool random_layouts;  /* otherwise packed (or NHWC) */
+    /* Built by bn_build: */
+    uint32_t input_count, output_count;
+    bool present[BN_INPUTS];
+    test_tensor in[BN_INPUTS], out[BN_OUTPUTS];
+    test_activation_storage activation_storage;
+    DML_OPERATOR_DESC activation_desc;
+    union {
+        DML_BATCH_NORMALIZATION_OPERATOR_DESC inference;
+        DML_BATCH_NORMALIZATION_TRAINING_OPERATOR_DESC training;
+        DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC grad;
+        DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC training_grad;
+    } desc;
+    DML_OPERATOR_DESC op;
+} bn_case;
+
+static bool bn_is_gradient(DML_OPERATOR_TYPE type) {
+    return type == DML_OPERATOR_BATCH_NORMALIZATION_GRAD || type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD;
+}
+
+static const char* bn_describe(const bn_case* c) {
+    static char text[512];
+    int used = snprintf(text, sizeof text, "%s %s X={", dmlOperatorTypeName(c->type), dmlDataTypeName(c->data_type));
+    for (uint32_t i = 0; i < c->rank; i++) used += snprintf(text + used, sizeof text - (size_t)used, "%s%u", i ? "," : "", c->x[i]);
+    for (uint32_t k = 0; k < (c->type == DML_OPERATOR_BATCH_NORMALIZATION ? 4u : 1u); k++) {
+        used += snprintf(text + used, sizeof text - (size_t)used, "} P%u={", k);
+        for (uint32_t i = 0; i < c->rank; i++)
+            used += snprintf(text + used, sizeof text - (size_t)used, "%s%u", i ? "," : "", c->p[k][i]);
+    }
+    snprintf(text + used, sizeof text - (size_t)used, "} activation %d (%g, %g) fused_add %d epsilon %g%s",
+             c->activation, (double)c->a0, (double)c->a1, c->fused_add, (double)c->epsilon,
+             c->nhwc ? " NHWC" : c->random_layouts ? " random layouts" : " packed");
+    return text;
+}
+
+/* A tensor of the case: NHWC, a random layout (0 strides only for inputs) or packed. */
+static void bn_tensor(const bn_case* c, test_tensor* t, const uint32_t* sizes, bool input) {
+    if (c->nhwc && c->rank == 4) {
+        test_tensor_init(t, c->data_type, 4, sizes, TEST_LAYOUT_EXPLICIT);
+        static const uint32_t stored_order[4] = {0, 2, 3, 1};
+        uint32_t stride = 1;
+        for (int d = 3; d >= 0; d--) {
+            t->strides[stored_order[d]] = stride;
+            stride *= sizes[stored_order[d]];
+        }
+        t->buffer.TotalTensorSizeInBytes = DMLCalcBufferTensorSize(c->data_type, 4, t->sizes, t->strides);
+        return;
+    }
+    test_tensor_init(t, c->data_type, c->rank, sizes, c->random_layouts ? test_random_layout(input) : TEST_LAYOUT_PACKED);
+}
+
+/* Builds the tensors and the description of c. */
+static void bn_build(bn_case* c) {
+    const uint32_t* x = c->x;
+    const uint32_t* p = c->p[0];
+    const DML_OPERATOR_DESC* activation = NULL;
+    if (c->activation) {
+        c->activation_desc = test_activation_desc(&c->activation_storage, c->activation, c->a0, c->a1);
+        activation = &c->activation_desc;
+    }
+    memset(c->present, 0, sizeof c->present);
+    switch (c->type) {
+    case DML_OPERATOR_BATCH_NORMALIZATION:
+        c->input_count = 5, c->output_count = 1;
+        bn_tensor(c, &c->in[0], x, true);
+        for (int k = 0; k < 4; k++) bn_tensor(c, &c->in[1 + k], c->p[k], true);
+        bn_tensor(c, &c->out[0], x, false);
+        c->desc.inference = (DML_BATCH_NORMALIZATION_OPERATOR_DESC){
+            &c->in[0].desc, &c->in[1].desc, &c->in[2].desc, &c->in[3].desc, &c->in[4].desc, &c->out[0].desc,
+            1, c->epsilon, activation};
+        break;
+    case DML_OPERATOR_BATCH_NORMALIZATION_TRAINING:
+        c->input_count = 4, c->output_count = 3;
+        bn_tensor(c, &c->in[0], x, true);
+        bn_tensor(c, &c->in[1], p, true);
+        bn_tensor(c, &c->in[2], p, true);
+        if (c->fused_add) bn_tensor(c, &c->in[3], x, true);
+        bn_tensor(c, &c->out[0], x, false);
+        bn_tensor(c, &c->out[1], p, false);
+        bn_tensor(c, &c->out[2], p, false);
+        c->desc.training = (DML_BATCH_NORMALIZATION_TRAINING_OPERATOR_DESC){
+            &c->in[0].desc, &c->in[1].desc, &c->in[2].desc, c->fused_add ? &c->in[3].desc : NULL,
+            &c->out[0].desc, &c->out[1].desc, &c->out[2].desc, c->epsilon, activation};
+        break;
+    default:
+        c->input_count = 5, c->output_count = 3;
+        bn_tensor(c, &c->in[0], x, true);
+        bn_tensor(c, &c->in[1], x, true);
+        for (int k = 2; k < 5; k++) bn_tensor(c, &c->in[k], p, true);
+        bn_tensor(c, &c->out[0], x, false);
+        bn_tensor(c, &c->out[1], p, false);
+        bn_tensor(c, &c->out[2], p, false);
+        c->desc.grad = (DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC){
+            &c->in[0].desc,  &c->in[1].desc,  &c->in[2].desc,  &c->in[3].desc, &c->in[4].desc,
+            &c->out[0].desc, &c->out[1].desc, &c->out[2].desc, c->epsilon};
+        if (c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD) { /* same fields, its own struct */
+            DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC g = c->desc.grad;
+            c->desc.training_grad = (DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC){
+                g.InputTensor, g.InputGradientTensor, g.MeanTensor, g.VarianceTensor, g.ScaleTensor,
+                g.OutputGradientTensor, g.OutputScaleGradientTensor, g.OutputBiasGradientTensor, g.Epsilon};
+        }
+        break;
+    }
+    for (uint32_t k = 0; k < c->input_count; k++) c->present[k] = k != 3 || c->type != DML_OPERATOR_BATCH_NORMALIZATION_TRAINING || c->fused_add;
+    c->op = (DML_OPERATOR_DESC){c->type, &c->desc};
+}
+
+/* The value range of input slot k (variances positive). */
+static void bn_input_range(const bn_case* c, uint32_t k, double* lo, double* hi) {
+    static const double inference[5][2] = {{-2, 2}, {-1, 1}, {0.1, 2}, {-1.5, 1.5}, {-1, 1}};
+    static const double training[4][2] = {{-2, 2}, {-1.5, 1.5}, {-1, 1}, {-1, 1}};
+    static const double gradient[5][2] = {{-2, 2}, {-1, 1}, {-0.5, 0.5}, {0.1, 2}, {-1.5, 1.5}};
+    const double(*range)[2] = c->type == DML_OPERATOR_BATCH_NORMALIZATION            ? inference
+                              : c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING ? training
+                                                                                     : gradient;
+    *lo = range[k][0];
+    *hi = range[k][1];
+}
+
+/* Group size M of the reducing operators. */
+static uint64_t bn_group_size(const bn_case* c) {
+    uint64_t m = 1;
+    for (uint32_t i = 0; i < c->rank; i++)
+        if (c->p[0][i] == 1) m *= c->x[i];
+    return m;
+}
+
+/* Expects |CUDA - CPU| <= abs + rel * |CPU| element by element (NaN matches
+ * NaN); counts elements and bit-identical elements. */
+static bool bn_expect_close(const test_buffer* cpu, const test_buffer* cuda, const test_tensor* t, double abs_tol,
+                            double rel_tol, const char* what, const bn_case* c, uint64_t* compared,
+                            uint64_t* identical) {
+    DML_TENSOR_DATA_TYPE type = t->buffer.DataType;
+    for (uint64_t i = 0; i < t->element_count; i++) {
+        uint64_t offset = test_tensor_offset(t, i);
+        double want = test_load(type, cpu->data, offset), got = test_load(type, cuda->data, offset);
+        (*compared)++;
+        if (test_load_bits(type, cpu->data, offset) == test_load_bits(type, cuda->data, offset)) {
+            (*identical)++;
+            continue;
+        }
+        bool ok = (isnan(got) && isnan(want)) || fabs(got - want) <= abs_tol + rel_tol * fabs(want);
+        if (!ok) {
+            EXPECT(false, "%s: logical element %" PRIu64 ": CUDA %.9g, CPU %.9g (tolerance %g + %g * |CPU|); %s", what,
+                   i, got, want, abs_tol, rel_tol, bn_describe(c));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Runs c on both devices with the same random inputs and compares every
+ * output, its guards and its unaddressed bytes. */
+static void bn_compare(DMLDevice* cpu, DMLDevice* cuda, bn_case* c, uint64_t* compared, uint64_t* identical) {
+    test_buffer in_cpu[BN_INPUTS] = {{0}}, in_cuda[BN_INPUTS] = {{0}}, out_cpu[BN_OUTPUTS], out_cuda[BN_OUTPUTS];
+    test_buffer *cpu_inputs[BN_INPUTS] = {0}, *cuda_inputs[BN_INPUTS] = {0};
+    test_buffer *cpu_outputs[BN_OUTPUTS] = {0}, *cuda_outputs[BN_OUTPUTS] = {0};
+    for (uint32_t k = 0; k < c->input_count; k++) {
+        if (!c->present[k]) continue;
+        double lo, hi;
+        bn_input_range(c, k, &lo, &hi);
+        test_buffer_alloc(&in_cpu[k], c->in[k].buffer.TotalTensorSizeInBytes);
+        test_fill_random(&in_cpu[k], &c->in[k], lo, hi);
+        clone_buffer(&in_cuda[k], &in_cpu[k]);
+        cpu_inputs[k] = &in_cpu[k];
+        cuda_inputs[k] = &in_cuda[k];
+    }
+    for (uint32_t k = 0; k < c->output_count; k++) {
+        test_buffer_alloc(&out_cpu[k], c->out[k].buffer.TotalTensorSizeInBytes);
+        test_buffer_alloc(&out_cuda[k], c->out[k].buffer.TotalTensorSizeInBytes);
+        cpu_outputs[k] = &out_cpu[k];
+        cuda_outputs[k] = &out_cuda[k];
+    }
+    HRESULT cpu_status = test_run(cpu, &c->op, c->input_count, cpu_inputs, c->output_count, cpu_outputs);
+    HRESULT cuda_status = test_run(cuda, &c->op, c->input_count, cuda_inputs, c->output_count, cuda_outputs);
+    EXPECT(cpu_status == S_OK && cuda_status == S_OK, "CPU %s, CUDA %s (%s); %s", dmlStatusName(cpu_status),
+           dmlStatusName(cuda_status), dmlGetLastErrorMessage(), bn_describe(c));
+    if (cpu_status == S_OK && cuda_status == S_OK) {
+        bool half = c->data_type == DML_TENSOR_DATA_TYPE_FLOAT16;
+        bool large = bn_group_size(c) > 1000;
+        static const char* names[4][3] = {{"Output"},
+                                          {"Output", "OutputMean", "OutputVariance"},
+                                          {"OutputGradient", "OutputScaleGradient", "OutputBiasGradient"}};
+        int family = c->type == DML_OPERATOR_BATCH_NORMALIZATION ? 0
+                     : c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING ? 1 : 2;
+        for (uint32_t k = 0; k < c->output_count; k++) {
+            /* Spec §9: FLOAT32 1e-5 relative + 1e-6 absolute, 1e-4 relative for
+             * sums over more than 1e3 elements; FLOAT16 1e-2 relative. */
+            double rel = half ? 1e-2 : (k > 0 && large) ? 1e-4 : 1e-5;
+            double abs_tol = half ? 1e-3 : 1e-6;
+            bn_expect_close(&out_cpu[k], &out_cuda[k], &c->out[k], abs_tol, rel, names[family][k], c, compared,
+                            identical);
+            test_buffer_check_guards(&out_cuda[k], names[family][k]);
+            test_buffer_check_unaddressed(&out_cuda[k], &c->out[k], names[family][k]);
+        }
+    }
+    for (uint32_t k = 0; k < c->input_count; k++)
+        if (c->present[k]) {
+            test_buffer_free(&in_cpu[k]);
+            test_buffer_free(&in_cuda[k]);
+        }
+    for (uint32_t k = 0; k < c->output_count; k++) {
+        test_buffer_free(&out_cpu[k]);
+        test_buffer_free(&out_cuda[k]);
+    }
+}
+
+/* Random activation parameters in well-conditioned ranges (SOFTPLUS
+ * Steepness >= 1, decision BN-7). */
+static void bn_random_activation(bn_case* c) {
+    c->activation = test_rand_range(0, 4) == 0 ? 0 : test_fusable_activations[test_rand_range(0, 16)];
+    c->a0 = (float)test_rand_double(-2, 2);
+    c->a1 = (float)test_rand_double(-2, 2);
+    if (c->activation == DML_OPERATOR_ACTIVATION_SOFTPLUS) c->a0 = (float)test_rand_double(1, 4);
+    if (c->activation == DML_OPERATOR_ACTIVATION_CELU) c->a0 = (float)test_rand_double(0.25, 2);
+    if (c->activation == DML_OPERATOR_ACTIVATION_SHRINK || c->activation == DML_OPERATOR_ACTIVATION_SCALED_ELU) {
+        c->a0 = (float)test_rand_double(0, 1);
+        c->a1 = (float)test_rand_double(0, 2);
+    }
+}
+
+/* Random sizes of at most max_elements elements, ranks 1-8. */
+static void bn_random_sizes(bn_case* c, uint64_t max_elements) {
+    uint64_t count = 1;
+    for (uint32_t i = 0; i < c->rank; i++) {
+        uint32_t limit = c->rank <= 2 ? 300 : c->rank <= 4 ? 40 : 6;
+        c->x[i] = test_rand_range(1, limit);
+        count *= c->x[i];
+    }
+    while (count > max_elements) { /* halve the largest dimension */
+        uint32_t largest = 0;
+        for (uint32_t i = 1; i < c->rank; i++)
+            if (c->x[i] > c->x[largest]) largest = i;
+        count = count / c->x[largest] * (c->x[largest] / 2);
+        c->x[largest] /= 2;
+    }
+}
+
+TEST_CASE(cuda_batch_normalization_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    static const DML_OPERATOR_TYPE types[4] = {
+        DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+        DML_OPERATOR_BATCH_NORMALIZATION_GRAD, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    uint64_t compared = 0, identical = 0;
+    for (int iteration = 0; iteration < 400 && !test_case_failed(); iteration++) {
+        bn_case* c = calloc(1, sizeof *c);
+        c->type = types[iteration % 4];
+        c->data_type = (iteration / 4) % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        c->rank = test_rand_range(1, 8);
+        bn_random_sizes(c, test_rand_range(0, 3) == 0 ? 60000 : 5000);
+        /* Random reduction axes; inference: each parameter broadcast its own way (BN-5). */
+        bool inference = c->type == DML_OPERATOR_BATCH_NORMALIZATION;
+        for (int k = 0; k < 4; k++)
+            for (uint32_t i = 0; i < c->rank; i++)
+                c->p[k][i] = k > 0 && !inference ? c->p[0][i] : test_rand_bool() ? c->x[i] : 1;
+        c->epsilon = (float)test_rand_double(1e-3, 1e-1);
+        c->fused_add = c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING && test_rand_bool();
+        if (!bn_is_gradient(c->type)) bn_random_activation(c);
+        c->nhwc = c->rank == 4 && test_rand_range(0, 3) == 0;
+        c->random_layouts = true;
+        bn_build(c);
+        bn_compare(cpu, cuda, c, &compared, &identical);
+        free(c);
+    }
+    printf("note: %" PRIu64 " of %" PRIu64 " compared output elements are bit-identical on CPU and CUDA\n", identical,
+           compared);
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* Typical large problems: one channel (a single group of millions of
+ * elements over the whole GPU), NHWC with 64 channels (groups as the fast
+ * thread index), an odd NCHW shape; every operator, FLOAT32 and FLOAT16. */
+TEST_CASE(cuda_batch_normalization_large) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    static const struct {
+        uint32_t x[4];
+        bool nhwc;
+        DML_TENSOR_DATA_TYPE type;
+    } shapes[] = {
+        {{16, 1, 512, 512}, false, DML_TENSOR_DATA_TYPE_FLOAT32},
+        {{8, 64, 56, 56}, true, DML_TENSOR_DATA_TYPE_FLOAT16},
+        {{8, 64, 56, 56}, true, DML_TENSOR_DATA_TYPE_FLOAT32},
+        {{3, 5, 333, 71}, false, DML_TENSOR_DATA_TYPE_FLOAT32},
+    };
+    static const DML_OPERATOR_TYPE types[4] = {
+        DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+        DML_OPERATOR_BATCH_NORMALIZATION_GRAD, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    uint64_t compared = 0, identical = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            bn_case* c = calloc(1, sizeof *c);
+            c->type = types[t];
+            c->data_type = shapes[s].type;
+            c->rank = 4;
+            memcpy(c->x, shapes[s].x, sizeof shapes[s].x);
+            for (int k = 0; k < 4; k++)
+                for (uint32_t i = 0; i < 4; i++) c->p[k][i] = i == 1 ? c->x[1] : 1;
+            c->epsilon = 1e-5f;
+            c->fused_add = c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING;
+            if (!bn_is_gradient(c->type)) c->activation = DML_OPERATOR_ACTIVATION_RELU;
+            c->nhwc = shapes[s].nhwc;
+            bn_build(c);
+            bn_compare(cpu, cuda, c, &compared, &identical);
+            free(c);
+        }
+    printf("note: %" PRIu64 " of %" PRIu64 " compared output elements are bit-identical on CPU and CUDA\n", identical,
+           compared);
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* Adversarial values for order-sensitivity: a quarter of the elements +1e15,
+ * a quarter -1e15 at random places, the rest of order 1. The huge values
+ * cancel, so every sum is small while the rounding of its partial sums
+ * depends on their order: any change in how a reduction is split or combined
+ * changes the results. */
+static void fill_adversarial(test_buffer* b, const test_tensor* t) {
+    uint64_t n = t->element_count;
+    uint32_t* order = malloc(n * sizeof *order);
+    for (uint64_t i = 0; i < n; i++) order[i] = (uint32_t)i;
+    for (uint64_t k = n; k > 1; k--) {
+        uint64_t j = test_rand() % k;
+        uint32_t tmp = order[k - 1];
+        order[k - 1] = order[j];
+        order[j] = tmp;
+    }
+    for (uint64_t k = 0; k < n; k++) {
+        double value = k < n / 4 ? 1e15 : k < n / 2 ? -1e15 : test_rand_double(-1, 1);
+        test_store(t->buffer.DataType, b->data, test_tensor_offset(t, order[k]), value);
+    }
+    free(order);
+}
+
+/* TRAINING and TRAINING_GRAD on a large single group (C = 1), ordinary and
+ * adversarial data: three CUDA runs give the same bytes. */
+TEST_CASE(cuda_batch_normalization_run_to_run) {
+    DMLDevice* cuda = test_cuda_device();
+    static const DML_OPERATOR_TYPE types[2] = {DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+                                               DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    for (int t = 0; t < 2; t++)
+        for (int adversarial = 0; adversarial < 2; adversarial++) {
+            bn_case* c = calloc(1, sizeof *c);
+            c->type = types[t];
+            c->data_type = DML_TENSOR_DATA_TYPE_FLOAT32;
+            c->rank = 4;
+            const uint32_t x[4] = {16, 1, 512, 512};
+            memcpy(c->x, x, sizeof x);
+            for (uint32_t i = 0; i < 4; i++) c->p[0][i] = 1;
+            c->epsilon = 1e-5f;
+            c->fused_add = t == 0;
+            if (t == 0) c->activation = DML_OPERATOR_ACTIVATION_GELU;
+            bn_build(c);
+            test_buffer inputs[BN_INPUTS] = {{0}}, outputs[BN_OUTPUTS], first[BN_OUTPUTS];
+            test_buffer *in[BN_INPUTS] = {0}, *out[BN_OUTPUTS] = {0};
+            for (uint32_t k = 0; k < c->input_count; k++) {
+                if (!c->present[k]) continue;
+                double lo, hi;
+                bn_input_range(c, k, &lo, &hi);
+                test_buffer_alloc(&inputs[k], c->in[k].buffer.TotalTensorSizeInBytes);
+                test_fill_random(&inputs[k], &c->in[k], lo, hi);
+                if (adversarial && k < (t == 0 ? 1u : 2u)) fill_adversarial(&inputs[k], &c->in[k]); /* x (and dy) */
+                in[k] = &inputs[k];
+            }
+            for (uint32_t k = 0; k < c->output_count; k++) {
+                test_buffer_alloc(&outputs[k], c->out[k].buffer.TotalTensorSizeInBytes);
+                test_buffer_alloc(&first[k], c->out[k].buffer.TotalTensorSizeInBytes);
+                out[k] = &outputs[k];
+            }
+            for (int run = 0; run < 3; run++) {
+                for (uint32_t k = 0; k < c->output_count; k++) test_buffer_poison(&outputs[k]);
+                EXPECT_STATUS(test_run(cuda, &c->op, c->input_count, in, c->output_count, out), S_OK, NULL);
+                for (uint32_t k = 0; k < c->output_count; k++) {
+                    uint64_t bytes = outputs[k].size + 2 * TEST_GUARD_BYTES;
+                    if (run == 0)
+                        memcpy(first[k].block, outputs[k].block, bytes);
+                    else
+                        EXPECT(memcmp(first[k].block, outputs[k].block, bytes) == 0,
+                               "%s output %u: CUDA run %d differs from run 1%s", dmlOperatorTypeName(c->type), k,
+                               run + 1, adversarial ? " (adversarial data)" : "");
+                }
+            }
+            for (uint32_t k = 0; k < c->input_count; k++)
+                if (c->present[k]) test_buffer_free(&inputs[k]);
+            for (uint32_t k = 0; k < c->output_count; k++) {
+                test_buffer_free(&outputs[k]);
+                test_buffer_free(&first[k]);
+            }
+            free(c);
+        }
     dmlReleaseDevice(cuda);
 }
 

@@ -232,6 +232,10 @@ static constexpr dml_backend make_cuda_backend() {
     /* The kernel table: one line per family variant on CUDA. */
     backend.kernels[DML_KERNEL_MAX_POOLING] = dml_cuda_max_pooling;
     backend.kernels[DML_KERNEL_MAX_POOLING_GRAD] = dml_cuda_max_pooling_grad;
+    backend.kernels[DML_KERNEL_BATCH_NORMALIZATION] = dml_cuda_batch_normalization;
+    backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_TRAINING] = dml_cuda_batch_normalization_training;
+    backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_GRAD] = dml_cuda_batch_normalization_grad;
+    backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_TRAINING_GRAD] = dml_cuda_batch_normalization_training_grad;
     return backend;
 }
 

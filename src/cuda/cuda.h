@@ -54,11 +54,6 @@ class dml_cuda_device_guard {
  * spec tensors.md §7.3). */
 HRESULT dml_cuda_kernel_error(cudaError_t error, const char* what);
 
-/* Clears a stale error of an earlier CUDA call on this thread, so that the
- * check after a launch reports only the launch's own error. Call it before
- * the first launch of a dispatch. */
-void dml_cuda_begin_launches(void);
-
 /* After each launch: S_OK, or the launch's error (dml_cuda_kernel_error). */
 HRESULT dml_cuda_check_launch(const char* kernel_name);
 

@@ -12,11 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#if defined(__CUDACC__)
-#define DML_ACTIVATION_FN static inline __host__ __device__
-#else
-#define DML_ACTIVATION_FN static inline
-#endif
+#include "../core/portable.h"
 
 /* Activation types by their DML_OPERATOR_TYPE value; NONE: no fused activation. */
 enum {
@@ -52,62 +48,62 @@ typedef struct dml_activation {
 } dml_activation;
 
 /* ln(1 + exp(z)) without overflow: max(z, 0) + log1p(exp(-|z|)). */
-DML_ACTIVATION_FN float dml_softplus_f32(float z) {
+DML_HOST_DEVICE float dml_softplus_f32(float z) {
     return fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z)));
 }
 
-DML_ACTIVATION_FN float dml_activation_elu(float x, float alpha) { return x >= 0.0f ? x : alpha * expm1f(x); }
+DML_HOST_DEVICE float dml_activation_elu(float x, float alpha) { return x >= 0.0f ? x : alpha * expm1f(x); }
 
-DML_ACTIVATION_FN float dml_activation_celu(float x, float alpha) {
+DML_HOST_DEVICE float dml_activation_celu(float x, float alpha) {
     return fmaxf(0.0f, x) + fminf(0.0f, alpha * expm1f(x / alpha));
 }
 
-DML_ACTIVATION_FN float dml_activation_hard_sigmoid(float x, float alpha, float beta) {
+DML_HOST_DEVICE float dml_activation_hard_sigmoid(float x, float alpha, float beta) {
     return fmaxf(0.0f, fminf(alpha * x + beta, 1.0f));
 }
 
-DML_ACTIVATION_FN float dml_activation_leaky_relu(float x, float alpha) { return x >= 0.0f ? x : alpha * x; }
+DML_HOST_DEVICE float dml_activation_leaky_relu(float x, float alpha) { return x >= 0.0f ? x : alpha * x; }
 
-DML_ACTIVATION_FN float dml_activation_linear(float x, float alpha, float beta) { return alpha * x + beta; }
+DML_HOST_DEVICE float dml_activation_linear(float x, float alpha, float beta) { return alpha * x + beta; }
 
-DML_ACTIVATION_FN float dml_activation_parametric_softplus(float x, float alpha, float beta) {
+DML_HOST_DEVICE float dml_activation_parametric_softplus(float x, float alpha, float beta) {
     return alpha * dml_softplus_f32(beta * x);
 }
 
-DML_ACTIVATION_FN float dml_activation_relu(float x) { return fmaxf(0.0f, x); }
+DML_HOST_DEVICE float dml_activation_relu(float x) { return fmaxf(0.0f, x); }
 
 /* Gamma * (Alpha * exp(x) - Alpha) for x <= 0, written with expm1. */
-DML_ACTIVATION_FN float dml_activation_scaled_elu(float x, float alpha, float gamma) {
+DML_HOST_DEVICE float dml_activation_scaled_elu(float x, float alpha, float gamma) {
     return x > 0.0f ? gamma * x : gamma * (alpha * expm1f(x));
 }
 
-DML_ACTIVATION_FN float dml_activation_scaled_tanh(float x, float alpha, float beta) {
+DML_HOST_DEVICE float dml_activation_scaled_tanh(float x, float alpha, float beta) {
     return alpha * tanhf(beta * x);
 }
 
-DML_ACTIVATION_FN float dml_activation_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+DML_HOST_DEVICE float dml_activation_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* Steepness >= 1 (validated, decision BN-7). */
-DML_ACTIVATION_FN float dml_activation_softplus(float x, float steepness) {
+DML_HOST_DEVICE float dml_activation_softplus(float x, float steepness) {
     return dml_softplus_f32(steepness * x) / steepness;
 }
 
-DML_ACTIVATION_FN float dml_activation_softsign(float x) { return x / (1.0f + fabsf(x)); }
+DML_HOST_DEVICE float dml_activation_softsign(float x) { return x / (1.0f + fabsf(x)); }
 
-DML_ACTIVATION_FN float dml_activation_thresholded_relu(float x, float alpha) { return x > alpha ? x : 0.0f; }
+DML_HOST_DEVICE float dml_activation_thresholded_relu(float x, float alpha) { return x > alpha ? x : 0.0f; }
 
-DML_ACTIVATION_FN float dml_activation_shrink(float x, float bias, float threshold) {
+DML_HOST_DEVICE float dml_activation_shrink(float x, float bias, float threshold) {
     if (x > threshold) return x - bias;
     if (x < -threshold) return x + bias;
     return 0.0f;
 }
 
-DML_ACTIVATION_FN float dml_activation_gelu(float x) {
+DML_HOST_DEVICE float dml_activation_gelu(float x) {
     return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 }
 
 /* f(x) for any activation type (NONE and IDENTITY: x). */
-DML_ACTIVATION_FN float dml_activation_apply(const dml_activation* a, float x) {
+DML_HOST_DEVICE float dml_activation_apply(const dml_activation* a, float x) {
     switch (a->type) {
     case DML_ACTIVATION_ELU: return dml_activation_elu(x, a->param0);
     case DML_ACTIVATION_CELU: return dml_activation_celu(x, a->param0);

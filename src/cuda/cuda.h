@@ -70,5 +70,8 @@ unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned t
 /* ---- Kernels (one .cu per family), indexed by dml_kernel_id in cuda_backend.cu ---- */
 HRESULT dml_cuda_max_pooling(const dml_kernel_args* args);
 HRESULT dml_cuda_max_pooling_grad(const dml_kernel_args* args);
+HRESULT dml_cuda_roi_pooling(const dml_kernel_args* args);
+HRESULT dml_cuda_roi_align(const dml_kernel_args* args);
+HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args);
 
 #endif

@@ -232,6 +232,9 @@ static constexpr dml_backend make_cuda_backend() {
     /* The kernel table: one line per family variant on CUDA. */
     backend.kernels[DML_KERNEL_MAX_POOLING] = dml_cuda_max_pooling;
     backend.kernels[DML_KERNEL_MAX_POOLING_GRAD] = dml_cuda_max_pooling_grad;
+    backend.kernels[DML_KERNEL_ROI_POOLING] = dml_cuda_roi_pooling;
+    backend.kernels[DML_KERNEL_ROI_ALIGN] = dml_cuda_roi_align;
+    backend.kernels[DML_KERNEL_ROI_ALIGN_GRAD] = dml_cuda_roi_align_grad;
     return backend;
 }
 

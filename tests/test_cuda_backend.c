@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "roi_cases.h"
 
 extern char** environ;
 
@@ -467,87 +468,7 @@ TEST_CASE(cuda_binding_errors_keep_device) {
     dmlReleaseDevice(cuda);
 }
 
-/* ---- ROI families: CPU vs CUDA ---- */
-
-/* One tensor of a CPU-vs-CUDA comparison: its description and one guarded
- * buffer per backend, with the same bytes before the runs. */
-typedef struct twin_buffer {
-    bool present;
-    test_tensor tensor;
-    test_buffer cpu, cuda;
-} twin_buffer;
-
-static void twin_init(twin_buffer* w, DML_TENSOR_DATA_TYPE type, uint32_t rank, const uint32_t* sizes,
-                      test_layout layout) {
-    w->present = true;
-    test_tensor_init(&w->tensor, type, rank, sizes, layout);
-    test_buffer_alloc(&w->cpu, w->tensor.buffer.TotalTensorSizeInBytes);
-    test_buffer_alloc(&w->cuda, w->tensor.buffer.TotalTensorSizeInBytes);
-}
-
-/* Writes values[logical index] into both buffers. */
-static void twin_fill(twin_buffer* w, const double* values) {
-    test_fill_values(&w->cpu, &w->tensor, values);
-    memcpy(w->cuda.block, w->cpu.block, (size_t)w->cpu.size + 2 * TEST_GUARD_BYTES);
-}
-
-static void twin_free(twin_buffer* w) {
-    if (!w->present) return;
-    test_buffer_free(&w->cpu);
-    test_buffer_free(&w->cuda);
-    w->present = false;
-}
-
-static const DML_TENSOR_DESC* twin_desc(const twin_buffer* w) { return w->present ? &w->tensor.desc : NULL; }
-static test_buffer* twin_cpu(twin_buffer* w) { return w->present ? &w->cpu : NULL; }
-static test_buffer* twin_cuda(twin_buffer* w) { return w->present ? &w->cuda : NULL; }
-
-/* Every element of the CUDA output has the CPU's bits, except that a NaN
- * matches any NaN (x86 propagates an operand's NaN payload, CUDA arithmetic
- * gives its canonical NaN); guards and unaddressed bytes are untouched. */
-static bool expect_same_values(const twin_buffer* w, const char* what, const char* context) {
-    test_buffer_check_guards(&w->cuda, what);
-    test_buffer_check_unaddressed(&w->cuda, &w->tensor, what);
-    DML_TENSOR_DATA_TYPE type = w->tensor.buffer.DataType;
-    for (uint64_t i = 0; i < w->tensor.element_count; i++) {
-        uint64_t offset = test_tensor_offset(&w->tensor, i);
-        uint64_t cpu_bits = test_load_bits(type, w->cpu.data, offset), cuda_bits = test_load_bits(type, w->cuda.data, offset);
-        double cpu_value = test_load(type, w->cpu.data, offset), cuda_value = test_load(type, w->cuda.data, offset);
-        if (cpu_bits == cuda_bits || (isnan(cpu_value) && isnan(cuda_value))) continue;
-        EXPECT(false, "%s: element %" PRIu64 " differs: CPU %.9g (0x%" PRIx64 "), CUDA %.9g (0x%" PRIx64 "); %s", what, i,
-               cpu_value, cpu_bits, cuda_value, cuda_bits, context);
-        return false;
-    }
-    return true;
-}
-
-/* A ROI coordinate (unscaled) around an image of `extent` pixels: mostly
- * inside or near it, at times far outside, huge, infinite or NaN. */
-static double random_roi_coordinate(uint32_t extent, double scale, bool specials) {
-    uint32_t kind = test_rand_range(0, 39);
-    if (specials && kind == 0) return NAN;
-    if (specials && kind == 1) return test_rand_bool() ? INFINITY : -INFINITY;
-    if (specials && kind == 2) return test_rand_double(-1e30, 1e30);
-    if (kind < 8) return round(test_rand_double(-3.0, extent + 3.0)) / scale; /* integer pixels */
-    return test_rand_double(-3.0, extent + 3.0) / scale;
-}
-
-static const float roi_scales[] = {1.0f, 0.5f, 0.25f, 0.0625f, 2.0f, 0.3f};
-
-/* Image values: random, with repeats, signed zeros, NaN and infinities at
- * times (ties and the NaN rule of MAX). */
-static double* random_image(uint64_t count, bool specials) {
-    double* values = malloc(count * sizeof *values);
-    for (uint64_t i = 0; i < count; i++) {
-        uint32_t kind = test_rand_range(0, 49);
-        values[i] = specials && kind == 0   ? NAN
-                    : specials && kind == 1 ? (test_rand_bool() ? INFINITY : -INFINITY)
-                    : kind < 4              ? (test_rand_bool() ? 0.0 : -0.0)
-                    : kind < 10             ? round(test_rand_double(-4, 4))
-                                            : test_rand_double(-10, 10);
-    }
-    return values;
-}
+/* ---- ROI families: CPU vs CUDA (roi_cases.h) ---- */
 
 static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
     DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
@@ -555,7 +476,7 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
     uint32_t height = large ? 61 : test_rand_range(1, 12), width = large ? 83 : test_rand_range(1, 12);
     uint32_t roi_count = large ? 500 : test_rand_range(1, 10);
     uint32_t pooled_height = large ? 7 : test_rand_range(1, 4), pooled_width = large ? 7 : test_rand_range(1, 4);
-    float scale = roi_scales[test_rand_range(0, 5)];
+    float scale = random_roi_scale();
     uint32_t in_sizes[4] = {batch, channels, height, width}, roi_sizes[4] = {1, 1, roi_count, 5};
     uint32_t out_sizes[4] = {roi_count, channels, pooled_height, pooled_width};
     test_layout layouts[3] = {large ? TEST_LAYOUT_PERMUTED : test_random_layout(true),
@@ -572,8 +493,7 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
         uint32_t kind = test_rand_range(0, 19);
         /* Batch ids: mostly valid integers; fractions truncate; out of range and NaN at times (RP-5). */
         rows[r * 5] = kind == 0 ? NAN : kind < 3 ? test_rand_double(-1.5, batch + 0.5) : test_rand_range(0, batch - 1);
-        for (int k = 1; k < 5; k++)
-            rows[r * 5 + k] = random_roi_coordinate(k % 2 ? width : height, scale, !large);
+        for (int k = 1; k < 5; k++) rows[r * 5 + k] = random_roi_coordinate(k % 2 ? width : height, scale, !large);
     }
     twin_fill(&rois, rows);
 
@@ -602,217 +522,30 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
 TEST_CASE(cuda_roi_pooling_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, false);
+    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) compare_roi_pooling(cpu, cuda, false);
     /* More outputs than one pass of the grid: every thread loops. */
     compare_roi_pooling(cpu, cuda, true);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
 
-/* One ROI align problem, run as ROI_ALIGN/ROI_ALIGN1 and as ROI_ALIGN_GRAD. */
-typedef struct roi_align_case {
-    DML_OPERATOR_TYPE forward_type;
-    DML_TENSOR_DATA_TYPE type, index_type;
-    uint32_t batch, channels, height, width, roi_count, out_height, out_width;
-    uint32_t roi_rank, batch_rank;
-    DML_REDUCE_FUNCTION reduction;
-    DML_INTERPOLATION_MODE interpolation;
-    float scale_x, scale_y, input_pixel_offset, output_pixel_offset, out_of_bounds_value;
-    uint32_t min_samples, max_samples;
-    BOOL align_corners;
-    bool specials; /* NaN/infinite values and coordinates */
-    double *image, *rois, *batch_indices, *input_gradient;
-    test_layout layouts[8];
-    char context[320];
-} roi_align_case;
-
-static void roi_align_case_describe(roi_align_case* c) {
-    snprintf(c->context, sizeof c->context,
-             "%s %s idx %s in [%u %u %u %u] R %u out %ux%u ranks %u/%u %s %s scale %g,%g offsets %g,%g oob %g "
-             "samples %u..%u corners %d layouts %s/%s/%s/%s",
-             dmlOperatorTypeName(c->forward_type), dmlDataTypeName(c->type), dmlDataTypeName(c->index_type), c->batch,
-             c->channels, c->height, c->width, c->roi_count, c->out_height, c->out_width, c->roi_rank, c->batch_rank,
-             c->reduction == DML_REDUCE_FUNCTION_MAX ? "MAX" : "AVERAGE",
-             c->interpolation == DML_INTERPOLATION_MODE_LINEAR ? "LINEAR" : "NEAREST", c->scale_x, c->scale_y,
-             c->input_pixel_offset, c->output_pixel_offset, c->out_of_bounds_value, c->min_samples, c->max_samples,
-             (int)c->align_corners, test_layout_name(c->layouts[0]), test_layout_name(c->layouts[1]),
-             test_layout_name(c->layouts[2]), test_layout_name(c->layouts[3]));
-}
-
-static void roi_align_case_free(roi_align_case* c) {
-    free(c->image);
-    free(c->rois);
-    free(c->batch_indices);
-    free(c->input_gradient);
-}
-
-static float random_offset(void) {
-    static const float offsets[] = {0.0f, 0.5f, -0.5f};
-    return test_rand_range(0, 3) == 3 ? (float)test_rand_double(-1, 1) : offsets[test_rand_range(0, 2)];
-}
-
-/* Boxes: x1 around the image, x2 = x1 + a size that is at times 0 or negative
- * (mirrored); NaN, infinite and huge corners at times. */
-static void random_boxes(roi_align_case* c) {
-    c->rois = malloc((size_t)c->roi_count * 4 * sizeof *c->rois);
-    c->batch_indices = malloc((size_t)c->roi_count * sizeof *c->batch_indices);
-    for (uint32_t r = 0; r < c->roi_count; r++) {
-        double* box = c->rois + (size_t)r * 4;
-        for (int axis = 0; axis < 2; axis++) {
-            uint32_t extent = axis ? c->height : c->width;
-            double scale = axis ? c->scale_y : c->scale_x;
-            box[axis] = random_roi_coordinate(extent, scale, c->specials);
-            uint32_t kind = test_rand_range(0, 9);
-            double size = kind == 0 ? 0.0 : kind == 1 ? -test_rand_double(0, extent) : test_rand_double(0, extent + 2.0);
-            box[axis + 2] = box[axis] + size / scale;
-        }
-        uint32_t kind = test_rand_range(0, 19);
-        /* RA-12: out-of-range images at times. */
-        c->batch_indices[r] = kind == 0 ? c->batch + test_rand_range(0, 2)
-                              : kind == 1 ? (c->index_type == DML_TENSOR_DATA_TYPE_UINT64 ? 1099511627776.0 : 4294967295.0)
-                                          : test_rand_range(0, c->batch - 1);
+/* Runs `run` on the CPU once and on CUDA `cuda_runs` times (outputs poisoned
+ * before each), expecting every CUDA run equal to the CPU's. */
+static void compare_roi_align_run(DMLDevice* cpu, DMLDevice* cuda, roi_align_run* run, int cuda_runs) {
+    test_buffer *inputs[4], *outputs[2];
+    roi_align_run_buffers(run, false, inputs, outputs);
+    HRESULT status = test_run(cpu, &run->op, run->input_count, inputs, run->output_count, outputs);
+    EXPECT(status == S_OK, "CPU %s (%s); %s", dmlStatusName(status), dmlGetLastErrorMessage(), run->context);
+    roi_align_run_buffers(run, true, inputs, outputs);
+    for (int attempt = 1; attempt <= cuda_runs && status == S_OK && !test_case_failed(); attempt++) {
+        for (uint32_t i = 0; i < run->output_count; i++)
+            if (outputs[i]) test_buffer_poison(outputs[i]);
+        status = test_run(cuda, &run->op, run->input_count, inputs, run->output_count, outputs);
+        EXPECT(status == S_OK, "CUDA %s (%s); %s", dmlStatusName(status), dmlGetLastErrorMessage(), run->context);
+        char label[32];
+        snprintf(label, sizeof label, "CUDA run %d", attempt);
+        if (status == S_OK) roi_align_run_compare(run, label);
     }
-}
-
-static void random_roi_align_case(roi_align_case* c) {
-    memset(c, 0, sizeof *c);
-    c->forward_type = test_rand_bool() ? DML_OPERATOR_ROI_ALIGN : DML_OPERATOR_ROI_ALIGN1;
-    c->type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
-    c->index_type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_UINT64 : DML_TENSOR_DATA_TYPE_UINT32;
-    c->batch = test_rand_range(1, 3);
-    c->channels = test_rand_range(1, 11);
-    c->height = test_rand_range(1, 20);
-    c->width = test_rand_range(1, 20);
-    c->roi_count = test_rand_range(1, 12);
-    c->out_height = test_rand_range(1, 4);
-    c->out_width = test_rand_range(1, 4);
-    c->roi_rank = test_rand_range(2, 4);
-    c->batch_rank = test_rand_range(1, 4);
-    c->reduction = test_rand_bool() ? DML_REDUCE_FUNCTION_MAX : DML_REDUCE_FUNCTION_AVERAGE;
-    c->interpolation = test_rand_bool() ? DML_INTERPOLATION_MODE_LINEAR : DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR;
-    c->scale_x = test_rand_range(0, 3) == 0 ? (float)test_rand_double(0.1, 3) : roi_scales[test_rand_range(0, 5)];
-    c->scale_y = test_rand_bool() ? c->scale_x : roi_scales[test_rand_range(0, 5)];
-    c->input_pixel_offset = c->forward_type == DML_OPERATOR_ROI_ALIGN ? 0.5f : random_offset();
-    c->output_pixel_offset = c->forward_type == DML_OPERATOR_ROI_ALIGN ? -0.5f : random_offset();
-    c->out_of_bounds_value = test_rand_bool() ? 0.0f : (float)round(test_rand_double(-20, 20));
-    c->min_samples = test_rand_range(1, 3);
-    c->max_samples = c->min_samples + (test_rand_range(0, 4) == 0 ? 40 : test_rand_range(0, 3));
-    c->align_corners = c->forward_type == DML_OPERATOR_ROI_ALIGN1 && test_rand_range(0, 3) == 0;
-    c->specials = test_rand_range(0, 3) == 0;
-    for (int i = 0; i < 8; i++) c->layouts[i] = test_random_layout(i < 3 || i == 4);
-    c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, c->specials);
-    random_boxes(c);
-    uint64_t outputs = (uint64_t)c->roi_count * c->channels * c->out_height * c->out_width;
-    c->input_gradient = malloc(outputs * sizeof *c->input_gradient);
-    for (uint64_t i = 0; i < outputs; i++) c->input_gradient[i] = test_rand_double(-1, 1);
-    roi_align_case_describe(c);
-}
-
-/* Layout slots of roi_align_case.layouts. */
-enum { L_INPUT, L_ROI, L_BATCH, L_OUTPUT, L_INPUT_GRADIENT, L_OUTPUT_GRADIENT, L_ROI_GRADIENT };
-
-static void roi_shapes(const roi_align_case* c, uint32_t roi_sizes[4], uint32_t batch_sizes[4]) {
-    for (int i = 0; i < 4; i++) roi_sizes[i] = batch_sizes[i] = 1;
-    roi_sizes[c->roi_rank - 2] = c->roi_count;
-    roi_sizes[c->roi_rank - 1] = 4;
-    batch_sizes[c->batch_rank - 1] = c->roi_count;
-}
-
-static void compare_roi_align_forward(DMLDevice* cpu, DMLDevice* cuda, roi_align_case* c) {
-    uint32_t in_sizes[4] = {c->batch, c->channels, c->height, c->width};
-    uint32_t out_sizes[4] = {c->roi_count, c->channels, c->out_height, c->out_width};
-    uint32_t roi_sizes[4], batch_sizes[4];
-    roi_shapes(c, roi_sizes, batch_sizes);
-    twin_buffer input, rois, indices, output;
-    twin_init(&input, c->type, 4, in_sizes, c->layouts[L_INPUT]);
-    twin_init(&rois, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI]);
-    twin_init(&indices, c->index_type, c->batch_rank, batch_sizes, c->layouts[L_BATCH]);
-    twin_init(&output, c->type, 4, out_sizes, c->layouts[L_OUTPUT]);
-    twin_fill(&input, c->image);
-    twin_fill(&rois, c->rois);
-    twin_fill(&indices, c->batch_indices);
-    DML_ROI_ALIGN_OPERATOR_DESC align = {&input.tensor.desc, &rois.tensor.desc, &indices.tensor.desc,
-                                         &output.tensor.desc, c->reduction,      c->interpolation,
-                                         c->scale_x,          c->scale_y,        c->out_of_bounds_value,
-                                         c->min_samples,      c->max_samples};
-    DML_ROI_ALIGN1_OPERATOR_DESC align1 = {&input.tensor.desc,  &rois.tensor.desc,      &indices.tensor.desc,
-                                           &output.tensor.desc, c->reduction,           c->interpolation,
-                                           c->scale_x,          c->scale_y,             c->input_pixel_offset,
-                                           c->output_pixel_offset, c->out_of_bounds_value, c->min_samples,
-                                           c->max_samples,      c->align_corners};
-    DML_OPERATOR_DESC op = {c->forward_type,
-                            c->forward_type == DML_OPERATOR_ROI_ALIGN ? (const void*)&align : (const void*)&align1};
-    HRESULT cpu_status = test_run(cpu, &op, 3, (test_buffer*[]){&input.cpu, &rois.cpu, &indices.cpu}, 1,
-                                  (test_buffer*[]){&output.cpu});
-    HRESULT cuda_status = test_run(cuda, &op, 3, (test_buffer*[]){&input.cuda, &rois.cuda, &indices.cuda}, 1,
-                                   (test_buffer*[]){&output.cuda});
-    EXPECT(cpu_status == S_OK && cuda_status == S_OK, "CPU %s, CUDA %s (%s); %s", dmlStatusName(cpu_status),
-           dmlStatusName(cuda_status), dmlGetLastErrorMessage(), c->context);
-    if (cpu_status == S_OK && cuda_status == S_OK) expect_same_values(&output, "OutputTensor", c->context);
-    twin_free(&input);
-    twin_free(&rois);
-    twin_free(&indices);
-    twin_free(&output);
-}
-
-/* ROI_ALIGN_GRAD on both backends (runs times on CUDA, every run expected
- * identical to the CPU's). */
-static void compare_roi_align_grad(DMLDevice* cpu, DMLDevice* cuda, roi_align_case* c, bool with_input,
-                                   bool want_output_gradient, bool want_roi_gradient, int runs) {
-    uint32_t in_sizes[4] = {c->batch, c->channels, c->height, c->width};
-    uint32_t dy_sizes[4] = {c->roi_count, c->channels, c->out_height, c->out_width};
-    uint32_t roi_sizes[4], batch_sizes[4];
-    roi_shapes(c, roi_sizes, batch_sizes);
-    twin_buffer input = {0}, dy, rois, indices, dx = {0}, droi = {0};
-    if (with_input) {
-        twin_init(&input, c->type, 4, in_sizes, c->layouts[L_INPUT]);
-        twin_fill(&input, c->image);
-    }
-    twin_init(&dy, c->type, 4, dy_sizes, c->layouts[L_INPUT_GRADIENT]);
-    twin_fill(&dy, c->input_gradient);
-    twin_init(&rois, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI]);
-    twin_fill(&rois, c->rois);
-    /* The gradient's batch indices are UINT32 (spec §2); UINT32_MAX stays out of range. */
-    twin_init(&indices, DML_TENSOR_DATA_TYPE_UINT32, c->batch_rank, batch_sizes, c->layouts[L_BATCH]);
-    double* indices32 = malloc(c->roi_count * sizeof *indices32);
-    for (uint32_t r = 0; r < c->roi_count; r++) indices32[r] = fmin(c->batch_indices[r], 4294967295.0);
-    twin_fill(&indices, indices32);
-    free(indices32);
-    if (want_output_gradient) twin_init(&dx, c->type, 4, in_sizes, c->layouts[L_OUTPUT_GRADIENT]);
-    if (want_roi_gradient) twin_init(&droi, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI_GRADIENT]);
-    DML_ROI_ALIGN_GRAD_OPERATOR_DESC grad = {
-        twin_desc(&input), &dy.tensor.desc,     &rois.tensor.desc,        &indices.tensor.desc,
-        twin_desc(&dx),    twin_desc(&droi),    c->reduction,             c->interpolation,
-        c->scale_x,        c->scale_y,          c->input_pixel_offset,    c->output_pixel_offset,
-        c->min_samples,    c->max_samples,      c->align_corners};
-    DML_OPERATOR_DESC op = {DML_OPERATOR_ROI_ALIGN_GRAD, &grad};
-    char context[400];
-    snprintf(context, sizeof context, "ROI_ALIGN_GRAD input %d outputs %d/%d; %s", (int)with_input,
-             (int)want_output_gradient, (int)want_roi_gradient, c->context);
-    HRESULT cpu_status = test_run(cpu, &op, 4, (test_buffer*[]){twin_cpu(&input), &dy.cpu, &rois.cpu, &indices.cpu}, 2,
-                                  (test_buffer*[]){twin_cpu(&dx), twin_cpu(&droi)});
-    EXPECT(cpu_status == S_OK, "CPU %s (%s); %s", dmlStatusName(cpu_status), dmlGetLastErrorMessage(), context);
-    for (int run = 0; run < runs && cpu_status == S_OK && !test_case_failed(); run++) {
-        if (dx.present) test_buffer_poison(&dx.cuda);
-        if (droi.present) test_buffer_poison(&droi.cuda);
-        HRESULT cuda_status =
-            test_run(cuda, &op, 4, (test_buffer*[]){twin_cuda(&input), &dy.cuda, &rois.cuda, &indices.cuda}, 2,
-                     (test_buffer*[]){twin_cuda(&dx), twin_cuda(&droi)});
-        EXPECT(cuda_status == S_OK, "CUDA %s (%s); %s", dmlStatusName(cuda_status), dmlGetLastErrorMessage(), context);
-        if (cuda_status != S_OK) break;
-        char what[64];
-        snprintf(what, sizeof what, "OutputGradientTensor (CUDA run %d)", run + 1);
-        if (dx.present) expect_same_values(&dx, what, context);
-        snprintf(what, sizeof what, "OutputROIGradientTensor (CUDA run %d)", run + 1);
-        if (droi.present) expect_same_values(&droi, what, context);
-    }
-    twin_free(&input);
-    twin_free(&dy);
-    twin_free(&rois);
-    twin_free(&indices);
-    twin_free(&dx);
-    twin_free(&droi);
 }
 
 TEST_CASE(cuda_roi_align_matches_cpu) {
@@ -821,7 +554,10 @@ TEST_CASE(cuda_roi_align_matches_cpu) {
     for (int iteration = 0; iteration < 400 && !test_case_failed(); iteration++) {
         roi_align_case c;
         random_roi_align_case(&c);
-        compare_roi_align_forward(cpu, cuda, &c);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        compare_roi_align_run(cpu, cuda, &run, 1);
+        roi_align_run_free(&run);
         roi_align_case_free(&c);
     }
     dmlReleaseDevice(cpu);
@@ -838,64 +574,33 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
         bool want_roi_gradient = test_rand_bool();
         bool want_output_gradient = !want_roi_gradient || test_rand_bool();
         bool with_input = c.reduction == DML_REDUCE_FUNCTION_MAX || want_roi_gradient || test_rand_bool();
-        compare_roi_align_grad(cpu, cuda, &c, with_input, want_output_gradient, want_roi_gradient, 2);
+        roi_align_run run;
+        roi_align_grad_setup(&run, &c, with_input, want_output_gradient, want_roi_gradient);
+        compare_roi_align_run(cpu, cuda, &run, 2);
+        roi_align_run_free(&run);
         roi_align_case_free(&c);
     }
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
 
-/* Many overlapping ROIs on few images (more than one scan chunk of 256 per
- * image), more tile tasks than one pass of the grid, non-integer gradients:
- * the feature gradient's sums must be the same bits on every CUDA run and
- * equal to the CPU's; likewise the forward pass and the ROI gradient. */
+/* Many overlapping ROIs on few images (more than one scan chunk of 256 ROIs
+ * per image), more tile tasks than one pass of the grid, non-integer
+ * gradients: the feature gradient's sums must be the same bits on every CUDA
+ * run and equal to the CPU's; likewise the forward pass and the ROI gradient. */
 TEST_CASE(cuda_roi_align_large_overlapping_deterministic) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int variant = 0; variant < 4 && !test_case_failed(); variant++) {
         roi_align_case c;
-        memset(&c, 0, sizeof c);
-        c.forward_type = DML_OPERATOR_ROI_ALIGN1;
-        c.type = variant == 3 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-        c.index_type = DML_TENSOR_DATA_TYPE_UINT32;
-        c.batch = 5;
-        c.channels = variant < 2 ? 256 : 19;
-        c.height = variant < 2 ? 64 : 150;
-        c.width = variant < 2 ? 64 : 97;
-        c.roi_count = 700;
-        c.out_height = 7;
-        c.out_width = variant == 1 ? 5 : 7;
-        c.roi_rank = 2;
-        c.batch_rank = 1;
-        c.reduction = variant == 1 ? DML_REDUCE_FUNCTION_MAX : DML_REDUCE_FUNCTION_AVERAGE;
-        c.interpolation = variant == 2 ? DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR : DML_INTERPOLATION_MODE_LINEAR;
-        c.scale_x = c.scale_y = variant == 2 ? 0.25f : 1.0f;
-        c.input_pixel_offset = 0.5f;
-        c.output_pixel_offset = -0.5f;
-        c.min_samples = 1;
-        c.max_samples = variant == 3 ? 5 : 2;
-        c.align_corners = variant == 3;
-        for (int i = 0; i < 8; i++) c.layouts[i] = TEST_LAYOUT_PACKED;
-        c.layouts[L_INPUT] = variant == 1 ? TEST_LAYOUT_PERMUTED : TEST_LAYOUT_PACKED; /* NHWC */
-        c.image = random_image((uint64_t)c.batch * c.channels * c.height * c.width, false);
-        c.rois = malloc((size_t)c.roi_count * 4 * sizeof *c.rois);
-        c.batch_indices = malloc((size_t)c.roi_count * sizeof *c.batch_indices);
-        for (uint32_t r = 0; r < c.roi_count; r++) {
-            /* Most ROIs on images 0 and 1, in a few clusters: heavy overlap. */
-            double* box = c.rois + (size_t)r * 4;
-            double cx = (r % 3) * c.width / 3.0 / c.scale_x, cy = (r % 2) * c.height / 2.0 / c.scale_y;
-            box[0] = cx + test_rand_double(-4, 20) / c.scale_x;
-            box[1] = cy + test_rand_double(-4, 20) / c.scale_y;
-            box[2] = box[0] + test_rand_double(1, 40) / c.scale_x;
-            box[3] = box[1] + test_rand_double(1, 40) / c.scale_y;
-            c.batch_indices[r] = r % 7 == 6 ? test_rand_range(2, 5) : r % 2; /* 5: out of range */
-        }
-        uint64_t outputs = (uint64_t)c.roi_count * c.channels * c.out_height * c.out_width;
-        c.input_gradient = malloc(outputs * sizeof *c.input_gradient);
-        for (uint64_t i = 0; i < outputs; i++) c.input_gradient[i] = test_rand_double(-1, 1);
-        roi_align_case_describe(&c);
-        compare_roi_align_forward(cpu, cuda, &c);
-        compare_roi_align_grad(cpu, cuda, &c, true, true, true, 3);
+        large_roi_align_case(&c, variant);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        compare_roi_align_run(cpu, cuda, &run, 1);
+        roi_align_run_free(&run);
+        roi_align_grad_setup(&run, &c, true, true, true);
+        compare_roi_align_run(cpu, cuda, &run, 3);
+        roi_align_run_free(&run);
         roi_align_case_free(&c);
     }
     dmlReleaseDevice(cpu);

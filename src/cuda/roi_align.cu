@@ -44,8 +44,8 @@ namespace {
 constexpr unsigned kThreads = 256;
 
 /* Helpers and per-element bodies are host and device functions: the kernels
- * are thin loops around them, and a host build can replay a kernel's work
- * (nothing in the library does; it keeps the math inspectable). */
+ * are thin loops around them, and tests/test_cuda_roi_replay.cu replays
+ * them on the host against the CPU backend (CI has no GPU). */
 #define DML_CUDA_FN __host__ __device__
 /* Unrolled on the device (the channel arrays then stay in registers). */
 #ifdef __CUDA_ARCH__
@@ -695,11 +695,9 @@ HRESULT launch_grad(const dml_kernel_args* args, const grad_problem& g) {
 
 uint64_t align_up(uint64_t bytes) { return (bytes + 255) & ~(uint64_t)255; }
 
-} // namespace
+/* ---- Problems from the validated operator ---- */
 
-HRESULT dml_cuda_roi_align(const dml_kernel_args* args) {
-    dml_cuda_device_guard guard(args->device);
-    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+forward_problem forward_problem_make(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
@@ -715,13 +713,11 @@ HRESULT dml_cuda_roi_align(const dml_kernel_args* args) {
     copy_strides(f.in_strides, input);
     copy_strides(f.out_strides, output);
     f.count = (uint64_t)output->sizes[0] * output->sizes[1] * output->sizes[2] * output->sizes[3];
-    return input->type == DML_TENSOR_DATA_TYPE_FLOAT16 ? launch_forward<uint16_t>(args, f)
-                                                       : launch_forward<float>(args, f);
+    return f;
 }
 
-HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args) {
-    dml_cuda_device_guard guard(args->device);
-    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+/* Everything but the temporaries (grad_scratch_layout). */
+grad_problem grad_problem_make(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
     const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
@@ -754,25 +750,51 @@ HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args) {
     g.tiles_x = (s.width + kTile - 1) / kTile;
     g.chunks = (s.channels + kChunk - 1) / kChunk;
     g.tasks = (uint64_t)s.batch * g.tiles_y * g.tiles_x * g.chunks;
+    return g;
+}
 
-    /* One stream-ordered temporary: allocated and freed in stream order, so
-     * nothing waits here. Sizes < 2^64: R * C * OH * OW < 2^32 elements. */
+/* The temporaries of g in one block at `scratch` (NULL: only the size), and
+ * its size in bytes. Sizes < 2^64: R * C * OH * OW < 2^32 elements. */
+uint64_t grad_scratch_layout(grad_problem& g, char* scratch) {
+    const align_shape& s = g.shape;
     uint64_t outputs = (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width;
     uint64_t rois_bytes = align_up((uint64_t)s.roi_count * sizeof(gradient_roi));
     uint64_t boxes_bytes = align_up((uint64_t)s.roi_count * sizeof(roi_box));
     uint64_t selected_bytes = g.params.reduction_max ? align_up(outputs * sizeof(uint64_t)) : 0;
     uint64_t sums_bytes = g.roi_gradient ? align_up((uint64_t)s.roi_count * s.channels * 4 * sizeof(double)) : 0;
+    if (scratch != NULL) {
+        g.rois = (gradient_roi*)scratch;
+        g.boxes = (roi_box*)(scratch + rois_bytes);
+        g.selected = selected_bytes ? (uint64_t*)(scratch + rois_bytes + boxes_bytes) : NULL;
+        g.channel_sums = sums_bytes ? (double*)(scratch + rois_bytes + boxes_bytes + selected_bytes) : NULL;
+    }
+    return rois_bytes + boxes_bytes + selected_bytes + sums_bytes;
+}
+
+} // namespace
+
+HRESULT dml_cuda_roi_align(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    forward_problem f = forward_problem_make(args);
+    return args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16
+               ? launch_forward<uint16_t>(args, f)
+               : launch_forward<float>(args, f);
+}
+
+HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    grad_problem g = grad_problem_make(args);
+    /* One stream-ordered temporary: allocated and freed in stream order, so
+     * nothing waits here. */
     cudaStream_t stream = dml_cuda_stream(args);
     char* scratch = NULL;
-    cudaError_t error = cudaMallocAsync((void**)&scratch,
-                                        rois_bytes + boxes_bytes + selected_bytes + sums_bytes, stream);
+    cudaError_t error = cudaMallocAsync((void**)&scratch, grad_scratch_layout(g, NULL), stream);
     if (error != cudaSuccess) return dml_cuda_kernel_error(error, "ROI_ALIGN_GRAD: cudaMallocAsync");
-    g.rois = (gradient_roi*)scratch;
-    g.boxes = (roi_box*)(scratch + rois_bytes);
-    g.selected = selected_bytes ? (uint64_t*)(scratch + rois_bytes + boxes_bytes) : NULL;
-    g.channel_sums = sums_bytes ? (double*)(scratch + rois_bytes + boxes_bytes + selected_bytes) : NULL;
-    HRESULT status = input_gradient->type == DML_TENSOR_DATA_TYPE_FLOAT16 ? launch_grad<uint16_t>(args, g)
-                                                                          : launch_grad<float>(args, g);
+    grad_scratch_layout(g, scratch);
+    bool half = args->op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    HRESULT status = half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
     error = cudaFreeAsync(scratch, stream);
     if (SUCCEEDED(status) && error != cudaSuccess)
         status = dml_cuda_kernel_error(error, "ROI_ALIGN_GRAD: cudaFreeAsync");

@@ -22,6 +22,11 @@ if(DML_WERROR)
 endif()
 
 file(GLOB DML_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.cu)
+# The ROI files share their FLOAT32 math with the CPU (src/ops/roi_*_math.h)
+# and must round as it does: no contraction of a*b+c into FMA, which the CPU
+# (C11 mode: -ffp-contract=off) never does either.
+set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/roi_pooling.cu
+                            ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/roi_align.cu PROPERTIES COMPILE_OPTIONS -fmad=false)
 function(dml_add_cuda_backend target)
   target_sources(${target} PRIVATE ${DML_CUDA_SOURCES})
   target_compile_definitions(${target} PRIVATE DML_HAVE_CUDA=1)

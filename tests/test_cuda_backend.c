@@ -1,10 +1,12 @@
 /* The CUDA backend: device creation (ordinals, the caller's stream), buffers
  * (allocate, upload, download, fill, the caller's cudaMalloc'ed memory),
  * OWNED_BY_DML inputs, removal on a CUDA fault, and randomized CPU-vs-CUDA
- * comparisons of every CUDA kernel: max pooling results must equal the CPU's
- * byte for byte (values, indices, gradients, and every byte around them);
- * batch normalization results agree within the spec's tolerances (FLOAT64
- * sums in another order) and are bit-identical from run to run.
+ * comparisons of every CUDA kernel: max pooling, ROI pooling and ROI align
+ * results must equal the CPU's byte for byte (values, indices, gradients, and
+ * every byte around them; for ROI align a NaN matches any NaN, as arithmetic
+ * NaN payloads differ between x86 and CUDA); batch normalization results
+ * agree within the spec's tolerances (FLOAT64 sums in another order) and are
+ * bit-identical from run to run.
  *
  * Without a usable GPU the program prints "SKIPPED: ..." and exits with 77. */
 #define _POSIX_C_SOURCE 200809L
@@ -20,6 +22,7 @@
 
 #include "activation_desc.h"
 #include "harness.h"
+#include "roi_cases.h"
 
 extern char** environ;
 
@@ -223,9 +226,10 @@ static void clone_buffer(test_buffer* copy, const test_buffer* original) {
     memcpy(copy->block, original->block, (size_t)original->size + 2 * TEST_GUARD_BYTES);
 }
 
-/* Expects the CPU's and CUDA's buffers identical, guards and poison included. */
+/* Expects the CPU's and CUDA's buffers identical, guards and poison included;
+ * context describes the problem. */
 static bool expect_same(const test_buffer* cpu, const test_buffer* cuda, const test_tensor* t, const char* what,
-                        const pool_case* c) {
+                        const char* context) {
     test_buffer_check_guards(cuda, what);
     test_buffer_check_unaddressed(cuda, t, what);
     uint64_t total = cpu->size + 2 * TEST_GUARD_BYTES;
@@ -237,7 +241,7 @@ static bool expect_same(const test_buffer* cpu, const test_buffer* cuda, const t
             EXPECT(false, "%s: byte %lld differs (element offset %" PRIu64 ": CPU 0x%" PRIx64 ", CUDA 0x%" PRIx64
                           "); %s", what, byte, element,
                    byte >= 0 ? test_load_bits(t->buffer.DataType, cpu->data, element) : 0,
-                   byte >= 0 ? test_load_bits(t->buffer.DataType, cuda->data, element) : 0, describe(c));
+                   byte >= 0 ? test_load_bits(t->buffer.DataType, cuda->data, element) : 0, context);
             return false;
         }
     return true;
@@ -275,9 +279,9 @@ static void compare_forward(DMLDevice* cpu, DMLDevice* cuda, pool_case* c) {
     EXPECT(cpu_status == S_OK && cuda_status == S_OK, "CPU %s, CUDA %s (%s); %s", dmlStatusName(cpu_status),
            dmlStatusName(cuda_status), dmlGetLastErrorMessage(), describe(c));
     if (cpu_status == S_OK && cuda_status == S_OK) {
-        expect_same(&in_cpu, &in_cuda, &c->in, "InputTensor (unchanged)", c);
-        expect_same(&out_cpu, &out_cuda, &c->out, "OutputTensor", c);
-        if (c->index_type) expect_same(&idx_cpu, &idx_cuda, &c->idx, "OutputIndicesTensor", c);
+        expect_same(&in_cpu, &in_cuda, &c->in, "InputTensor (unchanged)", describe(c));
+        expect_same(&out_cpu, &out_cuda, &c->out, "OutputTensor", describe(c));
+        if (c->index_type) expect_same(&idx_cpu, &idx_cuda, &c->idx, "OutputIndicesTensor", describe(c));
     }
     test_buffer_free(&in_cpu);
     test_buffer_free(&in_cuda);
@@ -345,12 +349,12 @@ static void compare_grad(DMLDevice* cpu, DMLDevice* cuda, pool_case* c) {
     EXPECT(cpu_status == S_OK && cuda_status == S_OK, "CPU %s, CUDA %s (%s); %s", dmlStatusName(cpu_status),
            dmlStatusName(cuda_status), dmlGetLastErrorMessage(), describe(c));
     if (cpu_status == S_OK && cuda_status == S_OK) {
-        expect_same(&dx_cpu, &dx_cuda, &c->grad_out, "OutputGradientTensor", c);
+        expect_same(&dx_cpu, &dx_cuda, &c->grad_out, "OutputGradientTensor", describe(c));
         /* Run again: the same bits (no scheduling-dependent sums). */
         test_buffer_poison(&dx_cuda);
         EXPECT_STATUS(test_run(cuda, &c->op, 2, (test_buffer*[]){&in_cuda, &dy_cuda}, 1, (test_buffer*[]){&dx_cuda}),
                       S_OK, NULL);
-        expect_same(&dx_cpu, &dx_cuda, &c->grad_out, "OutputGradientTensor (second run)", c);
+        expect_same(&dx_cpu, &dx_cuda, &c->grad_out, "OutputGradientTensor (second run)", describe(c));
     }
     test_buffer_free(&in_cpu);
     test_buffer_free(&in_cuda);
@@ -881,6 +885,145 @@ TEST_CASE(cuda_binding_errors_keep_device) {
     dmlReleaseDevice(cpu);
     DMLDevice* cuda = test_cuda_device();
     check_binding_errors(cuda);
+    dmlReleaseDevice(cuda);
+}
+
+/* ---- ROI families: CPU vs CUDA (roi_cases.h) ---- */
+
+static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
+    DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
+    uint32_t batch = test_rand_range(1, 3), channels = large ? 64 : test_rand_range(1, 4);
+    uint32_t height = large ? 61 : test_rand_range(1, 12), width = large ? 83 : test_rand_range(1, 12);
+    uint32_t roi_count = large ? 500 : test_rand_range(1, 10);
+    uint32_t pooled_height = large ? 7 : test_rand_range(1, 4), pooled_width = large ? 7 : test_rand_range(1, 4);
+    float scale = random_roi_scale();
+    uint32_t in_sizes[4] = {batch, channels, height, width}, roi_sizes[4] = {1, 1, roi_count, 5};
+    uint32_t out_sizes[4] = {roi_count, channels, pooled_height, pooled_width};
+    test_layout layouts[3] = {large ? TEST_LAYOUT_PERMUTED : test_random_layout(true),
+                              large ? TEST_LAYOUT_PACKED : test_random_layout(true),
+                              large ? TEST_LAYOUT_PADDED : test_random_layout(false)};
+    twin_buffer input, rois, output;
+    twin_init(&input, type, 4, in_sizes, layouts[0]);
+    twin_init(&rois, type, 4, roi_sizes, layouts[1]);
+    twin_init(&output, type, 4, out_sizes, layouts[2]);
+    double* image = random_image(input.tensor.element_count, true);
+    twin_fill(&input, image);
+    double* rows = malloc((size_t)roi_count * 5 * sizeof *rows);
+    for (uint32_t r = 0; r < roi_count; r++) {
+        uint32_t kind = test_rand_range(0, 19);
+        /* Batch ids: mostly valid integers; fractions truncate; out of range and NaN at times (RP-5). */
+        rows[r * 5] = kind == 0 ? NAN : kind < 3 ? test_rand_double(-1.5, batch + 0.5) : test_rand_range(0, batch - 1);
+        for (int k = 1; k < 5; k++) rows[r * 5 + k] = random_roi_coordinate(k % 2 ? width : height, scale, !large);
+    }
+    twin_fill(&rois, rows);
+
+    DML_ROI_POOLING_OPERATOR_DESC desc = {&input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale,
+                                          {pooled_width, pooled_height}};
+    DML_OPERATOR_DESC op = {DML_OPERATOR_ROI_POOLING, &desc};
+    char context[256];
+    snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g layouts %s/%s/%s",
+             dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale,
+             test_layout_name(layouts[0]), test_layout_name(layouts[1]), test_layout_name(layouts[2]));
+    HRESULT cpu_status = test_run(cpu, &op, 2, (test_buffer*[]){&input.cpu, &rois.cpu}, 1, (test_buffer*[]){&output.cpu});
+    HRESULT cuda_status =
+        test_run(cuda, &op, 2, (test_buffer*[]){&input.cuda, &rois.cuda}, 1, (test_buffer*[]){&output.cuda});
+    EXPECT(cpu_status == S_OK && cuda_status == S_OK, "CPU %s, CUDA %s (%s); %s", dmlStatusName(cpu_status),
+           dmlStatusName(cuda_status), dmlGetLastErrorMessage(), context);
+    /* A copy of an input element or +0: byte for byte, NaN payloads included. */
+    if (cpu_status == S_OK && cuda_status == S_OK)
+        expect_same(&output.cpu, &output.cuda, &output.tensor, "ROI_POOLING OutputTensor", context);
+    twin_free(&input);
+    twin_free(&rois);
+    twin_free(&output);
+    free(image);
+    free(rows);
+}
+
+TEST_CASE(cuda_roi_pooling_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) compare_roi_pooling(cpu, cuda, false);
+    /* More outputs than one pass of the grid: every thread loops. */
+    compare_roi_pooling(cpu, cuda, true);
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* Runs `run` on the CPU once and on CUDA `cuda_runs` times (outputs poisoned
+ * before each), expecting every CUDA run equal to the CPU's. */
+static void compare_roi_align_run(DMLDevice* cpu, DMLDevice* cuda, roi_align_run* run, int cuda_runs) {
+    test_buffer *inputs[4], *outputs[2];
+    roi_align_run_buffers(run, false, inputs, outputs);
+    HRESULT status = test_run(cpu, &run->op, run->input_count, inputs, run->output_count, outputs);
+    EXPECT(status == S_OK, "CPU %s (%s); %s", dmlStatusName(status), dmlGetLastErrorMessage(), run->context);
+    roi_align_run_buffers(run, true, inputs, outputs);
+    for (int attempt = 1; attempt <= cuda_runs && status == S_OK && !test_case_failed(); attempt++) {
+        for (uint32_t i = 0; i < run->output_count; i++)
+            if (outputs[i]) test_buffer_poison(outputs[i]);
+        status = test_run(cuda, &run->op, run->input_count, inputs, run->output_count, outputs);
+        EXPECT(status == S_OK, "CUDA %s (%s); %s", dmlStatusName(status), dmlGetLastErrorMessage(), run->context);
+        char label[32];
+        snprintf(label, sizeof label, "CUDA run %d", attempt);
+        if (status == S_OK) roi_align_run_compare(run, label);
+    }
+}
+
+TEST_CASE(cuda_roi_align_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 400 && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        random_roi_align_case(&c);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        compare_roi_align_run(cpu, cuda, &run, 1);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+TEST_CASE(cuda_roi_align_grad_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 400 && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        random_roi_align_case(&c);
+        /* InputTensor is required for MAX and for the ROI gradient (§3). */
+        bool want_roi_gradient = test_rand_bool();
+        bool want_output_gradient = !want_roi_gradient || test_rand_bool();
+        bool with_input = c.reduction == DML_REDUCE_FUNCTION_MAX || want_roi_gradient || test_rand_bool();
+        roi_align_run run;
+        roi_align_grad_setup(&run, &c, with_input, want_output_gradient, want_roi_gradient);
+        compare_roi_align_run(cpu, cuda, &run, 2);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* Many overlapping ROIs on few images (more than one scan chunk of 256 ROIs
+ * per image), more tile tasks than one pass of the grid, non-integer
+ * gradients: the feature gradient's sums must be the same bits on every CUDA
+ * run and equal to the CPU's; likewise the forward pass and the ROI gradient. */
+TEST_CASE(cuda_roi_align_large_overlapping_deterministic) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int variant = 0; variant < 4 && !test_case_failed(); variant++) {
+        roi_align_case c;
+        large_roi_align_case(&c, variant);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        compare_roi_align_run(cpu, cuda, &run, 1);
+        roi_align_run_free(&run);
+        roi_align_grad_setup(&run, &c, true, true, true);
+        compare_roi_align_run(cpu, cuda, &run, 3);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
 

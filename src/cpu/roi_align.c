@@ -14,8 +14,10 @@
  *   tap. Each pixel therefore sees the same sequence of additions whatever the
  *   thread count or banding.
  * - OutputROIGradientTensor: one task per (roi, channel group), with groups
- *   fixed by C alone; FLOAT64 partial sums, combined per ROI in increasing
- *   group order. */
+ *   fixed by C alone; FLOAT64 sums per channel, added in increasing channel
+ *   order per group, the groups combined per ROI in increasing group order
+ *   (the fixed shape of roi_align_math.h, which the CUDA backend follows to
+ *   the bit). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -154,7 +156,7 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
     }
     plane_view plane = plane_make(f->input, f->in_strides, region.batch, c, f->height, f->width, half);
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
-    float samples = (float)(per_x * per_y);
+    float samples = dml_roi_sample_count(&region.x, &region.y);
     uint64_t y_begin = oy * per_y;
     /* The Y samples are the same for every ox and tx of the row: computed
      * once when they fit. */
@@ -286,8 +288,7 @@ static void for_each_weighted_sample(const grad_problem* g, const plane_view* in
         if (!sx.outside && !sy.outside) visit(context, region, tx, ty, &sx, &sy, gradient); /* w = 1 */
         return;
     }
-    float weight = 1.0f / (float)(per_x * per_y);
-    float weighted_gradient = gradient * weight;
+    float weighted_gradient = gradient * dml_roi_average_weight(&region->x, &region->y);
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
         dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region->x, tx, p);
         if (sx.outside) continue;
@@ -446,10 +447,6 @@ static HRESULT compute_output_gradient(const grad_problem* g, int threads) {
 
 /* ---- OutputROIGradientTensor (§7.3) ---- */
 
-/* Channel groups of the ROI gradient: fixed by C alone, so the summation
- * order never depends on the thread count. */
-#define ROI_GRADIENT_CHANNEL_GROUPS 16
-
 typedef struct roi_gradient_sums {
     const grad_problem* problem;
     plane_view input_plane;
@@ -466,23 +463,25 @@ static void roi_gradient_sample(void* context, const roi_region* region, uint64_
     dml_roi_image_gradient(plane_at(P, taps_y.low, taps_x.low), plane_at(P, taps_y.low, taps_x.high),
                            plane_at(P, taps_y.high, taps_x.low), plane_at(P, taps_y.high, taps_x.high), taps_x.fraction,
                            taps_y.fraction, &grad_x, &grad_y);
-    float dx1, dx2, dy1, dy2;
-    dml_roi_coord_derivatives(&region->x, tx, s->problem->params, &dx1, &dx2);
-    dml_roi_coord_derivatives(&region->y, ty, s->problem->params, &dy1, &dy2);
+    float terms[4];
+    dml_roi_box_terms(&region->x, &region->y, tx, ty, s->problem->params, weighted_gradient, grad_x, grad_y, terms);
     /* Each term g * w * grad * dc in FLOAT32, summed in FLOAT64. */
-    s->sums[0] += weighted_gradient * grad_x * dx1;
-    s->sums[2] += weighted_gradient * grad_x * dx2;
-    s->sums[1] += weighted_gradient * grad_y * dy1;
-    s->sums[3] += weighted_gradient * grad_y * dy2;
+    for (int k = 0; k < 4; k++)
+        s->sums[k] += terms[k];
 }
 
-/* Sums of ROI r over channels [c_begin, c_end), all positions and samples. */
+/* Sums of ROI r over channels [c_begin, c_end), all positions and samples:
+ * each channel from zero, the channel sums added in increasing c (the shape
+ * of roi_align_math.h that every backend follows). */
 static void roi_gradient_task(const grad_problem* g, uint32_t r, uint32_t c_begin, uint32_t c_end, double out[4]) {
     const dml_roi_align_params* p = g->params;
     roi_gradient_sums s = {.problem = g};
     roi_region region = region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+    for (int k = 0; k < 4; k++)
+        out[k] = 0.0;
     if (region.batch < g->batch) { /* else no gradient (RA-12) */
         for (uint32_t c = c_begin; c < c_end; c++) {
+            memset(s.sums, 0, sizeof s.sums);
             s.input_plane = plane_make(g->input, g->in_strides, region.batch, c, g->height, g->width, g->half);
             uint64_t dy_plane = r * g->dy_strides[0] + c * g->dy_strides[1];
             for (uint32_t oy = 0; oy < g->out_height; oy++)
@@ -491,21 +490,23 @@ static void roi_gradient_task(const grad_problem* g, uint32_t r, uint32_t c_begi
                                                 dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
                     for_each_weighted_sample(g, &s.input_plane, &region, oy, ox, gradient, roi_gradient_sample, &s);
                 }
+            for (int k = 0; k < 4; k++)
+                out[k] += s.sums[k];
         }
     }
-    memcpy(out, s.sums, sizeof s.sums);
 }
 
 static HRESULT compute_roi_gradient(const grad_problem* g, int threads) {
-    uint32_t groups = g->channels < ROI_GRADIENT_CHANNEL_GROUPS ? g->channels : ROI_GRADIENT_CHANNEL_GROUPS;
+    /* Channel groups fixed by C alone: the order never depends on the thread count. */
+    uint32_t groups = dml_roi_gradient_groups(g->channels);
     int64_t tasks = (int64_t)g->roi_count * groups;
     double(*partial)[4] = malloc((size_t)tasks * sizeof *partial);
     if (partial == NULL) return E_OUTOFMEMORY;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; task++) {
         uint32_t r = (uint32_t)(task / groups), group = (uint32_t)(task % groups);
-        uint32_t c_begin = (uint32_t)((uint64_t)group * g->channels / groups);
-        uint32_t c_end = (uint32_t)((uint64_t)(group + 1) * g->channels / groups);
+        uint32_t c_begin = dml_roi_gradient_group_begin(group, groups, g->channels);
+        uint32_t c_end = dml_roi_gradient_group_begin(group + 1, groups, g->channels);
         roi_gradient_task(g, r, c_begin, c_end, partial[task]);
     }
     for (uint32_t r = 0; r < g->roi_count; r++) {

@@ -3,20 +3,16 @@
  * Parallel over output rows (roi, channel, ph); each output element scans its
  * bin in increasing (y, x) order with the max-pooling comparison rule, so the
  * result is a bit-exact copy of one input element (or +0.0 for an empty bin)
- * whatever the thread count. */
+ * whatever the thread count. The region and bin math is in
+ * src/ops/roi_pooling_math.h, shared with the CUDA backend. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "../core/half.h"
 #include "../ops/roi.h"
-#include "../ops/roi_align_math.h"
+#include "../ops/roi_pooling_math.h"
 #include "cpu.h"
-
-/* Rounded coordinates are clamped to +-2^61: the bin arithmetic below is then
- * exact in 128 bits, and results are exact for every |coordinate| < 2^61
- * (larger values, infinities included, behave as +-2^61). */
-#define COORDINATE_LIMIT 2305843009213693952.0 /* 2^61 */
 
 typedef struct roi_pooling_problem {
     const dml_roi_pooling_params* params;
@@ -34,61 +30,12 @@ static inline float load_value(const void* base, uint64_t offset, bool half) {
     return half ? dml_half_to_float(((const uint16_t*)base)[offset]) : ((const float*)base)[offset];
 }
 
-/* One ROI, resolved: its batch image and rounded, inclusive corners. */
-typedef struct pooled_region {
-    bool valid; /* false: batch id out of [0, N) or NaN, or a NaN coordinate (RP-5, RP-6) */
-    uint32_t batch;
-    int64_t x1, y1;
-    int64_t width, height; /* RW, RH >= 1 */
-} pooled_region;
-
-/* roundHalfAwayFromZero(value * SpatialScale), the product in FLOAT32 (RP-2). */
-static int64_t scaled_coordinate(float value, float scale) {
-    double rounded = roundf(value * scale);
-    if (rounded > COORDINATE_LIMIT) rounded = COORDINATE_LIMIT;
-    if (rounded < -COORDINATE_LIMIT) rounded = -COORDINATE_LIMIT;
-    return (int64_t)rounded;
-}
-
-static pooled_region resolve_region(const roi_pooling_problem* f, uint32_t r) {
-    pooled_region region = {0};
+/* The region of ROI r (roi_pooling_math.h). */
+static dml_pooled_region resolve_region(const roi_pooling_problem* f, uint32_t r) {
     float values[5];
     for (uint32_t k = 0; k < 5; k++)
         values[k] = load_value(f->rois, r * f->roi_row_stride + k * f->roi_column_stride, f->half);
-    /* The batch id truncates toward zero: valid iff -1 < id < N (NaN fails). */
-    if (!((double)values[0] > -1.0 && (double)values[0] < (double)f->batch)) return region;
-    float scale = f->params->spatial_scale;
-    for (uint32_t k = 1; k < 5; k++)
-        if (isnan(values[k] * scale)) return region;
-    region.valid = true;
-    region.batch = values[0] > 0.0f ? (uint32_t)values[0] : 0;
-    region.x1 = scaled_coordinate(values[1], scale);
-    region.y1 = scaled_coordinate(values[2], scale);
-    int64_t x2 = scaled_coordinate(values[3], scale), y2 = scaled_coordinate(values[4], scale);
-    /* Inclusive corners; degenerate or inverted regions are one pixel (RP-4). */
-    region.width = x2 - region.x1 + 1 > 1 ? x2 - region.x1 + 1 : 1;
-    region.height = y2 - region.y1 + 1 > 1 ? y2 - region.y1 + 1 : 1;
-    return region;
-}
-
-/* Bin `index` of `count` over a region of `length` pixels starting at
- * `first`: [floor(index*length/count), ceil((index+1)*length/count)) + first,
- * clamped to [0, extent]. */
-typedef struct bin_range {
-    uint32_t start, end;
-} bin_range;
-
-static uint32_t clamp_to_extent(__int128 value, uint32_t extent) {
-    if (value < 0) return 0;
-    if (value > extent) return extent;
-    return (uint32_t)value;
-}
-
-static bin_range pooled_bin(int64_t first, int64_t length, uint32_t index, uint32_t count, uint32_t extent) {
-    __int128 start = (__int128)index * length / count + first;
-    __int128 end = (((__int128)index + 1) * length + count - 1) / count + first;
-    bin_range bin = {clamp_to_extent(start, extent), clamp_to_extent(end, extent)};
-    return bin;
+    return dml_roi_pooled_region(values, f->batch, f->params->spatial_scale);
 }
 
 /* Output row (r, c, ph): every pw. */
@@ -99,15 +46,15 @@ static void pool_row(const roi_pooling_problem* f, uint64_t row) {
     uint32_t c = (uint32_t)(rest % f->channels);
     uint32_t r = (uint32_t)(rest / f->channels);
     uint64_t out_row = r * f->out_strides[0] + c * f->out_strides[1] + ph * f->out_strides[2];
-    pooled_region region = resolve_region(f, r);
-    bin_range rows = {0, 0};
-    if (region.valid) rows = pooled_bin(region.y1, region.height, ph, p->pooled_height, f->height);
+    dml_pooled_region region = resolve_region(f, r);
+    dml_pooled_bin rows = {0, 0};
+    if (region.valid) rows = dml_roi_pooled_bin(region.y1, region.height, ph, p->pooled_height, f->height);
     uint64_t plane = region.batch * f->in_strides[0] + c * f->in_strides[1];
 
     for (uint32_t pw = 0; pw < p->pooled_width; pw++) {
         uint64_t out = out_row + pw * f->out_strides[3];
-        bin_range columns = {0, 0};
-        if (region.valid) columns = pooled_bin(region.x1, region.width, pw, p->pooled_width, f->width);
+        dml_pooled_bin columns = {0, 0};
+        if (region.valid) columns = dml_roi_pooled_bin(region.x1, region.width, pw, p->pooled_width, f->width);
         bool found = false;
         float best = 0.0f;
         uint64_t best_offset = 0;

@@ -69,5 +69,8 @@ HRESULT dml_cuda_batch_normalization(const dml_kernel_args* args);
 HRESULT dml_cuda_batch_normalization_training(const dml_kernel_args* args);
 HRESULT dml_cuda_batch_normalization_grad(const dml_kernel_args* args);
 HRESULT dml_cuda_batch_normalization_training_grad(const dml_kernel_args* args);
+HRESULT dml_cuda_roi_pooling(const dml_kernel_args* args);
+HRESULT dml_cuda_roi_align(const dml_kernel_args* args);
+HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args);
 
 #endif

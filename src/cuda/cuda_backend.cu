@@ -236,6 +236,9 @@ static constexpr dml_backend make_cuda_backend() {
     backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_TRAINING] = dml_cuda_batch_normalization_training;
     backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_GRAD] = dml_cuda_batch_normalization_grad;
     backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_TRAINING_GRAD] = dml_cuda_batch_normalization_training_grad;
+    backend.kernels[DML_KERNEL_ROI_POOLING] = dml_cuda_roi_pooling;
+    backend.kernels[DML_KERNEL_ROI_ALIGN] = dml_cuda_roi_align;
+    backend.kernels[DML_KERNEL_ROI_ALIGN_GRAD] = dml_cuda_roi_align_grad;
     return backend;
 }
 

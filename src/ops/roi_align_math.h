@@ -132,6 +132,12 @@ DML_ROI_FN dml_roi_axis_sample dml_roi_axis_sample_at(const dml_roi_axis* axis, 
     return sample;
 }
 
+/* S = sX * sY, the samples of one output element, as FLOAT32: the divisor
+ * of AVERAGE (§4.4). */
+DML_ROI_FN float dml_roi_sample_count(const dml_roi_axis* x, const dml_roi_axis* y) {
+    return (float)((uint64_t)x->per_output * y->per_output);
+}
+
 /* The interpolated value from the four taps (top = first Y tap, left = first X tap). */
 DML_ROI_FN float dml_roi_bilinear(float top_left, float top_right, float bottom_left, float bottom_right, float fx,
                                   float fy) {
@@ -146,6 +152,11 @@ DML_ROI_FN void dml_roi_bilinear_weights(float fx, float fy, float weights[4]) {
     weights[1] = (1.0f - fy) * fx;
     weights[2] = fy * (1.0f - fx);
     weights[3] = fy * fx;
+}
+
+/* AVERAGE: the weight w = 1 / S of every sample (§7.1). */
+DML_ROI_FN float dml_roi_average_weight(const dml_roi_axis* x, const dml_roi_axis* y) {
+    return 1.0f / dml_roi_sample_count(x, y);
 }
 
 /* ---- ROI gradient (§7.3) ---- */
@@ -194,6 +205,36 @@ DML_ROI_FN void dml_roi_image_gradient(float top_left, float top_right, float bo
                                        float yl, float* grad_x, float* grad_y) {
     *grad_x = (1.0f - yl) * (top_right - top_left) + yl * (bottom_right - bottom_left);
     *grad_y = (1.0f - xl) * (bottom_left - top_left) + xl * (bottom_right - top_right);
+}
+
+/* The four terms g * w * grad * dc of one sample (§7.3), each in FLOAT32, in
+ * the order d/dx1, d/dy1, d/dx2, d/dy2 (the columns of OutputROIGradient). */
+DML_ROI_FN void dml_roi_box_terms(const dml_roi_axis* x, const dml_roi_axis* y, uint64_t tx, uint64_t ty,
+                                  const dml_roi_align_params* p, float weighted_gradient, float grad_x, float grad_y,
+                                  float terms[4]) {
+    float dx1, dx2, dy1, dy2;
+    dml_roi_coord_derivatives(x, tx, p, &dx1, &dx2);
+    dml_roi_coord_derivatives(y, ty, p, &dy1, &dy2);
+    terms[0] = weighted_gradient * grad_x * dx1;
+    terms[1] = weighted_gradient * grad_y * dy1;
+    terms[2] = weighted_gradient * grad_x * dx2;
+    terms[3] = weighted_gradient * grad_y * dy2;
+}
+
+/* The ROI gradient's fixed summation shape: each channel's terms are summed
+ * in FLOAT64 from zero in §4.4 order; the channel sums are added in
+ * increasing channel order within each of min(C, 16) channel groups (fixed by
+ * C alone), and the group sums in increasing group order. Every backend
+ * follows it, so the results are the same bits whatever the parallel plan. */
+#define DML_ROI_GRADIENT_CHANNEL_GROUPS 16u
+
+DML_ROI_FN uint32_t dml_roi_gradient_groups(uint32_t channels) {
+    return channels < DML_ROI_GRADIENT_CHANNEL_GROUPS ? channels : DML_ROI_GRADIENT_CHANNEL_GROUPS;
+}
+
+/* The first channel of group `group` (group == groups: C). */
+DML_ROI_FN uint32_t dml_roi_gradient_group_begin(uint32_t group, uint32_t groups, uint32_t channels) {
+    return (uint32_t)((uint64_t)group * channels / groups);
 }
 
 /* The max rule of every ROI reduction: strict >, and NaN never wins over a

@@ -1,0 +1,802 @@
+/* ROI align and its gradient on CUDA (spec roi_align.md §4, §7), with the
+ * CPU backend's results to the bit (src/cpu/roi_align.c).
+ *
+ * Bit-identity comes from three things:
+ * - The per-sample math is src/ops/roi_align_math.h, the same functions the
+ *   CPU runs, in the same FLOAT32 evaluation order.
+ * - This file is compiled with -fmad=false (cmake/cuda.cmake): nvcc would
+ *   otherwise contract a*b+c into one FMA (one rounding instead of two), which
+ *   the CPU never does (C11 mode, -ffp-contract=off). Division and sqrt are
+ *   IEEE-rounded by default (no fast math).
+ * - Every sum adds the same terms in the same order as the CPU.
+ *
+ * Forward: one thread per output element (ox fastest), its samples in §4.4
+ * order (X outer, Y inner), summed or maximised in FLOAT32.
+ *
+ * Gradient, deterministic without atomics:
+ * - prepare_rois: per ROI its region, and per axis the samples that are in
+ *   bounds and the pixel rows/columns their taps can reach (a bounding box).
+ *   Sample coordinates are monotonic in the sample index (each FLOAT32 step of
+ *   §4.2 is monotonic), so the samples whose taps reach one pixel row form one
+ *   run, found by binary search.
+ * - select_max (MAX only): per output element the first maximal sample (§7.1,
+ *   RA-8), as the CPU selects it.
+ * - gather_output_gradient (OutputGradientTensor): one block per (image, tile
+ *   of 16x16 pixels, 8 channels); each thread owns one pixel and accumulates
+ *   its 8 channels in FLOAT32 registers. The block walks the ROIs of its image
+ *   in increasing r, keeps those whose bounding box meets the tile, finds for
+ *   each tile row and column the run of samples that reach it, and each thread
+ *   then adds, in the order oy, ox, tx, ty, tap, the contributions that land on
+ *   its pixel: the CPU's order restricted to that pixel, so the same bits.
+ * - roi_channel_sums / roi_gradient_combine (OutputROIGradientTensor): one
+ *   thread per (roi, channel) sums that channel's terms in FLOAT64 in §4.4
+ *   order; one thread per ROI coordinate then adds the channel sums in the
+ *   fixed group shape of roi_align_math.h, as the CPU does.
+ * The temporaries come from the stream-ordered pool (cudaMallocAsync) and are
+ * freed on the stream; TemporaryResourceSize stays 0. */
+#include "../core/half.h"
+#include "../ops/roi.h"
+#include "../ops/roi_align_math.h"
+#include "cuda.h"
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+
+/* Helpers and per-element bodies are host and device functions: the kernels
+ * are thin loops around them, and tests/test_cuda_roi_replay.cu replays
+ * them on the host against the CPU backend (CI has no GPU). */
+#define DML_CUDA_FN __host__ __device__
+/* Unrolled on the device (the channel arrays then stay in registers). */
+#ifdef __CUDA_ARCH__
+#define DML_UNROLL _Pragma("unroll")
+#else
+#define DML_UNROLL
+#endif
+
+__device__ uint64_t grid_start() { return (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ uint64_t grid_step() { return (uint64_t)gridDim.x * blockDim.x; }
+
+/* ---- Elements: T is float or uint16_t (binary16 bits) ---- */
+
+DML_CUDA_FN float load_value(const float* base, uint64_t offset) { return base[offset]; }
+DML_CUDA_FN float load_value(const uint16_t* base, uint64_t offset) { return dml_half_to_float(base[offset]); }
+/* FLOAT16 results are rounded once, here (RA-13). */
+DML_CUDA_FN void store_value(float* base, uint64_t offset, float value) { base[offset] = value; }
+DML_CUDA_FN void store_value(uint16_t* base, uint64_t offset, float value) { base[offset] = dml_float_to_half(value); }
+
+/* ---- Regions (§4.1) ---- */
+
+/* The ROI rows and batch indices, whatever their allowed rank: the last two
+ * ROI dimensions are {R, 4}, the last batch-index dimension is R (validated). */
+struct roi_source {
+    const void* rois;
+    uint64_t row_stride, column_stride;
+    const void* batch_indices;
+    uint64_t batch_stride;
+    bool batch_64;
+};
+
+roi_source roi_source_make(const dml_tensor* rois, const void* roi_data, const dml_tensor* batch_indices,
+                           const void* batch_data) {
+    roi_source source;
+    source.rois = roi_data;
+    source.row_stride = rois->strides[rois->rank - 2];
+    source.column_stride = rois->strides[rois->rank - 1];
+    source.batch_indices = batch_data;
+    source.batch_stride = batch_indices->strides[batch_indices->rank - 1];
+    source.batch_64 = batch_indices->type == DML_TENSOR_DATA_TYPE_UINT64;
+    return source;
+}
+
+/* The sizes every kernel of the family needs: the image {N, C, H, W} and the
+ * output {R, C, OH, OW}. */
+struct align_shape {
+    uint32_t batch, channels, height, width;
+    uint32_t roi_count, out_height, out_width;
+};
+
+struct roi_region {
+    uint64_t batch; /* as given; >= N means no image (RA-12) */
+    dml_roi_axis x, y;
+};
+
+template <class T>
+DML_CUDA_FN roi_region region_make(const roi_source& source, uint32_t r, const dml_roi_align_params& p,
+                                  const align_shape& s) {
+    const T* rois = (const T*)source.rois;
+    uint64_t row = r * source.row_stride;
+    float corners[4];
+    for (uint32_t k = 0; k < 4; k++)
+        corners[k] = load_value(rois, row + k * source.column_stride);
+    uint64_t batch_offset = r * source.batch_stride;
+    roi_region region;
+    region.batch = source.batch_64 ? ((const uint64_t*)source.batch_indices)[batch_offset]
+                                   : ((const uint32_t*)source.batch_indices)[batch_offset];
+    /* Rows are [x1, y1, x2, y2]. */
+    region.x = dml_roi_axis_make(corners[0], corners[2], p.spatial_scale_x, s.out_width, s.width, &p);
+    region.y = dml_roi_axis_make(corners[1], corners[3], p.spatial_scale_y, s.out_height, s.height, &p);
+    return region;
+}
+
+/* One (image, channel) plane of a {N, C, H, W} tensor. */
+template <class T>
+struct plane_view {
+    const T* base;
+    uint64_t row_stride, column_stride;
+    DML_CUDA_FN float at(uint32_t y, uint32_t x) const { return load_value(base, y * row_stride + x * column_stride); }
+};
+
+template <class T>
+DML_CUDA_FN plane_view<T> plane_make(const void* base, const uint64_t strides[4], uint64_t n, uint32_t c) {
+    plane_view<T> view = {(const T*)base + n * strides[0] + c * strides[1], strides[2], strides[3]};
+    return view;
+}
+
+/* The value of an in-bounds sample (§4.3) from its X and Y taps. */
+template <class T>
+DML_CUDA_FN float sample_value(const plane_view<T>& plane, const dml_roi_axis_sample& sx,
+                              const dml_roi_axis_sample& sy, bool linear) {
+    if (!linear) return plane.at(sy.first, sx.first);
+    return dml_roi_bilinear(plane.at(sy.first, sx.first), plane.at(sy.first, sx.second), plane.at(sy.second, sx.first),
+                            plane.at(sy.second, sx.second), sx.fraction, sy.fraction);
+}
+
+void copy_strides(uint64_t dst[4], const dml_tensor* tensor) {
+    for (int i = 0; i < 4; i++) dst[i] = tensor->strides[i];
+}
+
+/* ---- Forward (§4) ---- */
+
+struct forward_problem {
+    dml_roi_align_params params;
+    align_shape shape;
+    roi_source source;
+    const void* input;
+    uint64_t in_strides[4];
+    void* output;
+    uint64_t out_strides[4];
+    uint64_t count; /* output elements */
+};
+
+template <class T>
+DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
+    const dml_roi_align_params& p = f.params;
+    const align_shape& s = f.shape;
+    uint32_t ox = (uint32_t)(i % s.out_width);
+    uint64_t rest = i / s.out_width;
+    uint32_t oy = (uint32_t)(rest % s.out_height);
+    rest /= s.out_height;
+    uint32_t c = (uint32_t)(rest % s.channels);
+    uint32_t r = (uint32_t)(rest / s.channels);
+    uint64_t out = r * f.out_strides[0] + c * f.out_strides[1] + oy * f.out_strides[2] + ox * f.out_strides[3];
+    roi_region region = region_make<T>(f.source, r, p, s);
+    if (region.batch >= s.batch) { /* RA-12: no image to read */
+        store_value((T*)f.output, out, p.out_of_bounds_value);
+        return;
+    }
+    plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+    uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
+    float sum = 0.0f, best = 0.0f;
+    bool first = true;
+    for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
+        for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+            dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
+            /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
+            float value = sx.outside || sy.outside ? p.out_of_bounds_value
+                                                   : sample_value(plane, sx, sy, p.interpolation_linear);
+            if (p.reduction_max) {
+                bool take = first || dml_roi_greater(value, best);
+                best = take ? value : best;
+                first = false;
+            } else {
+                sum += value;
+            }
+        }
+    }
+    store_value((T*)f.output, out,
+                p.reduction_max ? best : sum / dml_roi_sample_count(&region.x, &region.y));
+}
+
+template <class T>
+__global__ void roi_align_forward(const forward_problem f) {
+    for (uint64_t i = grid_start(); i < f.count; i += grid_step())
+        forward_element<T>(f, i);
+}
+
+/* ---- Gradient (§7) ---- */
+
+/* Where the samples of one axis of a region reach (see the file comment).
+ * Positions s run over the samples in the order of increasing coordinate:
+ * t = s, or t = count - 1 - s when the coordinates decrease (mirrored
+ * regions, RA-3). */
+struct axis_reach {
+    bool decreasing;
+    uint64_t inside_begin, inside_end; /* positions of the in-bounds samples */
+    uint32_t low, high;                /* the pixels their taps reach; low > high: none */
+};
+
+/* A ROI of the gradient: its region and reach, and whether it has an image. */
+struct gradient_roi {
+    roi_region region;
+    axis_reach x, y;
+    bool has_image; /* batch < N (else no gradient, RA-12) and some sample in bounds */
+};
+
+/* What the tile scan reads of every ROI: its image and the pixels its taps reach. */
+struct roi_box {
+    uint32_t batch; /* UINT32_MAX: contributes nowhere */
+    uint32_t row_low, row_high, column_low, column_high;
+};
+
+DML_CUDA_FN uint64_t sample_index(const dml_roi_axis& axis, bool decreasing, uint64_t position) {
+    return decreasing ? axis.count - 1 - position : position;
+}
+
+/* -1: the sample lies before pixel `pixel` along the axis (out of bounds low,
+ * NaN, or taps below it); 0: a tap of the sample is that pixel; 1: after it.
+ * Non-decreasing in the position. */
+DML_CUDA_FN int reach_rank(const dml_roi_axis& axis, bool decreasing, uint64_t position, uint32_t pixel,
+                          const dml_roi_align_params& p) {
+    dml_roi_axis_sample sample = dml_roi_axis_sample_at(&axis, sample_index(axis, decreasing, position), &p);
+    if (sample.outside) return (double)sample.coord >= -1.0 ? 1 : -1;
+    if (sample.second < pixel) return -1;
+    if (sample.first > pixel) return 1;
+    return 0;
+}
+
+/* -1 / 0 / 1: out of bounds low (or NaN), in bounds, out of bounds high. */
+DML_CUDA_FN int inside_rank(const dml_roi_axis& axis, bool decreasing, uint64_t position,
+                           const dml_roi_align_params& p) {
+    dml_roi_axis_sample sample = dml_roi_axis_sample_at(&axis, sample_index(axis, decreasing, position), &p);
+    if (!sample.outside) return 0;
+    return (double)sample.coord >= -1.0 ? 1 : -1;
+}
+
+/* The first position in [begin, end) whose rank exceeds `above` (end if none). */
+template <class Rank>
+DML_CUDA_FN uint64_t first_above(uint64_t begin, uint64_t end, int above, Rank rank) {
+    while (begin < end) {
+        uint64_t middle = begin + (end - begin) / 2;
+        if (rank(middle) > above)
+            end = middle;
+        else
+            begin = middle + 1;
+    }
+    return begin;
+}
+
+DML_CUDA_FN axis_reach reach_make(const dml_roi_axis& axis, const dml_roi_align_params& p) {
+    axis_reach reach;
+    float first = dml_roi_sample_coord(&axis, 0, &p), last = dml_roi_sample_coord(&axis, axis.count - 1, &p);
+    reach.decreasing = last < first;
+    auto rank = [&](uint64_t position) { return inside_rank(axis, reach.decreasing, position, p); };
+    reach.inside_begin = first_above(0, axis.count, -1, rank);
+    reach.inside_end = first_above(reach.inside_begin, axis.count, 0, rank);
+    reach.low = 1;
+    reach.high = 0;
+    if (reach.inside_begin < reach.inside_end) {
+        reach.low = dml_roi_axis_sample_at(&axis, sample_index(axis, reach.decreasing, reach.inside_begin), &p).first;
+        reach.high =
+            dml_roi_axis_sample_at(&axis, sample_index(axis, reach.decreasing, reach.inside_end - 1), &p).second;
+    }
+    return reach;
+}
+
+/* The samples [begin, end) (sample indices) whose taps include `pixel`. */
+struct sample_run {
+    uint64_t begin, end;
+};
+
+DML_CUDA_FN sample_run reach_of_pixel(const dml_roi_axis& axis, const axis_reach& reach, uint32_t pixel,
+                                     const dml_roi_align_params& p) {
+    sample_run run = {0, 0};
+    if (pixel < reach.low || pixel > reach.high) return run;
+    auto rank = [&](uint64_t position) { return reach_rank(axis, reach.decreasing, position, pixel, p); };
+    uint64_t begin = first_above(reach.inside_begin, reach.inside_end, -1, rank);
+    uint64_t end = first_above(begin, reach.inside_end, 0, rank);
+    if (begin >= end) return run;
+    if (reach.decreasing) {
+        run.begin = axis.count - end;
+        run.end = axis.count - begin;
+    } else {
+        run.begin = begin;
+        run.end = end;
+    }
+    return run;
+}
+
+struct grad_problem {
+    dml_roi_align_params params;
+    align_shape shape;
+    roi_source source;
+    const void* input; /* NULL when InputTensor is absent */
+    uint64_t in_strides[4];
+    const void* input_gradient;
+    uint64_t dy_strides[4];
+    void* output_gradient; /* NULL when absent */
+    uint64_t dx_strides[4];
+    void* roi_gradient; /* NULL when absent */
+    uint64_t roi_gradient_row_stride, roi_gradient_column_stride;
+    /* Temporaries */
+    gradient_roi* rois;        /* [R] */
+    roi_box* boxes;            /* [R] */
+    uint64_t* selected;        /* MAX: [R, C, OH, OW] the selected sample (local index) */
+    double* channel_sums;      /* [R, C, 4] */
+    uint32_t tiles_y, tiles_x, chunks;
+    uint64_t tasks;
+};
+
+template <class T>
+DML_CUDA_FN void prepare_roi(const grad_problem& g, uint64_t r) {
+    gradient_roi info;
+    info.region = region_make<T>(g.source, (uint32_t)r, g.params, g.shape);
+    info.x = reach_make(info.region.x, g.params);
+    info.y = reach_make(info.region.y, g.params);
+    info.has_image = info.region.batch < g.shape.batch && info.x.low <= info.x.high && info.y.low <= info.y.high;
+    g.rois[r] = info;
+    roi_box box = {info.has_image ? (uint32_t)info.region.batch : UINT32_MAX, info.y.low, info.y.high, info.x.low,
+                   info.x.high};
+    g.boxes[r] = box;
+}
+
+template <class T>
+__global__ void prepare_rois(const grad_problem g) {
+    for (uint64_t r = grid_start(); r < g.shape.roi_count; r += grid_step())
+        prepare_roi<T>(g, r);
+}
+
+/* MAX (§7.1, RA-8): the first sample, in §4.4 order, whose value is the
+ * maximum; out-of-bounds samples compare as 0. Stored as (tx - ox sX) sY +
+ * (ty - oy sY). */
+template <class T>
+DML_CUDA_FN void select_max_element(const grad_problem& g, uint64_t i) {
+    const align_shape& s = g.shape;
+    const dml_roi_align_params& p = g.params;
+    uint32_t ox = (uint32_t)(i % s.out_width);
+    uint64_t rest = i / s.out_width;
+    uint32_t oy = (uint32_t)(rest % s.out_height);
+    rest /= s.out_height;
+    uint32_t c = (uint32_t)(rest % s.channels);
+    uint32_t r = (uint32_t)(rest / s.channels);
+    const gradient_roi& info = g.rois[r];
+    if (!info.has_image) return; /* never read */
+    const roi_region& region = info.region;
+    plane_view<T> plane = plane_make<T>(g.input, g.in_strides, region.batch, c);
+    uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
+    float best = 0.0f;
+    bool first = true;
+    uint64_t best_index = 0;
+    for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
+        for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+            dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
+            float value = sx.outside || sy.outside ? 0.0f : sample_value(plane, sx, sy, p.interpolation_linear);
+            if (first || dml_roi_greater(value, best)) {
+                best = value;
+                best_index = (tx - ox * per_x) * per_y + (ty - oy * per_y);
+            }
+            first = false;
+        }
+    }
+    g.selected[i] = best_index;
+}
+
+template <class T>
+__global__ void select_max(const grad_problem g) {
+    const align_shape& s = g.shape;
+    uint64_t count = (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width;
+    for (uint64_t i = grid_start(); i < count; i += grid_step())
+        select_max_element<T>(g, i);
+}
+
+/* ---- OutputGradientTensor (§7.2) ---- */
+
+constexpr unsigned kTile = 16;                     /* pixels per tile side: kTile * kTile == kThreads */
+constexpr unsigned kChunk = 8;                     /* channels per block */
+constexpr unsigned kRunBatch = kThreads / (2 * kTile); /* ROIs whose runs are found at once */
+static_assert(kTile * kTile == kThreads, "one thread per pixel of a tile");
+
+/* Adds the contributions of ROI r to pixel (y, x) of image n, channels
+ * [c0, c0 + kChunk), in the CPU's order: oy, ox, tx, ty, then the taps
+ * top-left, top-right, bottom-left, bottom-right (coinciding taps add twice).
+ * rows/columns: the samples whose taps reach y / x. */
+template <class T>
+DML_CUDA_FN __forceinline__ void gather_roi(const grad_problem& g, uint32_t r, sample_run rows, sample_run columns, uint32_t y,
+                           uint32_t x, uint32_t c0, float acc[kChunk]) {
+    const dml_roi_align_params& p = g.params;
+    const align_shape& s = g.shape;
+    const roi_region region = g.rois[r].region;
+    uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
+    float average_weight = dml_roi_average_weight(&region.x, &region.y);
+    const T* dy = (const T*)g.input_gradient + r * g.dy_strides[0];
+    uint64_t selected_base = (uint64_t)r * s.channels;
+    for (uint64_t oy = rows.begin / per_y; oy <= (rows.end - 1) / per_y; oy++) {
+        uint64_t ty_begin = oy * per_y > rows.begin ? oy * per_y : rows.begin;
+        uint64_t ty_end = oy * per_y + per_y < rows.end ? oy * per_y + per_y : rows.end;
+        for (uint64_t ox = columns.begin / per_x; ox <= (columns.end - 1) / per_x; ox++) {
+            uint64_t tx_begin = ox * per_x > columns.begin ? ox * per_x : columns.begin;
+            uint64_t tx_end = ox * per_x + per_x < columns.end ? ox * per_x + per_x : columns.end;
+            /* g * w per channel (MAX: w = 1 for the selected sample only). */
+            float weighted[kChunk];
+            uint64_t selected[kChunk];
+            DML_UNROLL
+            for (unsigned j = 0; j < kChunk; j++) {
+                weighted[j] = 0.0f;
+                selected[j] = ~(uint64_t)0;
+                uint64_t c = (uint64_t)c0 + j;
+                if (c >= s.channels) continue;
+                float gradient = load_value(dy, c * g.dy_strides[1] + oy * g.dy_strides[2] + ox * g.dy_strides[3]);
+                if (p.reduction_max) {
+                    weighted[j] = gradient;
+                    selected[j] = g.selected[((selected_base + c) * s.out_height + oy) * s.out_width + ox];
+                } else {
+                    weighted[j] = gradient * average_weight;
+                    selected[j] = 0;
+                }
+            }
+            for (uint64_t tx = tx_begin; tx < tx_end; tx++) {
+                dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
+                if (sx.outside) continue; /* no gradient (§7.2) */
+                bool x_first = sx.first == x, x_second = p.interpolation_linear && sx.second == x;
+                if (!x_first && !x_second) continue;
+                for (uint64_t ty = ty_begin; ty < ty_end; ty++) {
+                    dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
+                    if (sy.outside) continue;
+                    bool y_first = sy.first == y, y_second = p.interpolation_linear && sy.second == y;
+                    if (!y_first && !y_second) continue;
+                    uint64_t local = p.reduction_max ? (tx - ox * per_x) * per_y + (ty - oy * per_y) : 0;
+                    if (!p.interpolation_linear) { /* the pixel it read, weight 1 */
+                        DML_UNROLL
+                        for (unsigned j = 0; j < kChunk; j++)
+                            if (selected[j] == local) acc[j] += weighted[j];
+                        continue;
+                    }
+                    float weights[4];
+                    dml_roi_bilinear_weights(sx.fraction, sy.fraction, weights);
+                    DML_UNROLL
+                    for (unsigned j = 0; j < kChunk; j++) {
+                        if (selected[j] != local) continue;
+                        if (y_first && x_first) acc[j] += weighted[j] * weights[0];
+                        if (y_first && x_second) acc[j] += weighted[j] * weights[1];
+                        if (y_second && x_first) acc[j] += weighted[j] * weights[2];
+                        if (y_second && x_second) acc[j] += weighted[j] * weights[3];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* One block task: image n, the tile whose first pixel is (y0, x0), channels
+ * [c0, c0 + kChunk). Channel chunks vary fastest: the blocks of one tile run
+ * together and share its ROIs in cache. */
+struct tile_task {
+    uint32_t n, y0, x0, c0;
+};
+
+DML_CUDA_FN tile_task tile_task_at(const grad_problem& g, uint64_t task) {
+    tile_task t;
+    t.c0 = (uint32_t)(task % g.chunks) * kChunk;
+    uint64_t rest = task / g.chunks;
+    t.x0 = (uint32_t)(rest % g.tiles_x) * kTile;
+    rest /= g.tiles_x;
+    t.y0 = (uint32_t)(rest % g.tiles_y) * kTile;
+    t.n = (uint32_t)(rest / g.tiles_y);
+    return t;
+}
+
+/* Whether ROI box can reach a pixel of the tile (its image, rows and columns). */
+DML_CUDA_FN bool box_meets_tile(const roi_box& box, const tile_task& t) {
+    return box.batch == t.n && box.row_low < (uint64_t)t.y0 + kTile && box.row_high >= t.y0 &&
+           box.column_low < (uint64_t)t.x0 + kTile && box.column_high >= t.x0;
+}
+
+/* Slot [0, kTile): the Y samples that reach tile row y0 + slot; slot
+ * [kTile, 2 kTile): the X samples that reach column x0 + slot - kTile. */
+DML_CUDA_FN sample_run tile_run(const grad_problem& g, const gradient_roi& info, const tile_task& t, uint32_t slot) {
+    sample_run run = {0, 0};
+    if (slot < kTile) {
+        if ((uint64_t)t.y0 + slot < g.shape.height) run = reach_of_pixel(info.region.y, info.y, t.y0 + slot, g.params);
+    } else if ((uint64_t)t.x0 + slot - kTile < g.shape.width) {
+        run = reach_of_pixel(info.region.x, info.x, t.x0 + slot - kTile, g.params);
+    }
+    return run;
+}
+
+/* The FLOAT32 sums of one pixel, rounded once (RA-13); channels past C are
+ * not stored. */
+template <class T>
+DML_CUDA_FN void store_pixel(const grad_problem& g, const tile_task& t, uint32_t y, uint32_t x,
+                             const float acc[kChunk]) {
+    uint64_t pixel = (uint64_t)t.n * g.dx_strides[0] + y * g.dx_strides[2] + x * g.dx_strides[3];
+    for (unsigned j = 0; j < kChunk; j++)
+        if ((uint64_t)t.c0 + j < g.shape.channels)
+            store_value((T*)g.output_gradient, pixel + (t.c0 + j) * g.dx_strides[1], acc[j]);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 2) gather_output_gradient(const grad_problem g) {
+    __shared__ uint32_t touching[kThreads]; /* ROIs of the image that meet the tile, increasing r */
+    __shared__ uint32_t warp_counts[kThreads / 32];
+    __shared__ sample_run runs[kRunBatch][2 * kTile]; /* per ROI: kTile rows, then kTile columns */
+    const align_shape& s = g.shape;
+    const unsigned thread = threadIdx.x, warp = thread / 32, lane = thread % 32;
+    for (uint64_t task = blockIdx.x; task < g.tasks; task += gridDim.x) {
+        tile_task t = tile_task_at(g, task);
+        uint64_t y = (uint64_t)t.y0 + thread / kTile, x = (uint64_t)t.x0 + thread % kTile;
+        bool in_plane = y < s.height && x < s.width;
+        float acc[kChunk];
+#pragma unroll
+        for (unsigned j = 0; j < kChunk; j++) acc[j] = 0.0f;
+
+        for (uint32_t base = 0; base < s.roi_count; base += kThreads) {
+            /* The ROIs [base, base + kThreads) that meet the tile, compacted in increasing r. */
+            uint32_t r = base + thread;
+            bool hit = r < s.roi_count && box_meets_tile(g.boxes[r], t);
+            unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
+            if (lane == 0) warp_counts[warp] = __popc(ballot);
+            __syncthreads();
+            uint32_t offset = 0, total = 0;
+            for (unsigned w = 0; w < kThreads / 32; w++) {
+                offset += w < warp ? warp_counts[w] : 0;
+                total += warp_counts[w];
+            }
+            if (hit) touching[offset + __popc(ballot & ((1u << lane) - 1u))] = r;
+            __syncthreads();
+
+            for (uint32_t batch = 0; batch < total; batch += kRunBatch) {
+                /* One thread per (ROI, tile row or column): its run of samples. */
+                uint32_t k = batch + thread / (2 * kTile), slot = thread % (2 * kTile);
+                if (k < total) runs[thread / (2 * kTile)][slot] = tile_run(g, g.rois[touching[k]], t, slot);
+                __syncthreads();
+                /* Each thread adds what the batch's ROIs give its pixel, in increasing r. */
+                uint32_t batch_end = total - batch < kRunBatch ? total : batch + kRunBatch;
+                for (uint32_t next = batch; next < batch_end; next++) {
+                    sample_run rows = runs[next - batch][thread / kTile];
+                    sample_run columns = runs[next - batch][kTile + thread % kTile];
+                    if (in_plane && rows.begin < rows.end && columns.begin < columns.end)
+                        gather_roi<T>(g, touching[next], rows, columns, (uint32_t)y, (uint32_t)x, t.c0, acc);
+                }
+                __syncthreads();
+            }
+        }
+        if (in_plane) store_pixel<T>(g, t, (uint32_t)y, (uint32_t)x, acc);
+    }
+}
+
+/* ---- OutputROIGradientTensor (§7.3) ---- */
+
+/* One sample's four terms into the channel's FLOAT64 sums (the image gradient
+ * in the floor/ceil form of §7.3). */
+template <class T>
+DML_CUDA_FN void add_box_terms(const plane_view<T>& plane, const roi_region& region, uint64_t tx, uint64_t ty,
+                              const dml_roi_axis_sample& sx, const dml_roi_axis_sample& sy, float weighted_gradient,
+                              const dml_roi_align_params& p, double sums[4]) {
+    dml_roi_gradient_taps taps_x = dml_roi_gradient_taps_at(sx.coord, region.x.extent);
+    dml_roi_gradient_taps taps_y = dml_roi_gradient_taps_at(sy.coord, region.y.extent);
+    float grad_x, grad_y;
+    dml_roi_image_gradient(plane.at(taps_y.low, taps_x.low), plane.at(taps_y.low, taps_x.high),
+                           plane.at(taps_y.high, taps_x.low), plane.at(taps_y.high, taps_x.high), taps_x.fraction,
+                           taps_y.fraction, &grad_x, &grad_y);
+    float terms[4];
+    dml_roi_box_terms(&region.x, &region.y, tx, ty, &p, weighted_gradient, grad_x, grad_y, terms);
+    for (int k = 0; k < 4; k++) sums[k] += terms[k];
+}
+
+/* One thread per (roi, channel): that channel's sums from zero, over oy, ox
+ * and the weighted in-bounds samples in §4.4 order (the CPU's visit order). */
+template <class T>
+DML_CUDA_FN void channel_sums_element(const grad_problem& g, uint64_t i) {
+    const align_shape& s = g.shape;
+    const dml_roi_align_params& p = g.params;
+    uint32_t c = (uint32_t)(i % s.channels);
+    uint32_t r = (uint32_t)(i / s.channels);
+    double sums[4] = {0.0, 0.0, 0.0, 0.0};
+    const gradient_roi& info = g.rois[r];
+    /* No image: no gradient (RA-12). Nothing in bounds: no term either. */
+    if (info.has_image) {
+        const roi_region& region = info.region;
+        plane_view<T> plane = plane_make<T>(g.input, g.in_strides, region.batch, c);
+        const T* dy = (const T*)g.input_gradient + r * g.dy_strides[0] + c * g.dy_strides[1];
+        uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
+        float average_weight = dml_roi_average_weight(&region.x, &region.y);
+        for (uint32_t oy = 0; oy < s.out_height; oy++) {
+            for (uint32_t ox = 0; ox < s.out_width; ox++) {
+                float gradient = load_value(dy, oy * g.dy_strides[2] + ox * g.dy_strides[3]);
+                if (p.reduction_max) { /* the selected sample alone, w = 1 */
+                    uint64_t local = g.selected[(i * s.out_height + oy) * s.out_width + ox];
+                    uint64_t tx = ox * per_x + local / per_y, ty = oy * per_y + local % per_y;
+                    dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
+                    dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
+                    if (!sx.outside && !sy.outside) add_box_terms(plane, region, tx, ty, sx, sy, gradient, p, sums);
+                    continue;
+                }
+                float weighted_gradient = gradient * average_weight;
+                for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+                    dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
+                    if (sx.outside) continue;
+                    for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+                        dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
+                        if (!sy.outside) add_box_terms(plane, region, tx, ty, sx, sy, weighted_gradient, p, sums);
+                    }
+                }
+            }
+        }
+    }
+    for (int k = 0; k < 4; k++) g.channel_sums[i * 4 + k] = sums[k];
+}
+
+template <class T>
+__global__ void roi_channel_sums(const grad_problem g) {
+    uint64_t count = (uint64_t)g.shape.roi_count * g.shape.channels;
+    for (uint64_t i = grid_start(); i < count; i += grid_step())
+        channel_sums_element<T>(g, i);
+}
+
+/* One thread per (roi, coordinate): the channel sums added in the fixed group
+ * shape of roi_align_math.h, rounded once to FLOAT32 (then FLOAT16). */
+template <class T>
+DML_CUDA_FN void combine_element(const grad_problem& g, uint64_t i) {
+    const align_shape& s = g.shape;
+    uint32_t groups = dml_roi_gradient_groups(s.channels);
+    uint32_t k = (uint32_t)(i % 4), r = (uint32_t)(i / 4);
+    double total = 0.0;
+    for (uint32_t group = 0; group < groups; group++) {
+        double group_sum = 0.0;
+        uint32_t c_end = dml_roi_gradient_group_begin(group + 1, groups, s.channels);
+        for (uint32_t c = dml_roi_gradient_group_begin(group, groups, s.channels); c < c_end; c++)
+            group_sum += g.channel_sums[((uint64_t)r * s.channels + c) * 4 + k];
+        total += group_sum;
+    }
+    store_value((T*)g.roi_gradient, r * g.roi_gradient_row_stride + k * g.roi_gradient_column_stride,
+                (float)total);
+}
+
+template <class T>
+__global__ void roi_gradient_combine(const grad_problem g) {
+    for (uint64_t i = grid_start(); i < (uint64_t)g.shape.roi_count * 4; i += grid_step())
+        combine_element<T>(g, i);
+}
+
+/* ---- Launches ---- */
+
+template <class T>
+HRESULT launch_forward(const dml_kernel_args* args, const forward_problem& f) {
+    roi_align_forward<T><<<dml_cuda_blocks(args, f.count, kThreads), kThreads, 0, dml_cuda_stream(args)>>>(f);
+    return dml_cuda_check_launch("roi_align_forward");
+}
+
+template <class T>
+HRESULT launch_grad(const dml_kernel_args* args, const grad_problem& g) {
+    cudaStream_t stream = dml_cuda_stream(args);
+    const align_shape& s = g.shape;
+    prepare_rois<T><<<dml_cuda_blocks(args, s.roi_count, kThreads), kThreads, 0, stream>>>(g);
+    DML_TRY(dml_cuda_check_launch("prepare_rois"));
+    uint64_t outputs = (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width;
+    if (g.params.reduction_max) {
+        select_max<T><<<dml_cuda_blocks(args, outputs, kThreads), kThreads, 0, stream>>>(g);
+        DML_TRY(dml_cuda_check_launch("select_max"));
+    }
+    if (g.output_gradient) {
+        gather_output_gradient<T><<<dml_cuda_blocks(args, g.tasks * kThreads, kThreads), kThreads, 0, stream>>>(g);
+        DML_TRY(dml_cuda_check_launch("gather_output_gradient"));
+    }
+    if (g.roi_gradient) {
+        uint64_t pairs = (uint64_t)s.roi_count * s.channels;
+        roi_channel_sums<T><<<dml_cuda_blocks(args, pairs, kThreads), kThreads, 0, stream>>>(g);
+        DML_TRY(dml_cuda_check_launch("roi_channel_sums"));
+        roi_gradient_combine<T><<<dml_cuda_blocks(args, (uint64_t)s.roi_count * 4, kThreads), kThreads, 0, stream>>>(g);
+        DML_TRY(dml_cuda_check_launch("roi_gradient_combine"));
+    }
+    return S_OK;
+}
+
+uint64_t align_up(uint64_t bytes) { return (bytes + 255) & ~(uint64_t)255; }
+
+/* ---- Problems from the validated operator ---- */
+
+forward_problem forward_problem_make(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
+    const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
+    forward_problem f = {};
+    f.params = *(const dml_roi_align_params*)op->params;
+    f.shape = {input->sizes[0], input->sizes[1], input->sizes[2], input->sizes[3],
+               output->sizes[0], output->sizes[2], output->sizes[3]};
+    f.source = roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
+                               &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor,
+                               args->inputs[DML_ROI_ALIGN_BATCH_INDICES]);
+    f.input = args->inputs[DML_ROI_ALIGN_INPUT];
+    f.output = args->outputs[DML_ROI_ALIGN_OUTPUT];
+    copy_strides(f.in_strides, input);
+    copy_strides(f.out_strides, output);
+    f.count = (uint64_t)output->sizes[0] * output->sizes[1] * output->sizes[2] * output->sizes[3];
+    return f;
+}
+
+/* Everything but the temporaries (grad_scratch_layout). */
+grad_problem grad_problem_make(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
+    const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
+    const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
+    const dml_tensor* roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor;
+    /* N, H, W from InputTensor when present, else from OutputGradientTensor (§3). */
+    const dml_tensor* image = input->present ? input : output_gradient;
+    grad_problem g = {};
+    g.params = *(const dml_roi_align_params*)op->params;
+    g.shape = {image->sizes[0],          input_gradient->sizes[1], image->sizes[2],         image->sizes[3],
+               input_gradient->sizes[0], input_gradient->sizes[2], input_gradient->sizes[3]};
+    g.source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
+                               &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
+                               args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]);
+    g.input = input->present ? args->inputs[DML_ROI_ALIGN_GRAD_INPUT] : NULL;
+    if (input->present) copy_strides(g.in_strides, input);
+    g.input_gradient = args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT];
+    copy_strides(g.dy_strides, input_gradient);
+    if (output_gradient->present) {
+        g.output_gradient = args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT];
+        copy_strides(g.dx_strides, output_gradient);
+    }
+    if (roi_gradient->present) {
+        g.roi_gradient = args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT];
+        g.roi_gradient_row_stride = roi_gradient->strides[roi_gradient->rank - 2];
+        g.roi_gradient_column_stride = roi_gradient->strides[roi_gradient->rank - 1];
+    }
+    const align_shape& s = g.shape;
+    g.tiles_y = (s.height + kTile - 1) / kTile;
+    g.tiles_x = (s.width + kTile - 1) / kTile;
+    g.chunks = (s.channels + kChunk - 1) / kChunk;
+    g.tasks = (uint64_t)s.batch * g.tiles_y * g.tiles_x * g.chunks;
+    return g;
+}
+
+/* The temporaries of g in one block at `scratch` (NULL: only the size), and
+ * its size in bytes. Sizes < 2^64: R * C * OH * OW < 2^32 elements. */
+uint64_t grad_scratch_layout(grad_problem& g, char* scratch) {
+    const align_shape& s = g.shape;
+    uint64_t outputs = (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width;
+    uint64_t rois_bytes = align_up((uint64_t)s.roi_count * sizeof(gradient_roi));
+    uint64_t boxes_bytes = align_up((uint64_t)s.roi_count * sizeof(roi_box));
+    uint64_t selected_bytes = g.params.reduction_max ? align_up(outputs * sizeof(uint64_t)) : 0;
+    uint64_t sums_bytes = g.roi_gradient ? align_up((uint64_t)s.roi_count * s.channels * 4 * sizeof(double)) : 0;
+    if (scratch != NULL) {
+        g.rois = (gradient_roi*)scratch;
+        g.boxes = (roi_box*)(scratch + rois_bytes);
+        g.selected = selected_bytes ? (uint64_t*)(scratch + rois_bytes + boxes_bytes) : NULL;
+        g.channel_sums = sums_bytes ? (double*)(scratch + rois_bytes + boxes_bytes + selected_bytes) : NULL;
+    }
+    return rois_bytes + boxes_bytes + selected_bytes + sums_bytes;
+}
+
+} // namespace
+
+HRESULT dml_cuda_roi_align(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    forward_problem f = forward_problem_make(args);
+    return args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16
+               ? launch_forward<uint16_t>(args, f)
+               : launch_forward<float>(args, f);
+}
+
+HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    grad_problem g = grad_problem_make(args);
+    /* One stream-ordered temporary: allocated and freed in stream order, so
+     * nothing waits here. */
+    cudaStream_t stream = dml_cuda_stream(args);
+    char* scratch = NULL;
+    cudaError_t error = cudaMallocAsync((void**)&scratch, grad_scratch_layout(g, NULL), stream);
+    if (error != cudaSuccess) return dml_cuda_kernel_error(error, "ROI_ALIGN_GRAD: cudaMallocAsync");
+    grad_scratch_layout(g, scratch);
+    bool half = args->op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    HRESULT status = half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
+    error = cudaFreeAsync(scratch, stream);
+    if (SUCCEEDED(status) && error != cudaSuccess)
+        status = dml_cuda_kernel_error(error, "ROI_ALIGN_GRAD: cudaFreeAsync");
+    return status;
+}

@@ -1,0 +1,94 @@
+/* Random ROI problems run twice, on the CPU backend and by the CUDA code (on
+ * a GPU in test_cuda_backend, replayed on the host in test_cuda_roi_replay),
+ * and the comparison of the two results. */
+#ifndef DML_TESTS_ROI_CASES_H
+#define DML_TESTS_ROI_CASES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harness.h"
+
+/* One tensor of a comparison: its description and one guarded buffer per
+ * side, with the same bytes before the runs. */
+typedef struct twin_buffer {
+    bool present;
+    test_tensor tensor;
+    test_buffer cpu, cuda;
+} twin_buffer;
+
+void twin_init(twin_buffer* w, DML_TENSOR_DATA_TYPE type, uint32_t rank, const uint32_t* sizes, test_layout layout);
+/* Writes values[logical index] into both buffers. */
+void twin_fill(twin_buffer* w, const double* values);
+void twin_free(twin_buffer* w);
+/* NULL for an absent tensor. */
+const DML_TENSOR_DESC* twin_desc(const twin_buffer* w);
+test_buffer* twin_side(twin_buffer* w, bool cuda);
+
+/* Every element of the CUDA side has the CPU's bits, except that a NaN
+ * matches any NaN (x86 propagates an operand's NaN payload, CUDA arithmetic
+ * gives its canonical NaN, and compilers may swap the operands of a sum);
+ * guards and unaddressed bytes of the CUDA side are untouched. */
+bool expect_same_values(const twin_buffer* w, const char* what, const char* context);
+
+/* A ROI coordinate (unscaled) around an image of `extent` pixels: mostly
+ * inside or near it, at times on integers, far outside, huge, infinite or NaN
+ * (with specials). */
+double random_roi_coordinate(uint32_t extent, double scale, bool specials);
+float random_roi_scale(void);
+/* Image values: random, with repeats and signed zeros; NaN and infinities at
+ * times with specials. Free with free(). */
+double* random_image(uint64_t count, bool specials);
+
+/* ---- ROI align ---- */
+
+/* One ROI align problem, run as ROI_ALIGN/ROI_ALIGN1 and as ROI_ALIGN_GRAD. */
+enum { L_INPUT, L_ROI, L_BATCH, L_OUTPUT, L_INPUT_GRADIENT, L_OUTPUT_GRADIENT, L_ROI_GRADIENT, L_COUNT };
+typedef struct roi_align_case {
+    DML_OPERATOR_TYPE forward_type;
+    DML_TENSOR_DATA_TYPE type, index_type; /* index_type: forward only; the gradient's is UINT32 */
+    uint32_t batch, channels, height, width, roi_count, out_height, out_width;
+    uint32_t roi_rank, batch_rank;
+    DML_REDUCE_FUNCTION reduction;
+    DML_INTERPOLATION_MODE interpolation;
+    float scale_x, scale_y, input_pixel_offset, output_pixel_offset, out_of_bounds_value;
+    uint32_t min_samples, max_samples;
+    BOOL align_corners;
+    bool specials; /* NaN/infinite values and coordinates */
+    double *image, *rois, *batch_indices, *input_gradient;
+    test_layout layouts[L_COUNT];
+    char context[400];
+} roi_align_case;
+
+/* Small random problems over every option, shape, layout and type. */
+void random_roi_align_case(roi_align_case* c);
+/* Many overlapping ROIs on few images (variant 0..3: AVERAGE/MAX, LINEAR/
+ * NEAREST, FLOAT32/FLOAT16, aligned corners, NHWC input). */
+void large_roi_align_case(roi_align_case* c, int variant);
+/* Sets c->context from the fields. */
+void roi_align_case_describe(roi_align_case* c);
+void roi_align_case_free(roi_align_case* c);
+
+/* The tensors and description of one run of a case. */
+typedef struct roi_align_run {
+    twin_buffer input, rois, indices, output;             /* forward */
+    twin_buffer input_gradient, output_gradient, roi_gradient; /* gradient */
+    DML_ROI_ALIGN_OPERATOR_DESC align;
+    DML_ROI_ALIGN1_OPERATOR_DESC align1;
+    DML_ROI_ALIGN_GRAD_OPERATOR_DESC grad;
+    DML_OPERATOR_DESC op;
+    uint32_t input_count, output_count;
+    char context[480];
+} roi_align_run;
+
+void roi_align_forward_setup(roi_align_run* run, const roi_align_case* c);
+/* InputTensor bound when with_input; the outputs as requested. */
+void roi_align_grad_setup(roi_align_run* run, const roi_align_case* c, bool with_input, bool want_output_gradient,
+                          bool want_roi_gradient);
+/* The buffers of one side in slot order (NULL for absent tensors). */
+void roi_align_run_buffers(roi_align_run* run, bool cuda, test_buffer* inputs[4], test_buffer* outputs[2]);
+/* Expects every output of the CUDA side equal to the CPU's (expect_same_values). */
+void roi_align_run_compare(roi_align_run* run, const char* label);
+void roi_align_run_free(roi_align_run* run);
+
+#endif

@@ -1,0 +1,249 @@
+/* The CUDA ROI kernels replayed on the host, against the CPU backend.
+ *
+ * src/cuda/roi_pooling.cu and roi_align.cu keep their per-element work in
+ * __host__ __device__ functions; this program compiles those files for the
+ * host, builds each problem with the same functions the dispatch uses, runs
+ * every element (and, for the feature gradient, every block task in the
+ * kernel's order: ROI chunks, ordered compaction, runs per batch of ROIs,
+ * pixels) and expects the CPU backend's bits (a NaN matches any NaN). It runs
+ * without a GPU, so CI checks the CUDA code's math and summation order; the
+ * launches themselves run on a GPU in test_cuda_backend. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/core/half.h"
+#include "../src/cuda/cuda.h"
+#include "../src/ops/roi_align_math.h"
+#include "../src/ops/roi_pooling_math.h"
+
+extern "C" {
+#include "harness.h"
+#include "roi_cases.h"
+}
+
+/* The kernel files, each in its own namespace: their internals and entry
+ * points stay apart from each other and from the library's copies. */
+namespace align_replay {
+#include "../src/cuda/roi_align.cu"
+}
+namespace pooling_replay {
+#include "../src/cuda/roi_pooling.cu"
+}
+
+static DMLDevice* cpu_device(void) {
+    DML_DEVICE_DESC desc = {};
+    desc.Backend = DML_BACKEND_CPU;
+    DMLDevice* device = NULL;
+    HRESULT status = dmlCreateDevice(&desc, &device);
+    EXPECT(status == S_OK, "dmlCreateDevice: %s", dmlGetLastErrorMessage());
+    return device;
+}
+
+/* What a dispatch would pass the kernel: the validated operator and the slot
+ * addresses (here the CUDA side's host buffers). */
+static dml_kernel_args kernel_args(const DMLOperator* op, test_buffer* const* inputs, uint32_t input_count,
+                                   test_buffer* const* outputs, uint32_t output_count) {
+    dml_kernel_args args;
+    memset(&args, 0, sizeof args);
+    args.op = op;
+    for (uint32_t i = 0; i < input_count; i++) args.inputs[i] = inputs[i] ? inputs[i]->data : NULL;
+    for (uint32_t i = 0; i < output_count; i++) args.outputs[i] = outputs[i] ? outputs[i]->data : NULL;
+    return args;
+}
+
+/* ---- ROI align ---- */
+
+using align_replay::grad_problem;
+using align_replay::kChunk;
+using align_replay::kRunBatch;
+using align_replay::kThreads;
+using align_replay::kTile;
+
+/* gather_output_gradient, one block task at a time, its threads in turn
+ * between the barriers. */
+template <class T>
+static void replay_gather(const grad_problem& g) {
+    const align_replay::align_shape& s = g.shape;
+    static float acc[kThreads][kChunk];
+    for (uint64_t task = 0; task < g.tasks; task++) {
+        align_replay::tile_task t = align_replay::tile_task_at(g, task);
+        memset(acc, 0, sizeof acc);
+        for (uint32_t base = 0; base < s.roi_count; base += kThreads) {
+            uint32_t touching[kThreads], total = 0;
+            for (uint32_t thread = 0; thread < kThreads; thread++) {
+                uint32_t r = base + thread;
+                if (r < s.roi_count && align_replay::box_meets_tile(g.boxes[r], t)) touching[total++] = r;
+            }
+            for (uint32_t batch = 0; batch < total; batch += kRunBatch) {
+                align_replay::sample_run runs[kRunBatch][2 * kTile];
+                for (uint32_t thread = 0; thread < kThreads; thread++) {
+                    uint32_t k = batch + thread / (2 * kTile), slot = thread % (2 * kTile);
+                    if (k < total)
+                        runs[thread / (2 * kTile)][slot] = align_replay::tile_run(g, g.rois[touching[k]], t, slot);
+                }
+                uint32_t batch_end = total - batch < kRunBatch ? total : batch + kRunBatch;
+                for (uint32_t thread = 0; thread < kThreads; thread++) {
+                    uint64_t y = (uint64_t)t.y0 + thread / kTile, x = (uint64_t)t.x0 + thread % kTile;
+                    if (y >= s.height || x >= s.width) continue;
+                    for (uint32_t next = batch; next < batch_end; next++) {
+                        align_replay::sample_run rows = runs[next - batch][thread / kTile];
+                        align_replay::sample_run columns = runs[next - batch][kTile + thread % kTile];
+                        if (rows.begin < rows.end && columns.begin < columns.end)
+                            align_replay::gather_roi<T>(g, touching[next], rows, columns, (uint32_t)y, (uint32_t)x,
+                                                        t.c0, acc[thread]);
+                    }
+                }
+            }
+        }
+        for (uint32_t thread = 0; thread < kThreads; thread++) {
+            uint64_t y = (uint64_t)t.y0 + thread / kTile, x = (uint64_t)t.x0 + thread % kTile;
+            if (y < s.height && x < s.width) align_replay::store_pixel<T>(g, t, (uint32_t)y, (uint32_t)x, acc[thread]);
+        }
+    }
+}
+
+/* The kernels of launch_grad, in its order. */
+template <class T>
+static void replay_grad(const dml_kernel_args* args) {
+    grad_problem g = align_replay::grad_problem_make(args);
+    char* scratch = (char*)malloc(align_replay::grad_scratch_layout(g, NULL));
+    align_replay::grad_scratch_layout(g, scratch);
+    const align_replay::align_shape& s = g.shape;
+    for (uint64_t r = 0; r < s.roi_count; r++) align_replay::prepare_roi<T>(g, r);
+    if (g.params.reduction_max)
+        for (uint64_t i = 0; i < (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width; i++)
+            align_replay::select_max_element<T>(g, i);
+    if (g.output_gradient) replay_gather<T>(g);
+    if (g.roi_gradient) {
+        for (uint64_t i = 0; i < (uint64_t)s.roi_count * s.channels; i++) align_replay::channel_sums_element<T>(g, i);
+        for (uint64_t i = 0; i < (uint64_t)s.roi_count * 4; i++) align_replay::combine_element<T>(g, i);
+    }
+    free(scratch);
+}
+
+template <class T>
+static void replay_forward(const dml_kernel_args* args) {
+    align_replay::forward_problem f = align_replay::forward_problem_make(args);
+    for (uint64_t i = 0; i < f.count; i++) align_replay::forward_element<T>(f, i);
+}
+
+/* Runs `run` on the CPU backend and replays the CUDA code on its CUDA side. */
+static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run) {
+    test_buffer *inputs[4], *outputs[2];
+    roi_align_run_buffers(run, false, inputs, outputs);
+    HRESULT status = test_run(cpu, &run->op, run->input_count, inputs, run->output_count, outputs);
+    EXPECT(status == S_OK, "CPU %s (%s); %s", dmlStatusName(status), dmlGetLastErrorMessage(), run->context);
+    DMLOperator* op = NULL;
+    if (status == S_OK) status = dmlCreateOperator(cpu, &run->op, &op);
+    if (status != S_OK) return;
+    roi_align_run_buffers(run, true, inputs, outputs);
+    dml_kernel_args args = kernel_args(op, inputs, run->input_count, outputs, run->output_count);
+    bool half = run->input_gradient.present ? run->input_gradient.tensor.buffer.DataType == DML_TENSOR_DATA_TYPE_FLOAT16
+                                            : run->input.tensor.buffer.DataType == DML_TENSOR_DATA_TYPE_FLOAT16;
+    bool grad = run->op.Type == DML_OPERATOR_ROI_ALIGN_GRAD;
+    if (grad)
+        half ? replay_grad<uint16_t>(&args) : replay_grad<float>(&args);
+    else
+        half ? replay_forward<uint16_t>(&args) : replay_forward<float>(&args);
+    dmlReleaseOperator(op);
+    roi_align_run_compare(run, "host replay");
+}
+
+TEST_CASE(replay_roi_align_matches_cpu) {
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        random_roi_align_case(&c);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        compare_roi_align_run(cpu, &run);
+        roi_align_run_free(&run);
+        /* InputTensor is required for MAX and for the ROI gradient (§3). */
+        bool want_roi_gradient = test_rand_bool();
+        bool want_output_gradient = !want_roi_gradient || test_rand_bool();
+        bool with_input = c.reduction == DML_REDUCE_FUNCTION_MAX || want_roi_gradient || test_rand_bool();
+        roi_align_grad_setup(&run, &c, with_input, want_output_gradient, want_roi_gradient);
+        compare_roi_align_run(cpu, &run);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+}
+
+/* More than 256 ROIs per image (several scan chunks), heavy overlap. */
+TEST_CASE(replay_roi_align_grad_many_overlapping_rois) {
+    DMLDevice* cpu = cpu_device();
+    for (int variant = 2; variant < 4 && !test_case_failed(); variant++) {
+        roi_align_case c;
+        large_roi_align_case(&c, variant);
+        roi_align_run run;
+        roi_align_grad_setup(&run, &c, true, true, true);
+        compare_roi_align_run(cpu, &run);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+}
+
+/* ---- ROI pooling ---- */
+
+TEST_CASE(replay_roi_pooling_matches_cpu) {
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) {
+        DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
+        uint32_t batch = test_rand_range(1, 3), channels = test_rand_range(1, 4);
+        uint32_t height = test_rand_range(1, 12), width = test_rand_range(1, 12), roi_count = test_rand_range(1, 10);
+        uint32_t pooled_height = test_rand_range(1, 4), pooled_width = test_rand_range(1, 4);
+        float scale = random_roi_scale();
+        uint32_t in_sizes[4] = {batch, channels, height, width}, roi_sizes[4] = {1, 1, roi_count, 5};
+        uint32_t out_sizes[4] = {roi_count, channels, pooled_height, pooled_width};
+        twin_buffer input, rois, output;
+        twin_init(&input, type, 4, in_sizes, test_random_layout(true));
+        twin_init(&rois, type, 4, roi_sizes, test_random_layout(true));
+        twin_init(&output, type, 4, out_sizes, test_random_layout(false));
+        double* image = random_image(input.tensor.element_count, true);
+        twin_fill(&input, image);
+        double* rows = (double*)malloc((size_t)roi_count * 5 * sizeof *rows);
+        for (uint32_t r = 0; r < roi_count; r++) {
+            uint32_t kind = test_rand_range(0, 19);
+            rows[r * 5] = kind == 0 ? NAN : kind < 3 ? test_rand_double(-1.5, batch + 0.5) : test_rand_range(0, batch - 1);
+            for (int k = 1; k < 5; k++) rows[r * 5 + k] = random_roi_coordinate(k % 2 ? width : height, scale, true);
+        }
+        twin_fill(&rois, rows);
+        DML_ROI_POOLING_OPERATOR_DESC desc = {&input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale,
+                                              {pooled_width, pooled_height}};
+        DML_OPERATOR_DESC op_desc = {DML_OPERATOR_ROI_POOLING, &desc};
+        char context[200];
+        snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g",
+                 dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale);
+        test_buffer* cpu_inputs[2] = {&input.cpu, &rois.cpu};
+        test_buffer* cpu_outputs[1] = {&output.cpu};
+        HRESULT status = test_run(cpu, &op_desc, 2, cpu_inputs, 1, cpu_outputs);
+        EXPECT(status == S_OK, "CPU %s (%s); %s", dmlStatusName(status), dmlGetLastErrorMessage(), context);
+        DMLOperator* op = NULL;
+        if (status == S_OK && dmlCreateOperator(cpu, &op_desc, &op) == S_OK) {
+            test_buffer* inputs[2] = {&input.cuda, &rois.cuda};
+            test_buffer* outputs[1] = {&output.cuda};
+            dml_kernel_args args = kernel_args(op, inputs, 2, outputs, 1);
+            pooling_replay::roi_pooling_problem f = pooling_replay::roi_pooling_problem_make(&args);
+            for (uint64_t i = 0; i < f.count; i++) {
+                if (type == DML_TENSOR_DATA_TYPE_FLOAT16)
+                    pooling_replay::pool_element<uint16_t>(f, i);
+                else
+                    pooling_replay::pool_element<float>(f, i);
+            }
+            dmlReleaseOperator(op);
+            /* A copy of an input element: the same bits, NaN payloads included. */
+            EXPECT(memcmp(output.cpu.block, output.cuda.block, (size_t)output.cpu.size + 2 * TEST_GUARD_BYTES) == 0,
+                   "ROI_POOLING replay differs from the CPU; %s", context);
+        }
+        twin_free(&input);
+        twin_free(&rois);
+        twin_free(&output);
+        free(image);
+        free(rows);
+    }
+    dmlReleaseDevice(cpu);
+}

@@ -13,13 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../core/portable.h"
 #include "roi.h"
-
-#if defined(__CUDACC__)
-#define DML_ROI_FN static inline __host__ __device__
-#else
-#define DML_ROI_FN static inline
-#endif
 
 /* One axis (X or Y) of one region (§4.1): where its samples lie. */
 typedef struct dml_roi_axis {
@@ -34,7 +29,7 @@ typedef struct dml_roi_axis {
 
 /* sX = clamp(ceil(|size| / outputs), Min, Max) in FLOAT32 (§4.1, RA-3). A NaN
  * size takes Min (its samples are all out of bounds anyway). */
-DML_ROI_FN uint32_t dml_roi_samples_per_output(float size, uint32_t outputs, uint32_t min_samples,
+DML_HOST_DEVICE uint32_t dml_roi_samples_per_output(float size, uint32_t outputs, uint32_t min_samples,
                                                uint32_t max_samples) {
     float wanted = ceilf(fabsf(size) / (float)outputs);
     if (!((double)wanted > (double)min_samples)) return min_samples;
@@ -43,7 +38,7 @@ DML_ROI_FN uint32_t dml_roi_samples_per_output(float size, uint32_t outputs, uin
 }
 
 /* The axis of a region whose raw corners are corner1 (x1) and corner2 (x2). */
-DML_ROI_FN dml_roi_axis dml_roi_axis_make(float corner1, float corner2, float scale, uint32_t outputs, uint32_t extent,
+DML_HOST_DEVICE dml_roi_axis dml_roi_axis_make(float corner1, float corner2, float scale, uint32_t outputs, uint32_t extent,
                                           const dml_roi_align_params* p) {
     dml_roi_axis axis;
     axis.start = corner1 * scale;
@@ -62,7 +57,7 @@ DML_ROI_FN dml_roi_axis dml_roi_axis_make(float corner1, float corner2, float sc
 }
 
 /* The input coordinate of sample t (0 <= t < count), in pixel-index space (§4.2). */
-DML_ROI_FN float dml_roi_sample_coord(const dml_roi_axis* axis, uint64_t t, const dml_roi_align_params* p) {
+DML_HOST_DEVICE float dml_roi_sample_coord(const dml_roi_axis* axis, uint64_t t, const dml_roi_align_params* p) {
     if (!p->align_corners)
         return axis->start + ((float)t - p->output_pixel_offset) * axis->step - p->input_pixel_offset;
     if (axis->count > 1) return axis->start + (float)t * axis->step - p->input_pixel_offset;
@@ -71,12 +66,12 @@ DML_ROI_FN float dml_roi_sample_coord(const dml_roi_axis* axis, uint64_t t, cons
 
 /* A coordinate more than one pixel outside [0, extent - 1], or NaN, is out of
  * bounds (§4.3, RA-2); the whole sample then takes OutOfBoundsInputValue. */
-DML_ROI_FN bool dml_roi_out_of_bounds(float coord, uint32_t extent) {
+DML_HOST_DEVICE bool dml_roi_out_of_bounds(float coord, uint32_t extent) {
     return !((double)coord >= -1.0 && (double)coord <= (double)extent);
 }
 
 /* NEAREST_NEIGHBOR: clamp(ceil(c - 0.5), 0, extent - 1); exact halves go down (RA-1). */
-DML_ROI_FN uint32_t dml_roi_nearest(float coord, uint32_t extent) {
+DML_HOST_DEVICE uint32_t dml_roi_nearest(float coord, uint32_t extent) {
     float rounded = ceilf(coord - 0.5f);
     if (!(rounded > 0.0f)) return 0;
     if ((double)rounded >= (double)extent - 1.0) return extent - 1;
@@ -89,7 +84,7 @@ typedef struct dml_roi_linear_taps {
     float fraction;
 } dml_roi_linear_taps;
 
-DML_ROI_FN dml_roi_linear_taps dml_roi_linear(float coord, uint32_t extent) {
+DML_HOST_DEVICE dml_roi_linear_taps dml_roi_linear(float coord, uint32_t extent) {
     dml_roi_linear_taps taps;
     if (!(coord > 0.0f)) coord = 0.0f; /* c <= 0: c = 0 (edge replication inside the margin) */
     float first = floorf(coord);
@@ -114,7 +109,7 @@ typedef struct dml_roi_axis_sample {
     float fraction;
 } dml_roi_axis_sample;
 
-DML_ROI_FN dml_roi_axis_sample dml_roi_axis_sample_at(const dml_roi_axis* axis, uint64_t t,
+DML_HOST_DEVICE dml_roi_axis_sample dml_roi_axis_sample_at(const dml_roi_axis* axis, uint64_t t,
                                                       const dml_roi_align_params* p) {
     float coord = dml_roi_sample_coord(axis, t, p);
     dml_roi_axis_sample sample;
@@ -134,12 +129,12 @@ DML_ROI_FN dml_roi_axis_sample dml_roi_axis_sample_at(const dml_roi_axis* axis, 
 
 /* S = sX * sY, the samples of one output element, as FLOAT32: the divisor
  * of AVERAGE (§4.4). */
-DML_ROI_FN float dml_roi_sample_count(const dml_roi_axis* x, const dml_roi_axis* y) {
+DML_HOST_DEVICE float dml_roi_sample_count(const dml_roi_axis* x, const dml_roi_axis* y) {
     return (float)((uint64_t)x->per_output * y->per_output);
 }
 
 /* The interpolated value from the four taps (top = first Y tap, left = first X tap). */
-DML_ROI_FN float dml_roi_bilinear(float top_left, float top_right, float bottom_left, float bottom_right, float fx,
+DML_HOST_DEVICE float dml_roi_bilinear(float top_left, float top_right, float bottom_left, float bottom_right, float fx,
                                   float fy) {
     return (1.0f - fy) * ((1.0f - fx) * top_left + fx * top_right) +
            fy * ((1.0f - fx) * bottom_left + fx * bottom_right);
@@ -147,7 +142,7 @@ DML_ROI_FN float dml_roi_bilinear(float top_left, float top_right, float bottom_
 
 /* The four tap weights of the gradient (§7.2), in the order top-left,
  * top-right, bottom-left, bottom-right. */
-DML_ROI_FN void dml_roi_bilinear_weights(float fx, float fy, float weights[4]) {
+DML_HOST_DEVICE void dml_roi_bilinear_weights(float fx, float fy, float weights[4]) {
     weights[0] = (1.0f - fy) * (1.0f - fx);
     weights[1] = (1.0f - fy) * fx;
     weights[2] = fy * (1.0f - fx);
@@ -155,14 +150,14 @@ DML_ROI_FN void dml_roi_bilinear_weights(float fx, float fy, float weights[4]) {
 }
 
 /* AVERAGE: the weight w = 1 / S of every sample (§7.1). */
-DML_ROI_FN float dml_roi_average_weight(const dml_roi_axis* x, const dml_roi_axis* y) {
+DML_HOST_DEVICE float dml_roi_average_weight(const dml_roi_axis* x, const dml_roi_axis* y) {
     return 1.0f / dml_roi_sample_count(x, y);
 }
 
 /* ---- ROI gradient (§7.3) ---- */
 
 /* d(coordinate of sample t) / d(raw first corner) and / d(raw second corner). */
-DML_ROI_FN void dml_roi_coord_derivatives(const dml_roi_axis* axis, uint64_t t, const dml_roi_align_params* p,
+DML_HOST_DEVICE void dml_roi_coord_derivatives(const dml_roi_axis* axis, uint64_t t, const dml_roi_align_params* p,
                                           float* d_first, float* d_second) {
     float u;
     if (!p->align_corners)
@@ -183,7 +178,7 @@ typedef struct dml_roi_gradient_taps {
     float fraction;
 } dml_roi_gradient_taps;
 
-DML_ROI_FN dml_roi_gradient_taps dml_roi_gradient_taps_at(float coord, uint32_t extent) {
+DML_HOST_DEVICE dml_roi_gradient_taps dml_roi_gradient_taps_at(float coord, uint32_t extent) {
     dml_roi_gradient_taps taps;
     if (!(coord > 0.0f)) {
         taps.low = taps.high = 0;
@@ -201,7 +196,7 @@ DML_ROI_FN dml_roi_gradient_taps dml_roi_gradient_taps_at(float coord, uint32_t 
 }
 
 /* gradX = (1 - yl)(TR - TL) + yl (BR - BL); gradY = (1 - xl)(BL - TL) + xl (BR - TR). */
-DML_ROI_FN void dml_roi_image_gradient(float top_left, float top_right, float bottom_left, float bottom_right, float xl,
+DML_HOST_DEVICE void dml_roi_image_gradient(float top_left, float top_right, float bottom_left, float bottom_right, float xl,
                                        float yl, float* grad_x, float* grad_y) {
     *grad_x = (1.0f - yl) * (top_right - top_left) + yl * (bottom_right - bottom_left);
     *grad_y = (1.0f - xl) * (bottom_left - top_left) + xl * (bottom_right - top_right);
@@ -209,7 +204,7 @@ DML_ROI_FN void dml_roi_image_gradient(float top_left, float top_right, float bo
 
 /* The four terms g * w * grad * dc of one sample (§7.3), each in FLOAT32, in
  * the order d/dx1, d/dy1, d/dx2, d/dy2 (the columns of OutputROIGradient). */
-DML_ROI_FN void dml_roi_box_terms(const dml_roi_axis* x, const dml_roi_axis* y, uint64_t tx, uint64_t ty,
+DML_HOST_DEVICE void dml_roi_box_terms(const dml_roi_axis* x, const dml_roi_axis* y, uint64_t tx, uint64_t ty,
                                   const dml_roi_align_params* p, float weighted_gradient, float grad_x, float grad_y,
                                   float terms[4]) {
     float dx1, dx2, dy1, dy2;
@@ -228,17 +223,17 @@ DML_ROI_FN void dml_roi_box_terms(const dml_roi_axis* x, const dml_roi_axis* y, 
  * follows it, so the results are the same bits whatever the parallel plan. */
 #define DML_ROI_GRADIENT_CHANNEL_GROUPS 16u
 
-DML_ROI_FN uint32_t dml_roi_gradient_groups(uint32_t channels) {
+DML_HOST_DEVICE uint32_t dml_roi_gradient_groups(uint32_t channels) {
     return channels < DML_ROI_GRADIENT_CHANNEL_GROUPS ? channels : DML_ROI_GRADIENT_CHANNEL_GROUPS;
 }
 
 /* The first channel of group `group` (group == groups: C). */
-DML_ROI_FN uint32_t dml_roi_gradient_group_begin(uint32_t group, uint32_t groups, uint32_t channels) {
+DML_HOST_DEVICE uint32_t dml_roi_gradient_group_begin(uint32_t group, uint32_t groups, uint32_t channels) {
     return (uint32_t)((uint64_t)group * channels / groups);
 }
 
 /* The max rule of every ROI reduction: strict >, and NaN never wins over a
  * number (same as max pooling). */
-DML_ROI_FN bool dml_roi_greater(float value, float best) { return value > best || (isnan(best) && !isnan(value)); }
+DML_HOST_DEVICE bool dml_roi_greater(float value, float best) { return value > best || (isnan(best) && !isnan(value)); }
 
 #endif

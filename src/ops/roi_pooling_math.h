@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "roi_align_math.h" /* DML_ROI_FN, dml_roi_greater */
+#include "roi_align_math.h" /* DML_HOST_DEVICE, dml_roi_greater */
 
 /* Rounded coordinates are clamped to +-2^61: the bin arithmetic below is then
  * exact in 128 bits, and results are exact for every |coordinate| < 2^61
@@ -27,7 +27,7 @@ typedef struct dml_pooled_region {
 } dml_pooled_region;
 
 /* roundHalfAwayFromZero(value * SpatialScale), the product in FLOAT32 (RP-2). */
-DML_ROI_FN int64_t dml_roi_pooling_coordinate(float value, float scale) {
+DML_HOST_DEVICE int64_t dml_roi_pooling_coordinate(float value, float scale) {
     double rounded = roundf(value * scale);
     if (rounded > DML_ROI_POOLING_COORDINATE_LIMIT) rounded = DML_ROI_POOLING_COORDINATE_LIMIT;
     if (rounded < -DML_ROI_POOLING_COORDINATE_LIMIT) rounded = -DML_ROI_POOLING_COORDINATE_LIMIT;
@@ -36,7 +36,7 @@ DML_ROI_FN int64_t dml_roi_pooling_coordinate(float value, float scale) {
 
 /* The region of one ROI row [BatchID, x1, y1, x2, y2] (values as FLOAT32)
  * over an input of `batch` images. */
-DML_ROI_FN dml_pooled_region dml_roi_pooled_region(const float values[5], uint32_t batch, float scale) {
+DML_HOST_DEVICE dml_pooled_region dml_roi_pooled_region(const float values[5], uint32_t batch, float scale) {
     dml_pooled_region region = {false, 0, 0, 0, 0, 0};
     /* The batch id truncates toward zero: valid iff -1 < id < N (NaN fails). */
     if (!((double)values[0] > -1.0 && (double)values[0] < (double)batch)) return region;
@@ -60,13 +60,13 @@ typedef struct dml_pooled_bin {
     uint32_t start, end;
 } dml_pooled_bin;
 
-DML_ROI_FN uint32_t dml_roi_pooling_clamp(__int128 value, uint32_t extent) {
+DML_HOST_DEVICE uint32_t dml_roi_pooling_clamp(__int128 value, uint32_t extent) {
     if (value < 0) return 0;
     if (value > extent) return extent;
     return (uint32_t)value;
 }
 
-DML_ROI_FN dml_pooled_bin dml_roi_pooled_bin(int64_t first, int64_t length, uint32_t index, uint32_t count,
+DML_HOST_DEVICE dml_pooled_bin dml_roi_pooled_bin(int64_t first, int64_t length, uint32_t index, uint32_t count,
                                              uint32_t extent) {
     __int128 start = (__int128)index * length / count + first;
     __int128 end = (((__int128)index + 1) * length + count - 1) / count + first;

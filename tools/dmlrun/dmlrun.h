@@ -31,7 +31,13 @@
 
 /* The largest buffer dmlrun allocates for a resource, a file or expected
  * values: sizes above it are model errors, not allocation attempts. */
+#ifdef DMLRUN_FUZZING
+/* Fuzzing builds (DML_FUZZ, fuzz/fuzz_dmlrun.c) also read files of the
+ * working directory only and write none. */
+#define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)1 << 20)
+#else
 #define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)4 << 30)
+#endif
 
 enum {
     DMLRUN_PLACE_CAPACITY = 512, /* "dispatchables.pool.desc.WindowSize[1]" */

@@ -1,7 +1,7 @@
 /* fuzz_dispatch: a valid description (a template: one dispatchable of the
  * example models) with a few fuzzed mutations (data types, layouts, sizes,
  * ranks, scalar fields, dropped tensors, OWNED_BY_DML inputs, fused
- * activations) is created, compiled, initialized and dispatched with fuzzed
+ * activations, alignments) is created, compiled, initialized and dispatched with fuzzed
  * bindings (offsets, sizes, NONE/NULL, wrong types and counts, aliasing
  * inputs and outputs, misaligned addresses) over one pool of memory in
  * which every buffer has guard regions around it, and fuzzed input values
@@ -153,6 +153,15 @@ static void mutate_total(fuzz_input* in, description* d) {
     }
 }
 
+/* GuaranteedBaseOffsetAlignment: 0, powers of two (above 16 they make the
+ * bindings' offsets of 16 misaligned), or a value that is not one. */
+static void mutate_alignment(fuzz_input* in, description* d) {
+    static const UINT alignments[] = {0, 1, 2, 4, 8, 16, 32, 64, 256, 4096, 3, 24};
+    DML_BUFFER_TENSOR_DESC* buffer = buffer_of(d, fuzz_u8(in) % d->tensor_count);
+    UINT alignment = alignments[fuzz_u8(in) % COUNT_OF(alignments)];
+    if (buffer != NULL) buffer->GuaranteedBaseOffsetAlignment = alignment;
+}
+
 /* A scalar field, one array entry, or a smaller count (a larger count would
  * make libdml read past the harness's arrays: the rank mutation grows them). */
 static void mutate_scalar(fuzz_input* in, description* d) {
@@ -299,7 +308,7 @@ static void mutate_rank(fuzz_input* in, description* d) {
 static void mutate(fuzz_input* in, description* d) {
     uint32_t count = fuzz_u8(in) % (MAX_MUTATIONS + 1);
     for (uint32_t m = 0; m < count; m++) {
-        switch (fuzz_u8(in) % 9) {
+        switch (fuzz_u8(in) % 10) {
         case 0: mutate_type(in, d); break;
         case 1: mutate_layout(in, d); break;
         case 2: mutate_total(in, d); break;
@@ -308,7 +317,8 @@ static void mutate(fuzz_input* in, description* d) {
         case 5: mutate_owned(in, d); break;
         case 6: mutate_activation(in, d); break;
         case 7: mutate_resize(in, d); break;
-        default: mutate_rank(in, d); break;
+        case 8: mutate_rank(in, d); break;
+        default: mutate_alignment(in, d); break;
         }
     }
     /* Dispatch time grows with the samples per output: the harness bounds it. */

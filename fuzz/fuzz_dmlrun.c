@@ -7,14 +7,16 @@
  * 1 MiB, no file written, files read from the working directory only. The
  * working directory of each run is a fresh temporary directory holding two
  * small files models may read (values.npy, values.bin), removed at exit (so
- * -artifact_prefix must be an absolute path). Commands run
+ * -artifact_prefix must be an absolute path). An input's bytes after its
+ * first NUL become a third file, data.npy, so that the .npy reader and the
+ * raw file reader are fuzzed too. Commands run
  * only when every tensor has at most 4096 elements and no ROI align
  * operator takes more than 16 samples per axis: dispatch time grows with
  * both. Invariants: ASan, UBSan and LSan's. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "dmlrun.h"
@@ -31,6 +33,7 @@ static int original_directory = -1;
 
 static void remove_directory(void) {
     if (chdir(directory) != 0) return;
+    unlink("data.npy");
     unlink("values.npy");
     unlink("values.bin");
     if (fchdir(original_directory) == 0) rmdir(directory);
@@ -90,9 +93,15 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.threads = 1;
     options.iterations = 1;
     if (chdir(directory) != 0) abort();
+    const uint8_t* nul = memchr(data, 0, size);
+    size_t text_size = nul ? (size_t)(nul - data) : size;
+    if (nul)
+        write_fixture("data.npy", nul + 1, size - text_size - 1);
+    else
+        unlink("data.npy");
     dmlrun_model model;
     memset(&model, 0, sizeof model);
-    bool ok = dmlrun_load_model_text(&model, (const char*)data, size, "fuzz.json");
+    bool ok = dmlrun_load_model_text(&model, (const char*)data, text_size, "fuzz.json");
     ok = ok && dmlrun_prepare(&model, &options);
     ok = ok && small_enough(&model) && dmlrun_run_commands(&model, &options);
     dmlrun_model_free(&model);

@@ -3,7 +3,8 @@
  *
  *   fuzz_create/seed_<template>     the template's description, encoded
  *   fuzz_dispatch/seed_<template>   the template unchanged, and again as FLOAT16
- *   fuzz_dmlrun/seed_<model>        the model's text
+ *   fuzz_dmlrun/seed_<model>        the model's text, and a model that reads
+ *                                   data.npy (after the text's NUL)
  *
  * Every file is small; each decodes to exactly what it was made from. */
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "fuzz_models.h"
+#include "npy.h"
 
 static void write_file(const char* directory, const char* target, const char* name, const void* bytes, size_t size) {
     char path[512];
@@ -52,6 +54,36 @@ int main(int argc, char** argv) {
     }
     for (size_t m = 0; m < fuzz_model_count; m++)
         write_file(directory, "fuzz_dmlrun", fuzz_model_names[m], fuzz_models[m], fuzz_model_sizes[m]);
+    /* A model that reads data.npy (its bytes follow the text's NUL) as input
+     * and as expected values, and writes the output as .npy. */
+    static const char npy_model[] =
+        "{\"resources\": {\"x\": {\"initialValuesDataType\": \"FLOAT32\", \"initialValues\": {\"sourcePath\": "
+        "\"data.npy\"}},\n"
+        "\"y\": {\"initialValuesDataType\": \"FLOAT32\", \"initialValues\": {\"valueCount\": 4, \"value\": 0}}},\n"
+        "\"dispatchables\": {\"pool\": {\"type\": \"MAX_POOLING\", \"desc\": {\"InputTensor\": {\"DataType\": "
+        "\"FLOAT32\", \"Sizes\": [1, 1, 2, 2]}, \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [1, 1, 2, "
+        "2]}, \"Strides\": [1, 1], \"WindowSize\": [1, 1], \"StartPadding\": [0, 0], \"EndPadding\": [0, 0]}}},\n"
+        "\"commands\": [{\"type\": \"dispatch\", \"dispatchable\": \"pool\", \"bindings\": {\"InputTensor\": "
+        "\"x\", \"OutputTensor\": \"y\"}},\n"
+        "{\"type\": \"expect\", \"resource\": \"y\", \"sourcePath\": \"data.npy\"},\n"
+        "{\"type\": \"writeFile\", \"resource\": \"y\", \"targetPath\": \"y.npy\", \"shape\": [2, 2]}]}\n";
+    const float values[4] = {1.0f, -2.0f, 0.5f, 4.0f};
+    const uint64_t shape[2] = {2, 2};
+    uint8_t* npy = NULL;
+    size_t npy_size = 0;
+    char error[128];
+    if (!dmlrun_npy_write(DML_TENSOR_DATA_TYPE_FLOAT32, 2, shape, values, sizeof values, &npy, &npy_size, error,
+                          sizeof error)) {
+        fprintf(stderr, "make_seeds: %s\n", error);
+        return 1;
+    }
+    size_t text_size = sizeof npy_model; /* with its NUL */
+    uint8_t* seed = malloc(text_size + npy_size);
+    memcpy(seed, npy_model, text_size);
+    memcpy(seed + text_size, npy, npy_size);
+    write_file(directory, "fuzz_dmlrun", "reads_data.npy", seed, text_size + npy_size);
+    free(seed);
+    free(npy);
     printf("make_seeds: %zu templates, %zu models\n", count, fuzz_model_count);
     return 0;
 }

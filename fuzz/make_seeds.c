@@ -43,11 +43,11 @@ int main(int argc, char** argv) {
         write_file(directory, "fuzz_create", templates[t].name, out.data, out.size);
         fuzz_output_free(&out);
 
-        /* fuzz_dispatch: the template, no mutation, canonical bindings (zeros). */
-        uint8_t plain[] = {(uint8_t)t, 0};
+        /* fuzz_dispatch: the template, one thread, no mutation, canonical bindings (zeros). */
+        uint8_t plain[] = {(uint8_t)t, 0, 0};
         write_file(directory, "fuzz_dispatch", templates[t].name, plain, sizeof plain);
-        /* One mutation: every tensor of the first tensor's type becomes FLOAT16. */
-        uint8_t half[] = {(uint8_t)t, 1, 0, 0, 1};
+        /* Two threads and one mutation: every tensor of the first tensor's type becomes FLOAT16. */
+        uint8_t half[] = {(uint8_t)t, 1, 1, 0, 0, 1};
         char name[128];
         snprintf(name, sizeof name, "%s_float16", templates[t].name);
         write_file(directory, "fuzz_dispatch", name, half, sizeof half);

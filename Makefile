@@ -4,10 +4,12 @@
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 TSAN_DIR ?= build-tsan
+FUZZ_DIR ?= build-fuzz
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build build-asan build-tsan run test test-release test-asan test-tsan bench install clean
+.PHONY: all setup build build-asan build-tsan build-fuzz run test test-release test-asan test-tsan test-fuzz fuzz \
+	fuzz-seeds bench install clean
 
 all: build
 
@@ -29,6 +31,12 @@ build-tsan: setup
 	  -DDML_SANITIZE=thread -DDML_CUDA=OFF -DDML_BUILD_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(TSAN_DIR) -j $(JOBS)
 
+# libFuzzer targets (fuzz/README.md): clang, coverage, ASan + UBSan.
+build-fuzz: setup
+	CC=clang cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDML_WERROR=ON -DDML_FUZZ=ON \
+	  -DDML_CUDA=OFF -DDML_BUILD_TESTS=OFF -DDML_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_DIR) -j $(JOBS)
+
 # The main job: a short tour of the operators (dmlrun's embedded default
 # model), each dispatch timed over 20 iterations.
 run: build
@@ -47,9 +55,22 @@ test-tsan: build-tsan
 
 ARCHER ?= $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
 
+# Each fuzz target replays its corpus (fuzz/corpus), then fuzzes for
+# FUZZ_SECONDS: 10 minutes each with `make fuzz`, 1 minute each in `make test`.
+fuzz: build-fuzz
+	bash fuzz/run.sh $(FUZZ_DIR) $(or $(FUZZ_SECONDS),600)
+
+test-fuzz: build-fuzz
+	bash fuzz/run.sh $(FUZZ_DIR) $(or $(FUZZ_SECONDS),60)
+
+# Regenerates the seed inputs of fuzz/corpus from the example models.
+fuzz-seeds: build-fuzz
+	rm -f fuzz/corpus/*/seed_*
+	$(FUZZ_DIR)/fuzz/make_seeds fuzz/corpus
+
 # Every test: in the release build, under ASan + UBSan, and under
-# ThreadSanitizer (OpenMP kernels included).
-test: test-release test-asan test-tsan
+# ThreadSanitizer (OpenMP kernels included); then the fuzz targets.
+test: test-release test-asan test-tsan test-fuzz
 
 # Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
 bench: build
@@ -59,4 +80,4 @@ install: build
 	cmake --install $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

@@ -466,12 +466,20 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     /* After a failure only frees run here, which keeps the failure's message. */
     status = run_buffers_finish(&run, status);
     dmlReleaseCompiledOperator(compiled);
+    /* Nothing is written outside the outputs' buffers, whatever the result. */
+    const char* name = dmlOperatorTypeName(desc->Type) ? dmlOperatorTypeName(desc->Type) : "unknown operator";
+    for (uint32_t o = 0; o < output_count; o++) {
+        if (outputs[o] == NULL) continue;
+        char what[96];
+        snprintf(what, sizeof what, "%s: output slot %u", name, o);
+        test_buffer_check_guards(outputs[o], what);
+    }
     for (uint32_t i = 0; i < input_count && i < 8; i++) {
         if (input_snapshots[i] == NULL) continue;
         bool aliased = false; /* an input also bound as an output may legitimately change */
         for (uint32_t o = 0; o < output_count; o++) aliased |= outputs[o] == inputs[i];
         EXPECT(aliased || memcmp(input_snapshots[i], inputs[i]->block, guarded_size(inputs[i])) == 0,
-               "%s: input slot %u changed during the dispatch", dmlOperatorTypeName(desc->Type), i);
+               "%s: input slot %u changed during the dispatch", name, i);
         free(input_snapshots[i]);
     }
     return status;

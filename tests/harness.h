@@ -136,6 +136,8 @@ DMLDevice* test_device(uint32_t threads);
 DMLDevice* test_cuda_device(void);
 /* Creates, compiles, initializes and dispatches desc with the given buffers
  * bound in slot order (NULL entries bind NONE). Returns the first failure.
+ * Expects every input bit-identical afterwards and every output's guard
+ * bytes untouched.
  * On a CUDA device every buffer's whole block (guards, payload, guards) is
  * mirrored into device memory, the device payload is bound, and after the
  * dispatch and a synchronize the whole block comes back: guard, poison and

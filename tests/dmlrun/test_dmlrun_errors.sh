@@ -146,6 +146,12 @@ model bad_resource_type '"x": {"type": "texture", "initialValuesDataType": "FLOA
 expect_error bad_resource_type "resources.x.type" "'texture'"
 model missing_file '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "missing.npy"}}' "" ""
 expect_error missing_file "resources.x.initialValues.sourcePath" "cannot read" "missing.npy"
+# A pipe or a device is refused before it is read (a FIFO would block).
+mkfifo "$work/pipe.bin"
+model fifo_file '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "pipe.bin"}}' "" ""
+expect_error fifo_file "resources.x.initialValues.sourcePath" "cannot read" "not a regular file"
+model device_file '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "/dev/zero"}}' "" ""
+expect_error device_file "resources.x.initialValues.sourcePath" "'/dev/zero'" "not a regular file"
 printf 'not a numpy file at all' >"$work/garbage.npy"
 model garbage_npy '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "garbage.npy"}}' "" ""
 expect_error garbage_npy "resources.x.initialValues.sourcePath" "not a .npy file"

@@ -12,8 +12,10 @@
  *   npy.c         .npy read and write
  *   resources.c   resources and their initial values
  *   op_schema.c   one table per operator: its fields in struct order
+ *                 (op_schema.h; the library dmlrun_schema)
  *   op_desc.c     JSON description -> DML_*_OPERATOR_DESC, driven by the tables
  *   commands.c    dispatch, print, writeFile, expect; device set-up; timing
+ *   model.c       the whole model: loading, checking, releasing
  *   main.c        command line, the embedded default model
  */
 #ifndef DMLRUN_H
@@ -25,9 +27,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "op_schema.h"
+
 /* The largest buffer dmlrun allocates for a resource, a file or expected
  * values: sizes above it are model errors, not allocation attempts. */
+#ifdef DMLRUN_FUZZING
+/* Fuzzing builds (DML_FUZZ, fuzz/fuzz_dmlrun.c) also read files of the
+ * working directory only and write none. */
+#define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)1 << 20)
+#else
 #define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)4 << 30)
+#endif
 
 enum {
     DMLRUN_PLACE_CAPACITY = 512, /* "dispatchables.pool.desc.WindowSize[1]" */
@@ -64,65 +74,6 @@ typedef struct dmlrun_resource {
     void* device;              /* the buffer in the device's memory */
     const char* not_computed;  /* default tour: why its values were not computed (NULL: they were) */
 } dmlrun_resource;
-
-/* ---- Operator schemas (op_schema.c) ---- */
-typedef enum dmlrun_field_kind {
-    DMLRUN_FIELD_INPUT_TENSOR,
-    DMLRUN_FIELD_OPTIONAL_INPUT_TENSOR,
-    DMLRUN_FIELD_OUTPUT_TENSOR,
-    DMLRUN_FIELD_OPTIONAL_OUTPUT_TENSOR,
-    DMLRUN_FIELD_UINT,
-    DMLRUN_FIELD_FLOAT,
-    DMLRUN_FIELD_BOOL,
-    DMLRUN_FIELD_ENUM,
-    DMLRUN_FIELD_UINT_ARRAY,      /* const UINT*, its length in a COUNT field */
-    DMLRUN_FIELD_COUNT,           /* the UINT length of one or more arrays (DimensionCount) */
-    DMLRUN_FIELD_SIZE_2D,         /* DML_SIZE_2D */
-    DMLRUN_FIELD_FUSED_ACTIVATION /* const DML_OPERATOR_DESC*, optional */
-} dmlrun_field_kind;
-
-typedef struct dmlrun_name_value {
-    const char* name;
-    int64_t value;
-} dmlrun_name_value;
-
-/* An enumeration or a set of flags: names with or without the prefix. */
-typedef struct dmlrun_enum {
-    const char* type_name; /* "DML_REDUCE_FUNCTION" */
-    const char* prefix;    /* "DML_REDUCE_FUNCTION_" */
-    const dmlrun_name_value* values;
-    size_t count;
-} dmlrun_enum;
-
-typedef struct dmlrun_field {
-    const char* name; /* spelled exactly as the struct field */
-    dmlrun_field_kind kind;
-    size_t offset;                  /* offsetof in the description struct */
-    const dmlrun_enum* enumeration; /* DMLRUN_FIELD_ENUM */
-    const char* count_field;        /* DMLRUN_FIELD_UINT_ARRAY: the COUNT field holding its length */
-} dmlrun_field;
-
-typedef struct dmlrun_op_schema {
-    DML_OPERATOR_TYPE type;
-    const char* name; /* without the DML_OPERATOR_ prefix */
-    size_t desc_size;
-    const dmlrun_field* fields; /* in struct order */
-    size_t field_count;
-    bool fusable; /* an activation that may be a FusedActivation */
-} dmlrun_op_schema;
-
-/* The schema of an operator type name, with or without "DML_OPERATOR_". */
-const dmlrun_op_schema* dmlrun_find_op_schema(const char* name);
-size_t dmlrun_op_schema_count(void);
-const dmlrun_op_schema* dmlrun_op_schema_at(size_t index);
-bool dmlrun_field_is_tensor(dmlrun_field_kind kind);
-bool dmlrun_field_is_input(dmlrun_field_kind kind);
-bool dmlrun_field_is_optional(dmlrun_field_kind kind);
-
-/* Enumerations the models use (op_schema.c). */
-extern const dmlrun_enum dmlrun_data_type_enum;
-extern const dmlrun_enum dmlrun_tensor_flags_enum;
-extern const dmlrun_enum dmlrun_execution_flags_enum;
 
 /* ---- Dispatchables (op_desc.c) ---- */
 typedef struct dmlrun_tensor_info {
@@ -230,7 +181,11 @@ bool dmlrun_prepare(dmlrun_model* model, const dmlrun_options* options);
 /* Runs the commands in order; false on an error or a failed expect. */
 bool dmlrun_run_commands(dmlrun_model* model, const dmlrun_options* options);
 
-/* main.c helpers shared with the parts */
+/* model.c: reads the model file (sourcePath is then relative to its
+ * directory) or model text given in memory, and checks all of it. On failure
+ * reports the place; whatever was loaded is released by dmlrun_model_free. */
+bool dmlrun_load_model(dmlrun_model* model, const char* path);
+bool dmlrun_load_model_text(dmlrun_model* model, const char* text, size_t length, const char* source);
 void dmlrun_model_free(dmlrun_model* model);
 
 #endif /* DMLRUN_H */

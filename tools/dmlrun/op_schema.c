@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "dmlrun.h"
+#include "op_schema.h"
 
 /* ---- Enumerations ---- */
 

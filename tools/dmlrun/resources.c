@@ -20,9 +20,15 @@
 bool dmlrun_read_file(const char* path, const char* place, uint8_t** bytes, size_t* size) {
     *bytes = NULL;
     *size = 0;
+#ifdef DMLRUN_FUZZING
+    if (strchr(path, '/') != NULL)
+        return dmlrun_fail(place, "fuzzing build: '%s' is not in the working directory", path);
+#endif
     struct stat status;
     if (stat(path, &status) != 0) return dmlrun_fail(place, "cannot read '%s': %s", path, strerror(errno));
     if (S_ISDIR(status.st_mode)) return dmlrun_fail(place, "cannot read '%s': it is a directory", path);
+    /* A pipe or a device has no size to check and may block or never end. */
+    if (!S_ISREG(status.st_mode)) return dmlrun_fail(place, "cannot read '%s': it is not a regular file", path);
     /* Files hold at most one buffer plus a header. */
     const uint64_t limit = DMLRUN_MAX_BUFFER_BYTES + (1u << 20);
     if (status.st_size < 0 || (uint64_t)status.st_size > limit)

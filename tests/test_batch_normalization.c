@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activation_desc.h"
 #include "harness.h"
 #include "reference/batch_normalization_reference.h"
 
@@ -88,54 +89,15 @@ static const DML_TENSOR_DESC* desc_of(operand* o) { return o->present ? &o->t.de
 
 /* ---- Fused activation descriptions ---- */
 
-typedef union activation_storage {
-    DML_ACTIVATION_LINEAR_OPERATOR_DESC linear;
-    DML_ACTIVATION_SIGMOID_OPERATOR_DESC sigmoid;
-    DML_ACTIVATION_HARD_SIGMOID_OPERATOR_DESC hard_sigmoid;
-    DML_ACTIVATION_TANH_OPERATOR_DESC tanh_;
-    DML_ACTIVATION_SCALED_TANH_OPERATOR_DESC scaled_tanh;
-    DML_ACTIVATION_RELU_OPERATOR_DESC relu;
-    DML_ACTIVATION_LEAKY_RELU_OPERATOR_DESC leaky_relu;
-    DML_ACTIVATION_THRESHOLDED_RELU_OPERATOR_DESC thresholded_relu;
-    DML_ACTIVATION_ELU_OPERATOR_DESC elu;
-    DML_ACTIVATION_CELU_OPERATOR_DESC celu;
-    DML_ACTIVATION_SCALED_ELU_OPERATOR_DESC scaled_elu;
-    DML_ACTIVATION_SOFTPLUS_OPERATOR_DESC softplus;
-    DML_ACTIVATION_PARAMETRIC_SOFTPLUS_OPERATOR_DESC parametric_softplus;
-    DML_ACTIVATION_SOFTSIGN_OPERATOR_DESC softsign;
-    DML_ACTIVATION_IDENTITY_OPERATOR_DESC identity;
-    DML_ACTIVATION_SHRINK_OPERATOR_DESC shrink;
-    DML_ACTIVATION_GELU_OPERATOR_DESC gelu;
-} activation_storage;
-
 typedef struct fused_activation {
-    activation_storage storage;
+    test_activation_storage storage;
     DML_OPERATOR_DESC desc;
 } fused_activation;
 
 /* The DML description of a reference activation (NULL when type is 0). */
 static const DML_OPERATOR_DESC* make_activation(fused_activation* f, const bn_ref_activation* a) {
     if (a->type == 0) return NULL;
-    memset(f, 0, sizeof *f);
-    float p0 = (float)a->p0, p1 = (float)a->p1;
-    activation_storage* s = &f->storage;
-    switch (a->type) {
-    case DML_OPERATOR_ACTIVATION_LINEAR: s->linear.Alpha = p0, s->linear.Beta = p1; break;
-    case DML_OPERATOR_ACTIVATION_HARD_SIGMOID: s->hard_sigmoid.Alpha = p0, s->hard_sigmoid.Beta = p1; break;
-    case DML_OPERATOR_ACTIVATION_SCALED_TANH: s->scaled_tanh.Alpha = p0, s->scaled_tanh.Beta = p1; break;
-    case DML_OPERATOR_ACTIVATION_LEAKY_RELU: s->leaky_relu.Alpha = p0; break;
-    case DML_OPERATOR_ACTIVATION_THRESHOLDED_RELU: s->thresholded_relu.Alpha = p0; break;
-    case DML_OPERATOR_ACTIVATION_ELU: s->elu.Alpha = p0; break;
-    case DML_OPERATOR_ACTIVATION_CELU: s->celu.Alpha = p0; break;
-    case DML_OPERATOR_ACTIVATION_SCALED_ELU: s->scaled_elu.Alpha = p0, s->scaled_elu.Gamma = p1; break;
-    case DML_OPERATOR_ACTIVATION_SOFTPLUS: s->softplus.Steepness = p0; break;
-    case DML_OPERATOR_ACTIVATION_PARAMETRIC_SOFTPLUS:
-        s->parametric_softplus.Alpha = p0, s->parametric_softplus.Beta = p1;
-        break;
-    case DML_OPERATOR_ACTIVATION_SHRINK: s->shrink.Bias = p0, s->shrink.Threshold = p1; break;
-    default: break; /* no FLOAT fields */
-    }
-    f->desc = (DML_OPERATOR_DESC){(DML_OPERATOR_TYPE)a->type, s};
+    f->desc = test_activation_desc(&f->storage, a->type, (float)a->p0, (float)a->p1);
     return &f->desc;
 }
 

@@ -2,7 +2,8 @@
  * type libdml knows (and of unknown types, activations as operators, NULL
  * descriptions), on a device of a fuzzed feature level; what is created is
  * compiled with fuzzed execution flags, queried, dispatched without
- * bindings (which must fail) and released.
+ * bindings (which must fail) and released. Then dmlCheckFeatureSupport with
+ * fuzzed features, sizes and queries.
  *
  * Invariants beyond ASan/UBSan/LSan:
  *   - create returns S_OK with an operator or E_INVALIDARG with NULL and a
@@ -73,6 +74,33 @@ static void compile_and_release(DMLDevice* device, DMLOperator* op, const dmlrun
     dmlReleaseCompiledOperator(compiled);
 }
 
+/* dmlCheckFeatureSupport with a fuzzed feature, sizes and query; the
+ * harness's buffers hold as many bytes (and levels) as it claims. */
+static void check_feature_support(fuzz_input* in, DMLDevice* device) {
+    DML_FEATURE feature = (DML_FEATURE)(fuzz_u8(in) % 3);
+    UINT query_size = fuzz_u8(in) % 4 == 0 ? fuzz_u8(in) % 32 : (feature ? 16 : 4);
+    UINT support_size = fuzz_u8(in) % 4 == 0 ? fuzz_u8(in) % 32 : 4;
+    uint32_t level_count = fuzz_u8(in) % 8;
+    DML_FEATURE_LEVEL levels[8];
+    for (uint32_t i = 0; i < level_count; i++)
+        levels[i] = fuzz_feature_level(in);
+    union {
+        DML_FEATURE_QUERY_TENSOR_DATA_TYPE_SUPPORT data_type;
+        DML_FEATURE_QUERY_FEATURE_LEVELS levels;
+        unsigned char bytes[32];
+    } query;
+    unsigned char support[32];
+    memset(&query, 0, sizeof query);
+    if (feature == DML_FEATURE_FEATURE_LEVELS) {
+        query.levels.RequestedFeatureLevelCount = level_count;
+        query.levels.RequestedFeatureLevels = fuzz_u8(in) % 8 == 7 ? NULL : levels;
+    } else {
+        query.data_type.DataType = (DML_TENSOR_DATA_TYPE)fuzz_u8(in);
+    }
+    HRESULT status = dmlCheckFeatureSupport(device, feature, query_size, &query, support_size, support);
+    FUZZ_CHECK(status == S_OK || status == E_INVALIDARG, "dmlCheckFeatureSupport returned %s", dmlStatusName(status));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz_input in = {data, size, 0};
     DML_DEVICE_DESC device_desc;
@@ -112,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         compile_and_release(device, op, schema, flags_byte);
         dmlReleaseOperator(op);
     }
+    check_feature_support(&in, device);
     FUZZ_CHECK(dmlGetDeviceRemovedReason(device) == S_OK, "the device was removed");
     dmlReleaseDevice(device);
     return 0;

@@ -30,9 +30,8 @@ int LLVMFuzzerInitialize(int* argc, char*** argv);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 enum {
-    MAX_ELEMENTS = 4096,      /* per tensor, for a dispatch to run */
-    MAX_TENSOR_BYTES = 65536, /* per tensor, for a dispatch to run */
-    MAX_SAMPLES = 16,         /* ROI align: MaximumSamplesPerOutput (dispatch time grows with it) */
+    MAX_ELEMENTS = 4096, /* per tensor, for a dispatch to run (DML_FUZZ_MAX_ELEMENTS overrides it) */
+    MAX_SAMPLES = 16,    /* ROI align: MaximumSamplesPerOutput (dispatch time grows with it) */
     MAX_MUTATIONS = 5,
     MAX_TENSORS = 8,   /* tensor fields of one description */
     MAX_BINDINGS = 16, /* entries of a binding array (counts are fuzzed up to slots + 1) */
@@ -44,8 +43,14 @@ enum {
 
 #define COUNT_OF(array) (sizeof array / sizeof array[0])
 
+/* Elements per tensor, and 16 bytes per element, for a dispatch to run. */
+static uint64_t max_elements = MAX_ELEMENTS;
+
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
     (void)argc, (void)argv;
+    /* Longer sessions may dispatch larger tensors (tiles, chunks, blocks of the kernels). */
+    const char* elements = getenv("DML_FUZZ_MAX_ELEMENTS");
+    if (elements != NULL && atoll(elements) > 0) max_elements = (uint64_t)atoll(elements);
     size_t count;
     fuzz_templates(&count);
     if (count == 0) abort();
@@ -382,7 +387,7 @@ static bool describe_tensors(const description* d, tensor_info* info) {
 
 static bool small_enough(const tensor_info* info, uint32_t count) {
     for (uint32_t t = 0; t < count; t++)
-        if (info[t].present && (info[t].elements > MAX_ELEMENTS || info[t].total_bytes > MAX_TENSOR_BYTES))
+        if (info[t].present && (info[t].elements > max_elements || info[t].total_bytes > 16 * max_elements))
             return false;
     return true;
 }

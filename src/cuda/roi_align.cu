@@ -96,6 +96,22 @@ struct align_shape {
     uint32_t roi_count, out_height, out_width;
 };
 
+/* Coordinates {r, c, oy, ox} of output element i (row-major over {R, C, OH, OW}). */
+struct output_coords {
+    uint32_t r, c, oy, ox;
+};
+
+DML_CUDA_FN output_coords output_coords_of(const align_shape& s, uint64_t i) {
+    output_coords o;
+    o.ox = (uint32_t)(i % s.out_width);
+    uint64_t rest = i / s.out_width;
+    o.oy = (uint32_t)(rest % s.out_height);
+    rest /= s.out_height;
+    o.c = (uint32_t)(rest % s.channels);
+    o.r = (uint32_t)(rest / s.channels);
+    return o;
+}
+
 struct roi_region {
     uint64_t batch; /* as given; >= N means no image (RA-12) */
     dml_roi_axis x, y;
@@ -163,12 +179,8 @@ template <class T>
 DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
     const dml_roi_align_params& p = f.params;
     const align_shape& s = f.shape;
-    uint32_t ox = (uint32_t)(i % s.out_width);
-    uint64_t rest = i / s.out_width;
-    uint32_t oy = (uint32_t)(rest % s.out_height);
-    rest /= s.out_height;
-    uint32_t c = (uint32_t)(rest % s.channels);
-    uint32_t r = (uint32_t)(rest / s.channels);
+    const output_coords o = output_coords_of(s, i);
+    const uint32_t r = o.r, c = o.c, oy = o.oy, ox = o.ox;
     uint64_t out = r * f.out_strides[0] + c * f.out_strides[1] + oy * f.out_strides[2] + ox * f.out_strides[3];
     roi_region region = region_make<T>(f.source, r, p, s);
     if (region.batch >= s.batch) { /* RA-12: no image to read */
@@ -354,12 +366,8 @@ template <class T>
 DML_CUDA_FN void select_max_element(const grad_problem& g, uint64_t i) {
     const align_shape& s = g.shape;
     const dml_roi_align_params& p = g.params;
-    uint32_t ox = (uint32_t)(i % s.out_width);
-    uint64_t rest = i / s.out_width;
-    uint32_t oy = (uint32_t)(rest % s.out_height);
-    rest /= s.out_height;
-    uint32_t c = (uint32_t)(rest % s.channels);
-    uint32_t r = (uint32_t)(rest / s.channels);
+    const output_coords o = output_coords_of(s, i);
+    const uint32_t r = o.r, c = o.c, oy = o.oy, ox = o.ox;
     const gradient_roi& info = g.rois[r];
     if (!info.has_image) return; /* never read */
     const roi_region& region = info.region;

@@ -20,7 +20,8 @@ static int compare_doubles(const void* a, const void* b) {
 }
 
 double bench_median_seconds(void (*fn)(void* context), void* context, int warmup, int repeats) {
-    for (int i = 0; i < warmup; i++) fn(context);
+    for (int i = 0; i < warmup; i++)
+        fn(context);
     double* times = malloc((size_t)repeats * sizeof *times);
     for (int i = 0; i < repeats; i++) {
         double start = bench_now_seconds();
@@ -46,7 +47,8 @@ static void parallel_copy(void* context) {
 #pragma omp parallel for num_threads(job->threads) schedule(static)
     for (int t = 0; t < job->threads; t++) {
         size_t begin = (size_t)t * chunk;
-        if (begin < job->bytes) memcpy(job->dst + begin, job->src + begin, begin + chunk > job->bytes ? job->bytes - begin : chunk);
+        if (begin < job->bytes)
+            memcpy(job->dst + begin, job->src + begin, begin + chunk > job->bytes ? job->bytes - begin : chunk);
     }
 }
 

@@ -36,13 +36,13 @@ static uint32_t output_size(uint32_t in, const pooling_shape* s) {
     return (in + 2 * s->padding - s->window) / s->stride + 1;
 }
 
-#define CHECK_DML(call)                                                                            \
-    do {                                                                                           \
-        HRESULT status_ = (call);                                                                  \
-        if (FAILED(status_)) {                                                                     \
-            fprintf(stderr, "%s: %s\n", #call, dmlGetLastErrorMessage());                          \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CHECK_DML(call)                                                                                                \
+    do {                                                                                                               \
+        HRESULT status_ = (call);                                                                                      \
+        if (FAILED(status_)) {                                                                                         \
+            fprintf(stderr, "%s: %s\n", #call, dmlGetLastErrorMessage());                                              \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* ---- libdml ---- */
@@ -61,8 +61,8 @@ static void run_dml(void* context) {
 
 static DML_TENSOR_DESC* tensor(DML_BUFFER_TENSOR_DESC* buffer, DML_TENSOR_DESC* desc, DML_TENSOR_DATA_TYPE type,
                                const UINT* sizes) {
-    *buffer = (DML_BUFFER_TENSOR_DESC){type, DML_TENSOR_FLAG_NONE, 4, sizes, NULL,
-                                       DMLCalcBufferTensorSize(type, 4, sizes, NULL), 0};
+    *buffer = (DML_BUFFER_TENSOR_DESC){
+        type, DML_TENSOR_FLAG_NONE, 4, sizes, NULL, DMLCalcBufferTensorSize(type, 4, sizes, NULL), 0};
     *desc = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, buffer};
     return desc;
 }
@@ -78,31 +78,35 @@ static DMLCompiledOperator* compile(DMLDevice* device, const DML_OPERATOR_DESC* 
 }
 
 static void bind(dml_job* job, int inputs, int outputs, void* const* buffers, const uint64_t* sizes) {
-    for (int i = 0; i < inputs + outputs; i++) job->buffers[i] = (DML_BUFFER_BINDING){buffers[i], 0, sizes[i]};
+    for (int i = 0; i < inputs + outputs; i++)
+        job->buffers[i] = (DML_BUFFER_BINDING){buffers[i], 0, sizes[i]};
     /* A NULL buffer binds NONE: an absent optional tensor. */
-    for (int i = 0; i < inputs; i++) job->inputs[i] = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &job->buffers[i]};
+    for (int i = 0; i < inputs; i++)
+        job->inputs[i] = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &job->buffers[i]};
     for (int i = 0; i < outputs; i++)
         job->outputs[i] = (DML_BINDING_DESC){buffers[inputs + i] ? DML_BINDING_TYPE_BUFFER : DML_BINDING_TYPE_NONE,
                                              &job->buffers[inputs + i]};
-    job->bindings = (DML_DISPATCH_BINDINGS){(UINT)inputs, job->inputs, (UINT)outputs, job->outputs, {0, NULL}, {0, NULL}};
+    job->bindings =
+        (DML_DISPATCH_BINDINGS){(UINT)inputs, job->inputs, (UINT)outputs, job->outputs, {0, NULL}, {0, NULL}};
 }
 
 static void* filled(uint64_t bytes) {
     float* data = malloc(bytes);
-    for (uint64_t i = 0; i < bytes / 4; i++) data[i] = (float)((i * 2654435761u) % 1000) * 0.001f;
+    for (uint64_t i = 0; i < bytes / 4; i++)
+        data[i] = (float)((i * 2654435761u) % 1000) * 0.001f;
     return data;
 }
 
 #ifdef DML_BENCH_HAVE_ONEDNN
 /* ---- oneDNN ---- */
 
-#define CHECK_DNNL(call)                                                                           \
-    do {                                                                                           \
-        dnnl_status_t status_ = (call);                                                            \
-        if (status_ != dnnl_success) {                                                             \
-            fprintf(stderr, "%s failed: %d\n", #call, (int)status_);                               \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CHECK_DNNL(call)                                                                                               \
+    do {                                                                                                               \
+        dnnl_status_t status_ = (call);                                                                                \
+        if (status_ != dnnl_success) {                                                                                 \
+            fprintf(stderr, "%s failed: %d\n", #call, (int)status_);                                                   \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 typedef struct dnnl_job {
@@ -169,21 +173,21 @@ static dnnl_times time_onednn(const pooling_shape* s, void* src, void* dst, void
     job.arg_count = 3;
     job.args[2] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, workspace_mem};
     times.training = bench_median_seconds(run_dnnl, &job, 3, 21);
-    times.training_bytes = (double)dnnl_memory_desc_get_size(&src_md) + (double)dnnl_memory_desc_get_size(&dst_md) +
-                           workspace_bytes;
+    times.training_bytes =
+        (double)dnnl_memory_desc_get_size(&src_md) + (double)dnnl_memory_desc_get_size(&dst_md) + workspace_bytes;
     dnnl_primitive_destroy(job.primitive);
 
     /* Backward from the workspace. */
-    CHECK_DNNL(dnnl_pooling_v2_backward_desc_init(&desc, dnnl_pooling_max, &src_md, &dst_md, strides, kernel,
-                                                  dilation, padding, padding));
+    CHECK_DNNL(dnnl_pooling_v2_backward_desc_init(&desc, dnnl_pooling_max, &src_md, &dst_md, strides, kernel, dilation,
+                                                  padding, padding));
     CHECK_DNNL(dnnl_primitive_desc_create(&pd, &desc, NULL, engine, training_pd));
     CHECK_DNNL(dnnl_primitive_create(&job.primitive, pd));
     job.args[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, diff_dst_mem};
     job.args[1] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, diff_src_mem};
     job.args[2] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, workspace_mem};
     times.backward = bench_median_seconds(run_dnnl, &job, 3, 21);
-    times.backward_bytes = (double)dnnl_memory_desc_get_size(&dst_md) + workspace_bytes +
-                           (double)dnnl_memory_desc_get_size(&src_md);
+    times.backward_bytes =
+        (double)dnnl_memory_desc_get_size(&dst_md) + workspace_bytes + (double)dnnl_memory_desc_get_size(&src_md);
     dnnl_primitive_destroy(job.primitive);
     dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_desc_destroy(training_pd);
@@ -232,35 +236,35 @@ int main(void) {
         UINT padding[2] = {s->padding, s->padding}, dilations[2] = {1, 1};
         DML_MAX_POOLING2_OPERATOR_DESC forward = {
             tensor(&in_buffer, &in_desc, DML_TENSOR_DATA_TYPE_FLOAT32, in_sizes),
-            tensor(&out_buffer, &out_desc, DML_TENSOR_DATA_TYPE_FLOAT32, out_sizes), NULL, 2, strides, window,
-            padding, padding, dilations};
+            tensor(&out_buffer, &out_desc, DML_TENSOR_DATA_TYPE_FLOAT32, out_sizes),
+            NULL,
+            2,
+            strides,
+            window,
+            padding,
+            padding,
+            dilations};
         DML_OPERATOR_DESC forward_desc = {DML_OPERATOR_MAX_POOLING2, &forward};
 
         dml_job job;
         job.compiled = compile(device, &forward_desc);
-        bind(&job, 1, 2, (void* []){src, dst, NULL}, (uint64_t[]){in_bytes, out_bytes, 0});
+        bind(&job, 1, 2, (void*[]){src, dst, NULL}, (uint64_t[]){in_bytes, out_bytes, 0});
         double plain = bench_median_seconds(run_dml, &job, 3, 21);
         dmlReleaseCompiledOperator(job.compiled);
 
         forward.OutputIndicesTensor = tensor(&idx_buffer, &idx_desc, DML_TENSOR_DATA_TYPE_UINT32, out_sizes);
         job.compiled = compile(device, &forward_desc);
-        bind(&job, 1, 2, (void* []){src, dst, indices}, (uint64_t[]){in_bytes, out_bytes, out_bytes});
+        bind(&job, 1, 2, (void*[]){src, dst, indices}, (uint64_t[]){in_bytes, out_bytes, out_bytes});
         double with_indices = bench_median_seconds(run_dml, &job, 3, 21);
         dmlReleaseCompiledOperator(job.compiled);
 
-        DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {&in_desc,
-                                                   &out_desc,
-                                                   tensor(&grad_buffer, &grad_desc, DML_TENSOR_DATA_TYPE_FLOAT32,
-                                                          in_sizes),
-                                                   2,
-                                                   strides,
-                                                   window,
-                                                   padding,
-                                                   padding,
-                                                   dilations};
+        DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {
+            &in_desc, &out_desc, tensor(&grad_buffer, &grad_desc, DML_TENSOR_DATA_TYPE_FLOAT32, in_sizes),
+            2,        strides,   window,
+            padding,  padding,   dilations};
         DML_OPERATOR_DESC grad_desc_op = {DML_OPERATOR_MAX_POOLING_GRAD, &grad};
         job.compiled = compile(device, &grad_desc_op);
-        bind(&job, 2, 1, (void* []){src, diff_dst, diff_src}, (uint64_t[]){in_bytes, out_bytes, in_bytes});
+        bind(&job, 2, 1, (void*[]){src, diff_dst, diff_src}, (uint64_t[]){in_bytes, out_bytes, in_bytes});
         double backward = bench_median_seconds(run_dml, &job, 3, 21);
         dmlReleaseCompiledOperator(job.compiled);
 
@@ -275,8 +279,8 @@ int main(void) {
         bench_report("  libdml forward", plain, (double)(in_bytes + out_bytes), bandwidth, peer_inference);
         bench_report("  libdml forward + UINT32 indices (peer: training)", with_indices,
                      (double)(in_bytes + 2 * out_bytes), bandwidth, peer_training);
-        bench_report("  libdml gradient (peer: backward from workspace)", backward,
-                     (double)(2 * in_bytes + out_bytes), bandwidth, peer_backward);
+        bench_report("  libdml gradient (peer: backward from workspace)", backward, (double)(2 * in_bytes + out_bytes),
+                     bandwidth, peer_backward);
 #ifdef DML_BENCH_HAVE_ONEDNN
         bench_report("  oneDNN forward inference", peer.inference, (double)(in_bytes + out_bytes), bandwidth, 0);
         bench_report("  oneDNN forward training", peer.training, peer.training_bytes, bandwidth, 0);

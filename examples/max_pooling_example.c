@@ -3,13 +3,13 @@
 #include <dml/dml.h>
 #include <stdio.h>
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        HRESULT status_ = (call);                                                                  \
-        if (FAILED(status_)) {                                                                     \
-            fprintf(stderr, "%s failed: %s: %s\n", #call, dmlStatusName(status_), dmlGetLastErrorMessage()); \
-            return 1;                                                                              \
-        }                                                                                          \
+#define CHECK(call)                                                                                                    \
+    do {                                                                                                               \
+        HRESULT status_ = (call);                                                                                      \
+        if (FAILED(status_)) {                                                                                         \
+            fprintf(stderr, "%s failed: %s: %s\n", #call, dmlStatusName(status_), dmlGetLastErrorMessage());           \
+            return 1;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 int main(void) {
@@ -18,19 +18,19 @@ int main(void) {
     uint32_t indices[4];
 
     UINT input_sizes[4] = {1, 1, 3, 3}, output_sizes[4] = {1, 1, 2, 2};
-    DML_BUFFER_TENSOR_DESC input_buffer = {DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_FLAG_NONE, 4, input_sizes, NULL,
-                                           sizeof input, 0};
-    DML_BUFFER_TENSOR_DESC output_buffer = {DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_FLAG_NONE, 4, output_sizes,
-                                            NULL, sizeof output, 0};
-    DML_BUFFER_TENSOR_DESC indices_buffer = {DML_TENSOR_DATA_TYPE_UINT32, DML_TENSOR_FLAG_NONE, 4, output_sizes,
-                                             NULL, sizeof indices, 0};
+    DML_BUFFER_TENSOR_DESC input_buffer = {
+        DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_FLAG_NONE, 4, input_sizes, NULL, sizeof input, 0};
+    DML_BUFFER_TENSOR_DESC output_buffer = {
+        DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_FLAG_NONE, 4, output_sizes, NULL, sizeof output, 0};
+    DML_BUFFER_TENSOR_DESC indices_buffer = {
+        DML_TENSOR_DATA_TYPE_UINT32, DML_TENSOR_FLAG_NONE, 4, output_sizes, NULL, sizeof indices, 0};
     DML_TENSOR_DESC input_desc = {DML_TENSOR_TYPE_BUFFER, &input_buffer};
     DML_TENSOR_DESC output_desc = {DML_TENSOR_TYPE_BUFFER, &output_buffer};
     DML_TENSOR_DESC indices_desc = {DML_TENSOR_TYPE_BUFFER, &indices_buffer};
 
     UINT strides[2] = {1, 1}, window[2] = {2, 2}, padding[2] = {0, 0}, dilations[2] = {1, 1};
-    DML_MAX_POOLING2_OPERATOR_DESC pooling = {&input_desc, &output_desc, &indices_desc, 2, strides, window,
-                                              padding,     padding,      dilations};
+    DML_MAX_POOLING2_OPERATOR_DESC pooling = {&input_desc, &output_desc, &indices_desc, 2,        strides,
+                                              window,      padding,      padding,       dilations};
     DML_OPERATOR_DESC op_desc = {DML_OPERATOR_MAX_POOLING2, &pooling};
 
     DMLDevice* device;
@@ -52,8 +52,8 @@ int main(void) {
     DML_BUFFER_BINDING out[2] = {{output_mem, 0, sizeof output}, {indices_mem, 0, sizeof indices}};
     DML_BINDING_DESC inputs[1] = {{DML_BINDING_TYPE_BUFFER, &in}};
     DML_BINDING_DESC outputs[2] = {{DML_BINDING_TYPE_BUFFER, &out[0]}, {DML_BINDING_TYPE_BUFFER, &out[1]}};
-    DML_DISPATCH_BINDINGS bindings = {1, inputs, 2, outputs, {DML_BINDING_TYPE_NONE, NULL},
-                                      {DML_BINDING_TYPE_NONE, NULL}};
+    DML_DISPATCH_BINDINGS bindings = {
+        1, inputs, 2, outputs, {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
     CHECK(dmlDispatch(compiled, &bindings));
     CHECK(dmlSynchronize(device));
     CHECK(dmlDownload(device, output, output_mem, sizeof output));

@@ -65,7 +65,8 @@ int test_main(int argc, char** argv) {
     int passed = 0, failed = 0;
     for (int i = 0; i < case_count; i++) {
         bool selected = argc <= 1;
-        for (int a = 1; a < argc; a++) selected |= strcmp(argv[a], cases[i].name) == 0;
+        for (int a = 1; a < argc; a++)
+            selected |= strcmp(argv[a], cases[i].name) == 0;
         if (!selected) continue;
         current_case = cases[i].name;
         current_failures = 0;
@@ -92,9 +93,7 @@ uint64_t test_rand(void) {
     return z ^ (z >> 31);
 }
 
-uint32_t test_rand_range(uint32_t lo, uint32_t hi) {
-    return lo + (uint32_t)(test_rand() % ((uint64_t)hi - lo + 1));
-}
+uint32_t test_rand_range(uint32_t lo, uint32_t hi) { return lo + (uint32_t)(test_rand() % ((uint64_t)hi - lo + 1)); }
 
 double test_rand_double(double lo, double hi) {
     return lo + (hi - lo) * ((double)(test_rand() >> 11) / 9007199254740992.0);
@@ -198,10 +197,12 @@ void test_tensor_init(test_tensor* t, DML_TENSOR_DATA_TYPE type, uint32_t rank, 
     memset(t, 0, sizeof *t);
     memcpy(t->sizes, sizes, rank * sizeof *sizes);
     t->element_count = 1;
-    for (uint32_t i = 0; i < rank; i++) t->element_count *= sizes[i];
+    for (uint32_t i = 0; i < rank; i++)
+        t->element_count *= sizes[i];
 
     uint32_t order[8]; /* order[0] is the outermost stored dimension */
-    for (uint32_t i = 0; i < rank; i++) order[i] = i;
+    for (uint32_t i = 0; i < rank; i++)
+        order[i] = i;
     if (layout == TEST_LAYOUT_PERMUTED)
         for (uint32_t i = rank; i > 1; i--) {
             uint32_t j = test_rand_range(0, i - 1), tmp = order[i - 1];
@@ -457,8 +458,12 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
         status = bind_buffers(&run, input_count, inputs, in_buffers, in_bindings);
         if (SUCCEEDED(status)) status = bind_buffers(&run, output_count, outputs, out_buffers, out_bindings);
         if (SUCCEEDED(status)) {
-            DML_DISPATCH_BINDINGS bindings = {input_count, in_bindings, output_count, out_bindings,
-                                              {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
+            DML_DISPATCH_BINDINGS bindings = {input_count,
+                                              in_bindings,
+                                              output_count,
+                                              out_bindings,
+                                              {DML_BINDING_TYPE_NONE, NULL},
+                                              {DML_BINDING_TYPE_NONE, NULL}};
             status = dmlDispatch(compiled, &bindings);
         }
         if (SUCCEEDED(status)) status = dmlSynchronize(device);
@@ -477,7 +482,8 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     for (uint32_t i = 0; i < input_count && i < 8; i++) {
         if (input_snapshots[i] == NULL) continue;
         bool aliased = false; /* an input also bound as an output may legitimately change */
-        for (uint32_t o = 0; o < output_count; o++) aliased |= outputs[o] == inputs[i];
+        for (uint32_t o = 0; o < output_count; o++)
+            aliased |= outputs[o] == inputs[i];
         EXPECT(aliased || memcmp(input_snapshots[i], inputs[i]->block, guarded_size(inputs[i])) == 0,
                "%s: input slot %u changed during the dispatch", name, i);
         free(input_snapshots[i]);
@@ -485,8 +491,8 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     return status;
 }
 
-bool test_compare(const test_buffer* b, const test_tensor* t, const double* expected, double abs_tol,
-                  double rel_tol, const char* what) {
+bool test_compare(const test_buffer* b, const test_tensor* t, const double* expected, double abs_tol, double rel_tol,
+                  const char* what) {
     for (uint64_t i = 0; i < t->element_count; i++) {
         double got = test_load(t->buffer.DataType, b->data, test_tensor_offset(t, i));
         double want = expected[i];
@@ -498,8 +504,8 @@ bool test_compare(const test_buffer* b, const test_tensor* t, const double* expe
             size_t used = 0;
             for (uint32_t d = 0; d < t->buffer.DimensionCount && used < sizeof where; d++)
                 used += (size_t)snprintf(where + used, sizeof where - used, "%s%u", d ? "," : "", coords[d]);
-            EXPECT(false, "%s: element %" PRIu64 " [%s] is %.9g but expected %.9g (tolerance %g + %g*|expected|)",
-                   what, i, where, got, want, abs_tol, rel_tol);
+            EXPECT(false, "%s: element %" PRIu64 " [%s] is %.9g but expected %.9g (tolerance %g + %g*|expected|)", what,
+                   i, where, got, want, abs_tol, rel_tol);
             return false;
         }
     }

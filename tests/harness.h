@@ -22,9 +22,9 @@
 /* ---- Cases and expectations ---- */
 typedef void (*test_fn)(void);
 void test_register(const char* name, test_fn fn);
-#define TEST_CASE(name)                                                                            \
-    static void name(void);                                                                        \
-    __attribute__((constructor)) static void register_##name(void) { test_register(#name, name); } \
+#define TEST_CASE(name)                                                                                                \
+    static void name(void);                                                                                            \
+    __attribute__((constructor)) static void register_##name(void) { test_register(#name, name); }                     \
     static void name(void)
 
 /* Runs every registered case (or those named on the command line); prints
@@ -32,16 +32,16 @@ void test_register(const char* name, test_fn fn);
 int test_main(int argc, char** argv);
 
 void test_fail(const char* file, int line, const char* format, ...) __attribute__((format(printf, 3, 4)));
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);                                   \
+#define EXPECT(cond, ...)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);                                                       \
     } while (0)
 /* True when the current case has failed at least once (to stop a loop early). */
 bool test_case_failed(void);
 
 /* Expects status and, when it is a failure, a last-error message containing
  * every non-NULL needle (the operator, the field, the rule). */
-#define EXPECT_STATUS(status, expected, ...)                                                       \
+#define EXPECT_STATUS(status, expected, ...)                                                                           \
     test_expect_status(__FILE__, __LINE__, (status), (expected), (const char*[]){__VA_ARGS__, NULL})
 void test_expect_status(const char* file, int line, HRESULT status, HRESULT expected, const char** needles);
 
@@ -149,7 +149,7 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
 /* Compares b (through t) with expected[logical index]:
  * |got - expected| <= abs + rel * |expected|; NaN matches NaN. Reports the
  * first mismatch and returns whether all matched. */
-bool test_compare(const test_buffer* b, const test_tensor* t, const double* expected, double abs_tol,
-                  double rel_tol, const char* what);
+bool test_compare(const test_buffer* b, const test_tensor* t, const double* expected, double abs_tol, double rel_tol,
+                  const char* what);
 
 #endif

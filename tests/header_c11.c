@@ -4,10 +4,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define LAYOUT(cond)                                                                               \
-    if (!(cond)) {                                                                                 \
-        printf("layout check failed: %s\n", #cond);                                                \
-        failed++;                                                                                  \
+#define LAYOUT(cond)                                                                                                   \
+    if (!(cond)) {                                                                                                     \
+        printf("layout check failed: %s\n", #cond);                                                                    \
+        failed++;                                                                                                      \
     }
 
 int main(void) {

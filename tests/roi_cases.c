@@ -43,8 +43,8 @@ bool expect_same_values(const twin_buffer* w, const char* what, const char* cont
         uint64_t cuda_bits = test_load_bits(type, w->cuda.data, offset);
         double cpu_value = test_load(type, w->cpu.data, offset), cuda_value = test_load(type, w->cuda.data, offset);
         if (cpu_bits == cuda_bits || (isnan(cpu_value) && isnan(cuda_value))) continue;
-        EXPECT(false, "%s: element %" PRIu64 " differs: CPU %.9g (0x%" PRIx64 "), CUDA %.9g (0x%" PRIx64 "); %s",
-               what, i, cpu_value, cpu_bits, cuda_value, cuda_bits, context);
+        EXPECT(false, "%s: element %" PRIu64 " differs: CPU %.9g (0x%" PRIx64 "), CUDA %.9g (0x%" PRIx64 "); %s", what,
+               i, cpu_value, cpu_bits, cuda_value, cuda_bits, context);
         return false;
     }
     return true;
@@ -194,7 +194,8 @@ void large_roi_align_case(roi_align_case* c, int variant) {
     c->min_samples = 1;
     c->max_samples = variant == 3 ? 5 : 2;
     c->align_corners = variant == 3;
-    for (int i = 0; i < L_COUNT; i++) c->layouts[i] = TEST_LAYOUT_PACKED;
+    for (int i = 0; i < L_COUNT; i++)
+        c->layouts[i] = TEST_LAYOUT_PACKED;
     if (variant == 1) c->layouts[L_INPUT] = TEST_LAYOUT_PERMUTED; /* NHWC among them */
     c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, false);
     c->rois = malloc((size_t)c->roi_count * 4 * sizeof *c->rois);
@@ -214,7 +215,8 @@ void large_roi_align_case(roi_align_case* c, int variant) {
 }
 
 static void roi_shapes(const roi_align_case* c, uint32_t roi_sizes[4], uint32_t batch_sizes[4]) {
-    for (int i = 0; i < 4; i++) roi_sizes[i] = batch_sizes[i] = 1;
+    for (int i = 0; i < 4; i++)
+        roi_sizes[i] = batch_sizes[i] = 1;
     roi_sizes[c->roi_rank - 2] = c->roi_count;
     roi_sizes[c->roi_rank - 1] = 4;
     batch_sizes[c->batch_rank - 1] = c->roi_count;
@@ -233,17 +235,31 @@ void roi_align_forward_setup(roi_align_run* run, const roi_align_case* c) {
     twin_init(&run->indices, c->index_type, c->batch_rank, batch_sizes, c->layouts[L_BATCH]);
     twin_fill(&run->indices, c->batch_indices);
     twin_init(&run->output, c->type, 4, out_sizes, c->layouts[L_OUTPUT]);
-    run->align = (DML_ROI_ALIGN_OPERATOR_DESC){twin_desc(&run->input), twin_desc(&run->rois), twin_desc(&run->indices),
-                                               twin_desc(&run->output), c->reduction,          c->interpolation,
-                                               c->scale_x,              c->scale_y,            c->out_of_bounds_value,
-                                               c->min_samples,          c->max_samples};
-    run->align1 = (DML_ROI_ALIGN1_OPERATOR_DESC){twin_desc(&run->input),   twin_desc(&run->rois),
-                                                 twin_desc(&run->indices), twin_desc(&run->output),
-                                                 c->reduction,             c->interpolation,
-                                                 c->scale_x,               c->scale_y,
-                                                 c->input_pixel_offset,    c->output_pixel_offset,
-                                                 c->out_of_bounds_value,   c->min_samples,
-                                                 c->max_samples,           c->align_corners};
+    run->align = (DML_ROI_ALIGN_OPERATOR_DESC){twin_desc(&run->input),
+                                               twin_desc(&run->rois),
+                                               twin_desc(&run->indices),
+                                               twin_desc(&run->output),
+                                               c->reduction,
+                                               c->interpolation,
+                                               c->scale_x,
+                                               c->scale_y,
+                                               c->out_of_bounds_value,
+                                               c->min_samples,
+                                               c->max_samples};
+    run->align1 = (DML_ROI_ALIGN1_OPERATOR_DESC){twin_desc(&run->input),
+                                                 twin_desc(&run->rois),
+                                                 twin_desc(&run->indices),
+                                                 twin_desc(&run->output),
+                                                 c->reduction,
+                                                 c->interpolation,
+                                                 c->scale_x,
+                                                 c->scale_y,
+                                                 c->input_pixel_offset,
+                                                 c->output_pixel_offset,
+                                                 c->out_of_bounds_value,
+                                                 c->min_samples,
+                                                 c->max_samples,
+                                                 c->align_corners};
     bool v0 = c->forward_type == DML_OPERATOR_ROI_ALIGN;
     run->op = (DML_OPERATOR_DESC){c->forward_type, v0 ? (const void*)&run->align : (const void*)&run->align1};
     run->input_count = 3;
@@ -269,7 +285,8 @@ void roi_align_grad_setup(roi_align_run* run, const roi_align_case* c, bool with
     /* The gradient's batch indices are UINT32 (§2); UINT32_MAX stays out of range. */
     twin_init(&run->indices, DML_TENSOR_DATA_TYPE_UINT32, c->batch_rank, batch_sizes, c->layouts[L_BATCH]);
     double* indices = malloc(c->roi_count * sizeof *indices);
-    for (uint32_t r = 0; r < c->roi_count; r++) indices[r] = fmin(c->batch_indices[r], 4294967295.0);
+    for (uint32_t r = 0; r < c->roi_count; r++)
+        indices[r] = fmin(c->batch_indices[r], 4294967295.0);
     twin_fill(&run->indices, indices);
     free(indices);
     if (want_output_gradient) twin_init(&run->output_gradient, c->type, 4, in_sizes, c->layouts[L_OUTPUT_GRADIENT]);
@@ -326,7 +343,8 @@ void roi_align_run_compare(roi_align_run* run, const char* label) {
 }
 
 void roi_align_run_free(roi_align_run* run) {
-    twin_buffer* all[7] = {&run->input,          &run->rois,           &run->indices,     &run->output,
-                           &run->input_gradient, &run->output_gradient, &run->roi_gradient};
-    for (int i = 0; i < 7; i++) twin_free(all[i]);
+    twin_buffer* all[7] = {&run->input,           &run->rois,        &run->indices, &run->output, &run->input_gradient,
+                           &run->output_gradient, &run->roi_gradient};
+    for (int i = 0; i < 7; i++)
+        twin_free(all[i]);
 }

@@ -71,7 +71,7 @@ void roi_align_case_free(roi_align_case* c);
 
 /* The tensors and description of one run of a case. */
 typedef struct roi_align_run {
-    twin_buffer input, rois, indices, output;             /* forward */
+    twin_buffer input, rois, indices, output;                  /* forward */
     twin_buffer input_gradient, output_gradient, roi_gradient; /* gradient */
     DML_ROI_ALIGN_OPERATOR_DESC align;
     DML_ROI_ALIGN1_OPERATOR_DESC align1;

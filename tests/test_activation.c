@@ -82,12 +82,12 @@ static bool through_operator(DMLDevice* device, int type, float p0, float p1, co
     ((float*)unit.data)[0] = 1.0f;
     test_activation_storage storage;
     DML_OPERATOR_DESC activation = test_activation_desc(&storage, type, p0, p1);
-    DML_BATCH_NORMALIZATION_OPERATOR_DESC bn = {&input.desc,     &parameter.desc, &parameter.desc, &parameter.desc,
-                                                &parameter.desc, &output.desc,    1,               0.0f,
-                                                &activation};
+    DML_BATCH_NORMALIZATION_OPERATOR_DESC bn = {
+        &input.desc, &parameter.desc, &parameter.desc, &parameter.desc, &parameter.desc, &output.desc, 1,
+        0.0f,        &activation};
     DML_OPERATOR_DESC desc = {DML_OPERATOR_BATCH_NORMALIZATION, &bn};
-    HRESULT status = test_run(device, &desc, 5, (test_buffer*[]){&x, &zero, &unit, &unit, &zero}, 1,
-                              (test_buffer*[]){&y});
+    HRESULT status =
+        test_run(device, &desc, 5, (test_buffer*[]){&x, &zero, &unit, &unit, &zero}, 1, (test_buffer*[]){&y});
     EXPECT_STATUS(status, S_OK, NULL);
     test_buffer_check_guards(&y, "Output");
     memcpy(results, y.data, count * sizeof *results);

@@ -37,24 +37,29 @@ TEST_CASE(feature_support_queries) {
     DML_FEATURE_LEVEL requested[3] = {DML_FEATURE_LEVEL_2_0, DML_FEATURE_LEVEL_4_1, DML_FEATURE_LEVEL_5_0};
     DML_FEATURE_QUERY_FEATURE_LEVELS query = {3, requested};
     DML_FEATURE_DATA_FEATURE_LEVELS levels = {0};
-    EXPECT_STATUS(dmlCheckFeatureSupport(device, DML_FEATURE_FEATURE_LEVELS, sizeof query, &query, sizeof levels,
-                                         &levels), S_OK, NULL);
+    EXPECT_STATUS(
+        dmlCheckFeatureSupport(device, DML_FEATURE_FEATURE_LEVELS, sizeof query, &query, sizeof levels, &levels), S_OK,
+        NULL);
     EXPECT(levels.MaxSupportedFeatureLevel == DML_FEATURE_LEVEL_4_1, "highest requested level the device has: 0x%x",
            (unsigned)levels.MaxSupportedFeatureLevel);
 
     DML_FEATURE_QUERY_TENSOR_DATA_TYPE_SUPPORT type_query = {DML_TENSOR_DATA_TYPE_FLOAT64};
     DML_FEATURE_DATA_TENSOR_DATA_TYPE_SUPPORT type_support = {0};
-    EXPECT_STATUS(dmlCheckFeatureSupport(device, DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT, sizeof type_query,
-                                         &type_query, sizeof type_support, &type_support), S_OK, NULL);
+    EXPECT_STATUS(dmlCheckFeatureSupport(device, DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT, sizeof type_query, &type_query,
+                                         sizeof type_support, &type_support),
+                  S_OK, NULL);
     EXPECT(type_support.IsSupported, "FLOAT64 is supported");
     type_query.DataType = DML_TENSOR_DATA_TYPE_UINT4;
-    EXPECT_STATUS(dmlCheckFeatureSupport(device, DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT, sizeof type_query,
-                                         &type_query, sizeof type_support, &type_support), S_OK, NULL);
+    EXPECT_STATUS(dmlCheckFeatureSupport(device, DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT, sizeof type_query, &type_query,
+                                         sizeof type_support, &type_support),
+                  S_OK, NULL);
     EXPECT(!type_support.IsSupported, "UINT4 is not");
     EXPECT_STATUS(dmlCheckFeatureSupport(device, DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT, 1, &type_query,
-                                         sizeof type_support, &type_support), E_INVALIDARG, "size");
-    EXPECT_STATUS(dmlCheckFeatureSupport(device, (DML_FEATURE)9, sizeof type_query, &type_query,
-                                         sizeof type_support, &type_support), E_INVALIDARG, "feature");
+                                         sizeof type_support, &type_support),
+                  E_INVALIDARG, "size");
+    EXPECT_STATUS(dmlCheckFeatureSupport(device, (DML_FEATURE)9, sizeof type_query, &type_query, sizeof type_support,
+                                         &type_support),
+                  E_INVALIDARG, "feature");
     dmlReleaseDevice(device);
 }
 
@@ -80,8 +85,9 @@ static void pool_op_init(pool_op* p, bool indices) {
     p->in_desc = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, &p->in};
     p->out_desc = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, &p->out};
     p->idx_desc = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, &p->idx};
-    p->pool = (DML_MAX_POOLING2_OPERATOR_DESC){&p->in_desc, &p->out_desc, indices ? &p->idx_desc : NULL, 2,
-                                               p->strides, p->window, p->padding, p->padding, p->dilations};
+    p->pool = (DML_MAX_POOLING2_OPERATOR_DESC){&p->in_desc, &p->out_desc, indices ? &p->idx_desc : NULL,
+                                               2,           p->strides,   p->window,
+                                               p->padding,  p->padding,   p->dilations};
     p->op = (DML_OPERATOR_DESC){DML_OPERATOR_MAX_POOLING2, &p->pool};
 }
 
@@ -105,8 +111,11 @@ TEST_CASE(lifecycle_and_slot_counts) {
     EXPECT(inputs == 1 && outputs == 2, "MAX_POOLING2 has 1 input and 2 output slots, got %u/%u", inputs, outputs);
     DMLCompiledOperator* compiled = NULL;
     EXPECT_STATUS(dmlCompileOperator(device, op, (DML_EXECUTION_FLAGS)0x10, &compiled), E_INVALIDARG, "flags");
-    EXPECT_STATUS(dmlCompileOperator(device, op, DML_EXECUTION_FLAG_ALLOW_HALF_PRECISION_COMPUTATION |
-                                                     DML_EXECUTION_FLAG_DESCRIPTORS_VOLATILE, &compiled), S_OK, NULL);
+    EXPECT_STATUS(dmlCompileOperator(device, op,
+                                     DML_EXECUTION_FLAG_ALLOW_HALF_PRECISION_COMPUTATION |
+                                         DML_EXECUTION_FLAG_DESCRIPTORS_VOLATILE,
+                                     &compiled),
+                  S_OK, NULL);
     DMLDevice* other = test_device(1);
     DMLCompiledOperator* wrong = NULL;
     EXPECT_STATUS(dmlCompileOperator(other, op, DML_EXECUTION_FLAG_NONE, &wrong), E_INVALIDARG, "another device");
@@ -146,7 +155,8 @@ typedef struct bound {
 
 static void bound_init(bound* b) {
     memset(b, 0, sizeof *b);
-    for (int i = 0; i < 16; i++) b->input[i] = (float)i;
+    for (int i = 0; i < 16; i++)
+        b->input[i] = (float)i;
     b->in = (DML_BUFFER_BINDING){b->input, 0, sizeof b->input};
     b->out = (DML_BUFFER_BINDING){b->output, 0, sizeof b->output};
     b->idx = (DML_BUFFER_BINDING){b->indices, 0, sizeof b->indices};
@@ -195,7 +205,7 @@ TEST_CASE(binding_validation) {
 
     bound_init(&b);
     b.in.Buffer = (char*)b.input + 2; /* not aligned to the element size */
-    b.in.SizeInBytes = 64; /* rejected before anything is read */
+    b.in.SizeInBytes = 64;            /* rejected before anything is read */
     EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), E_INVALIDARG, "InputTensor", "element");
 
     /* Absent optional output: NONE and a NULL Buffer both mean "not bound". */
@@ -229,7 +239,8 @@ TEST_CASE(binding_validation) {
     /* A failed dispatch wrote nothing. */
     bound_init(&b);
     b.in.SizeInBytes = 4;
-    for (int i = 0; i < 4; i++) b.output[i] = -1;
+    for (int i = 0; i < 4; i++)
+        b.output[i] = -1;
     EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), E_INVALIDARG, "SizeInBytes");
     EXPECT(b.output[0] == -1 && b.output[3] == -1, "outputs untouched after a rejected dispatch");
     EXPECT(dmlGetDeviceRemovedReason(device) == S_OK, "binding errors do not remove the device (T-8)");
@@ -271,8 +282,7 @@ TEST_CASE(owned_by_dml_inputs_use_the_persistent_resource) {
     EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), E_INVALIDARG, "OWNED_BY_DML");
     b.inputs[0].Type = DML_BINDING_TYPE_NONE;
     EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), S_OK, NULL);
-    EXPECT(b.output[0] == 5 && b.output[3] == 15, "computed from the captured input: %g %g", b.output[0],
-           b.output[3]);
+    EXPECT(b.output[0] == 5 && b.output[3] == 15, "computed from the captured input: %g %g", b.output[0], b.output[3]);
     dmlFreeBuffer(device, persistent);
     dmlReleaseCompiledOperator(compiled);
     dmlReleaseDevice(device);
@@ -284,7 +294,8 @@ TEST_CASE(buffers_round_trip) {
     EXPECT_STATUS(dmlAllocateBuffer(device, 0, &buffer), E_INVALIDARG, "sizeInBytes");
     EXPECT_STATUS(dmlAllocateBuffer(device, 100, &buffer), S_OK, NULL);
     char in[100], out[100];
-    for (int i = 0; i < 100; i++) in[i] = (char)i;
+    for (int i = 0; i < 100; i++)
+        in[i] = (char)i;
     EXPECT_STATUS(dmlUpload(device, buffer, in, 100), S_OK, NULL);
     EXPECT_STATUS(dmlDownload(device, out, buffer, 100), S_OK, NULL);
     EXPECT(memcmp(in, out, 100) == 0, "upload then download gives the bytes back");

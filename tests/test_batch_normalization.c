@@ -102,14 +102,22 @@ static const DML_OPERATOR_DESC* make_activation(fused_activation* f, const bn_re
 }
 
 static const int all_activations[] = {
-    DML_OPERATOR_ACTIVATION_LINEAR,     DML_OPERATOR_ACTIVATION_SIGMOID,
-    DML_OPERATOR_ACTIVATION_HARD_SIGMOID, DML_OPERATOR_ACTIVATION_TANH,
-    DML_OPERATOR_ACTIVATION_SCALED_TANH, DML_OPERATOR_ACTIVATION_RELU,
-    DML_OPERATOR_ACTIVATION_LEAKY_RELU, DML_OPERATOR_ACTIVATION_THRESHOLDED_RELU,
-    DML_OPERATOR_ACTIVATION_ELU,        DML_OPERATOR_ACTIVATION_CELU,
-    DML_OPERATOR_ACTIVATION_SCALED_ELU, DML_OPERATOR_ACTIVATION_SOFTPLUS,
-    DML_OPERATOR_ACTIVATION_PARAMETRIC_SOFTPLUS, DML_OPERATOR_ACTIVATION_SOFTSIGN,
-    DML_OPERATOR_ACTIVATION_IDENTITY,   DML_OPERATOR_ACTIVATION_SHRINK,
+    DML_OPERATOR_ACTIVATION_LINEAR,
+    DML_OPERATOR_ACTIVATION_SIGMOID,
+    DML_OPERATOR_ACTIVATION_HARD_SIGMOID,
+    DML_OPERATOR_ACTIVATION_TANH,
+    DML_OPERATOR_ACTIVATION_SCALED_TANH,
+    DML_OPERATOR_ACTIVATION_RELU,
+    DML_OPERATOR_ACTIVATION_LEAKY_RELU,
+    DML_OPERATOR_ACTIVATION_THRESHOLDED_RELU,
+    DML_OPERATOR_ACTIVATION_ELU,
+    DML_OPERATOR_ACTIVATION_CELU,
+    DML_OPERATOR_ACTIVATION_SCALED_ELU,
+    DML_OPERATOR_ACTIVATION_SOFTPLUS,
+    DML_OPERATOR_ACTIVATION_PARAMETRIC_SOFTPLUS,
+    DML_OPERATOR_ACTIVATION_SOFTSIGN,
+    DML_OPERATOR_ACTIVATION_IDENTITY,
+    DML_OPERATOR_ACTIVATION_SHRINK,
     DML_OPERATOR_ACTIVATION_GELU,
 };
 enum { ACTIVATION_COUNT = sizeof all_activations / sizeof all_activations[0] };
@@ -121,9 +129,7 @@ static bn_ref_activation random_activation(int type) {
     switch (type) {
     case DML_OPERATOR_ACTIVATION_CELU: a.p0 = test_rand_double(0.25, 2); break;
     case DML_OPERATOR_ACTIVATION_SOFTPLUS: a.p0 = test_rand_double(1, 4); break; /* Steepness >= 1 (BN-7) */
-    case DML_OPERATOR_ACTIVATION_SCALED_ELU:
-        a.p0 = test_rand_double(0, 2), a.p1 = test_rand_double(0, 2);
-        break;
+    case DML_OPERATOR_ACTIVATION_SCALED_ELU: a.p0 = test_rand_double(0, 2), a.p1 = test_rand_double(0, 2); break;
     case DML_OPERATOR_ACTIVATION_SHRINK: a.p0 = test_rand_double(0, 1), a.p1 = test_rand_double(0, 1); break;
     default: a.p0 = test_rand_double(-2, 2), a.p1 = test_rand_double(-2, 2); break;
     }
@@ -198,9 +204,15 @@ static void bn_setup(bn_run* r, const bn_problem* p, const double* const* given)
         input_init(&r->inputs[3], type, rank, p->parameter_sizes[2], input_layout(p, given[3]), given[3], -1.5, 1.5);
         input_init(&r->inputs[4], type, rank, p->parameter_sizes[3], input_layout(p, given[4]), given[4], -1, 1);
         output_init(&r->outputs[0], type, rank, x, output_layout(p));
-        r->desc.inference = (DML_BATCH_NORMALIZATION_OPERATOR_DESC){
-            desc_of(&r->inputs[0]), desc_of(&r->inputs[1]), desc_of(&r->inputs[2]), desc_of(&r->inputs[3]),
-            desc_of(&r->inputs[4]), desc_of(&r->outputs[0]), p->spatial, (FLOAT)p->epsilon, activation};
+        r->desc.inference = (DML_BATCH_NORMALIZATION_OPERATOR_DESC){desc_of(&r->inputs[0]),
+                                                                    desc_of(&r->inputs[1]),
+                                                                    desc_of(&r->inputs[2]),
+                                                                    desc_of(&r->inputs[3]),
+                                                                    desc_of(&r->inputs[4]),
+                                                                    desc_of(&r->outputs[0]),
+                                                                    p->spatial,
+                                                                    (FLOAT)p->epsilon,
+                                                                    activation};
         break;
     case DML_OPERATOR_BATCH_NORMALIZATION_TRAINING:
         r->input_count = 4, r->output_count = 3;
@@ -212,9 +224,9 @@ static void bn_setup(bn_run* r, const bn_problem* p, const double* const* given)
         output_init(&r->outputs[1], type, rank, parameter, output_layout(p));
         output_init(&r->outputs[2], type, rank, parameter, output_layout(p));
         r->desc.training = (DML_BATCH_NORMALIZATION_TRAINING_OPERATOR_DESC){
-            desc_of(&r->inputs[0]),  desc_of(&r->inputs[1]),  desc_of(&r->inputs[2]), desc_of(&r->inputs[3]),
-            desc_of(&r->outputs[0]), desc_of(&r->outputs[1]), desc_of(&r->outputs[2]), (FLOAT)p->epsilon,
-            activation};
+            desc_of(&r->inputs[0]),  desc_of(&r->inputs[1]),  desc_of(&r->inputs[2]),
+            desc_of(&r->inputs[3]),  desc_of(&r->outputs[0]), desc_of(&r->outputs[1]),
+            desc_of(&r->outputs[2]), (FLOAT)p->epsilon,       activation};
         break;
     default: /* both gradients */
         r->input_count = 5, r->output_count = 3;
@@ -227,15 +239,20 @@ static void bn_setup(bn_run* r, const bn_problem* p, const double* const* given)
         output_init(&r->outputs[1], type, rank, parameter, output_layout(p));
         output_init(&r->outputs[2], type, rank, parameter, output_layout(p));
         r->desc.grad = (DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC){
-            desc_of(&r->inputs[0]),  desc_of(&r->inputs[1]),  desc_of(&r->inputs[2]),  desc_of(&r->inputs[3]),
-            desc_of(&r->inputs[4]),  desc_of(&r->outputs[0]), desc_of(&r->outputs[1]), desc_of(&r->outputs[2]),
-            (FLOAT)p->epsilon};
+            desc_of(&r->inputs[0]),  desc_of(&r->inputs[1]),  desc_of(&r->inputs[2]),
+            desc_of(&r->inputs[3]),  desc_of(&r->inputs[4]),  desc_of(&r->outputs[0]),
+            desc_of(&r->outputs[1]), desc_of(&r->outputs[2]), (FLOAT)p->epsilon};
         if (p->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD) { /* same fields, its own struct type */
             DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC g = r->desc.grad;
-            r->desc.training_grad = (DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC){
-                g.InputTensor,          g.InputGradientTensor,       g.MeanTensor,
-                g.VarianceTensor,       g.ScaleTensor,               g.OutputGradientTensor,
-                g.OutputScaleGradientTensor, g.OutputBiasGradientTensor, g.Epsilon};
+            r->desc.training_grad = (DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC){g.InputTensor,
+                                                                                          g.InputGradientTensor,
+                                                                                          g.MeanTensor,
+                                                                                          g.VarianceTensor,
+                                                                                          g.ScaleTensor,
+                                                                                          g.OutputGradientTensor,
+                                                                                          g.OutputScaleGradientTensor,
+                                                                                          g.OutputBiasGradientTensor,
+                                                                                          g.Epsilon};
         }
         break;
     }
@@ -243,15 +260,18 @@ static void bn_setup(bn_run* r, const bn_problem* p, const double* const* given)
 }
 
 static void bn_free(bn_run* r) {
-    for (uint32_t i = 0; i < MAX_INPUTS; i++) operand_free(&r->inputs[i]);
-    for (uint32_t i = 0; i < MAX_OUTPUTS; i++) operand_free(&r->outputs[i]);
+    for (uint32_t i = 0; i < MAX_INPUTS; i++)
+        operand_free(&r->inputs[i]);
+    for (uint32_t i = 0; i < MAX_OUTPUTS; i++)
+        operand_free(&r->outputs[i]);
 }
 
 /* Poisons the outputs and runs the operator on the device. */
 static HRESULT bn_execute(bn_run* r, DMLDevice* device) {
     test_buffer* inputs[MAX_INPUTS] = {0};
     test_buffer* outputs[MAX_OUTPUTS] = {0};
-    for (uint32_t i = 0; i < r->input_count; i++) inputs[i] = r->inputs[i].present ? &r->inputs[i].b : NULL;
+    for (uint32_t i = 0; i < r->input_count; i++)
+        inputs[i] = r->inputs[i].present ? &r->inputs[i].b : NULL;
     for (uint32_t i = 0; i < r->output_count; i++) {
         test_buffer_poison(&r->outputs[i].b);
         outputs[i] = &r->outputs[i].b;
@@ -278,8 +298,8 @@ static void bn_reference(const bn_problem* p, const bn_run* r, double** expected
                         expected[0], expected[1], expected[2]);
         break;
     default:
-        bn_ref_gradient(p->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD, &shape, in[0], in[1], in[2],
-                        in[3], in[4], p->epsilon, expected[0], expected[1], expected[2]);
+        bn_ref_gradient(p->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD, &shape, in[0], in[1], in[2], in[3],
+                        in[4], p->epsilon, expected[0], expected[1], expected[2]);
         break;
     }
 }
@@ -373,7 +393,8 @@ static bool bn_check(const bn_problem* p, bn_run* r) {
         test_buffer_check_guards(&o->b, field);
         test_buffer_check_unaddressed(&o->b, &o->t, field);
     }
-    for (uint32_t k = 0; k < r->output_count; k++) free(expected[k]);
+    for (uint32_t k = 0; k < r->output_count; k++)
+        free(expected[k]);
     free(pre);
     return ok && !test_case_failed();
 }
@@ -398,7 +419,8 @@ static bn_problem problem_4d(DML_OPERATOR_TYPE type, const uint32_t* x, const ui
     p.data_type = DML_TENSOR_DATA_TYPE_FLOAT32;
     p.rank = 4;
     memcpy(p.input_sizes, x, 4 * sizeof *x);
-    for (int k = 0; k < 4; k++) memcpy(p.parameter_sizes[k], parameter, 4 * sizeof *parameter);
+    for (int k = 0; k < 4; k++)
+        memcpy(p.parameter_sizes[k], parameter, 4 * sizeof *parameter);
     p.spatial = 1;
     return p;
 }
@@ -421,7 +443,8 @@ static void random_sizes(uint32_t rank, uint32_t* sizes, uint64_t max_elements) 
 
 /* Parameter sizes: each dimension 1 (broadcast / reduced) or X[i] at random. */
 static void random_parameter_sizes(uint32_t rank, const uint32_t* x, uint32_t* sizes) {
-    for (uint32_t i = 0; i < rank; i++) sizes[i] = test_rand_bool() ? 1 : x[i];
+    for (uint32_t i = 0; i < rank; i++)
+        sizes[i] = test_rand_bool() ? 1 : x[i];
 }
 
 static bn_problem random_problem(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_type) {
@@ -466,8 +489,8 @@ static tolerance vector_tolerance(DML_TENSOR_DATA_TYPE type, double abs, double 
 
 /* Runs a golden vector in FLOAT32 and FLOAT16, packed and in random layouts,
  * and checks both the listed values and the reference. */
-static void run_vector(bn_problem p, const double* const* given, const double* const* expected, double abs,
-                       double rel, const char* id) {
+static void run_vector(bn_problem p, const double* const* given, const double* const* expected, double abs, double rel,
+                       const char* id) {
     DMLDevice* device = test_device(0);
     for (int variant = 0; variant < 4; variant++) {
         p.data_type = variant & 1 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
@@ -477,8 +500,8 @@ static void run_vector(bn_problem p, const double* const* given, const double* c
         EXPECT_STATUS(bn_execute(&r, device), S_OK, NULL);
         for (uint32_t k = 0; k < r.output_count; k++) {
             char what[128];
-            snprintf(what, sizeof what, "%s %s %s %s", id, output_name(p.type, k),
-                     variant & 1 ? "FLOAT16" : "FLOAT32", variant >= 2 ? "random layout" : "packed");
+            snprintf(what, sizeof what, "%s %s %s %s", id, output_name(p.type, k), variant & 1 ? "FLOAT16" : "FLOAT32",
+                     variant >= 2 ? "random layout" : "packed");
             expect_values(&r.outputs[k], expected[k], vector_tolerance(p.data_type, abs, rel), what);
         }
         bn_check(&p, &r);
@@ -516,8 +539,7 @@ TEST_CASE(golden_bn3_training_gradient) {
     p.epsilon = 0.001;
     const double mean[2] = {3.5, 5.75}, variance[2] = {4.25, 5.6875}, scale[2] = {1.0, 2.0};
     const double* given[5] = {bn_input, bn_dy, mean, variance, scale};
-    const double dx[8] = {0.1055485, -0.0627746, -0.203591, 3.685304e-05, -0.2767353, 0.2339614, 0.6109203,
-                          -0.4073662};
+    const double dx[8] = {0.1055485, -0.0627746, -0.203591, 3.685304e-05, -0.2767353, 0.2339614, 0.6109203, -0.4073662};
     const double dscale[2] = {0.3880114, -1.36265}, dbias[2] = {0.0, 0.6};
     const double* expected[3] = {dx, dscale, dbias};
     run_vector(p, given, expected, 1e-5, 1e-5, "BN-3");
@@ -607,7 +629,8 @@ TEST_CASE(every_activation_random_parameters) {
         for (int repeat = 0; repeat < 4; repeat++) {
             DML_OPERATOR_TYPE type =
                 repeat % 2 ? DML_OPERATOR_BATCH_NORMALIZATION_TRAINING : DML_OPERATOR_BATCH_NORMALIZATION;
-            bn_problem p = random_problem(type, repeat < 2 ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16);
+            bn_problem p =
+                random_problem(type, repeat < 2 ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16);
             p.activation = random_activation(all_activations[a]);
             bn_run_and_check(&p, device, NULL);
         }
@@ -654,7 +677,8 @@ TEST_CASE(statistics_large_mean_small_deviation) {
     p.epsilon = 1e-9;
     uint64_t count = 16 * 2 * 48 * 48;
     double* input = malloc(count * sizeof *input);
-    for (uint64_t i = 0; i < count; i++) input[i] = 1e4 + 1e-2 * gaussian();
+    for (uint64_t i = 0; i < count; i++)
+        input[i] = 1e4 + 1e-2 * gaussian();
     const double scale[2] = {1.0, 0.5}, bias[2] = {0.0, 0.25};
     const double* given[5] = {input, scale, bias, NULL, NULL};
     DMLDevice* device = test_device(0);
@@ -668,8 +692,8 @@ TEST_CASE(statistics_large_mean_small_deviation) {
     bn_ref_shape shape = {.rank = 4};
     memcpy(shape.input_sizes, x, sizeof x);
     memcpy(shape.parameter_sizes, p_sizes, sizeof p_sizes);
-    bn_ref_training(&shape, r.inputs[0].values, r.inputs[1].values, r.inputs[2].values, NULL, p.epsilon,
-                    &p.activation, pre, output, mean, variance);
+    bn_ref_training(&shape, r.inputs[0].values, r.inputs[1].values, r.inputs[2].values, NULL, p.epsilon, &p.activation,
+                    pre, output, mean, variance);
     EXPECT(variance[0] > 0.5e-4 && variance[0] < 2e-4, "the data has variance ~1e-4 (got %g)", variance[0]);
     /* E[x^2] - E[x]^2 loses ~8 digits here; two-pass / Chan keeps all of FLOAT32's. */
     test_compare(&r.outputs[2].b, &r.outputs[2].t, variance, 0, 1e-5, "OutputVariance (mean 1e4, std 1e-2)");
@@ -708,7 +732,8 @@ static double fd_loss(const fd_problem* f) {
                          f->bias, f->epsilon, NULL, NULL, y); /* the exact map, no FLOAT32 rounding */
     }
     double loss = 0;
-    for (uint64_t e = 0; e < f->count; e++) loss += f->dy[e] * y[e];
+    for (uint64_t e = 0; e < f->count; e++)
+        loss += f->dy[e] * y[e];
     free(y);
     return loss;
 }
@@ -766,7 +791,8 @@ static void finite_difference_check(bool training) {
         if (training) { /* TRAINING_GRAD receives the forward's batch statistics */
             double* y = malloc(f.count * sizeof *y);
             bn_ref_training(&f.shape, f.x, f.scale, f.bias, NULL, f.epsilon, NULL, NULL, y, f.mean, f.variance);
-            for (uint64_t j = 0; j < f.groups; j++) f.mean[j] = (float)f.mean[j], f.variance[j] = (float)f.variance[j];
+            for (uint64_t j = 0; j < f.groups; j++)
+                f.mean[j] = (float)f.mean[j], f.variance[j] = (float)f.variance[j];
             free(y);
         }
         const double* given[5] = {f.x, f.dy, f.mean, f.variance, f.scale};
@@ -777,7 +803,8 @@ static void finite_difference_check(bool training) {
         double* fd_dx = malloc(f.count * sizeof(double));
         double* fd_dscale = malloc(f.groups * sizeof(double));
         double* fd_dbias = malloc(f.groups * sizeof(double));
-        for (uint64_t e = 0; e < f.count; e++) fd_dx[e] = fd_derivative(&f, &f.x[e]);
+        for (uint64_t e = 0; e < f.count; e++)
+            fd_dx[e] = fd_derivative(&f, &f.x[e]);
         for (uint64_t j = 0; j < f.groups; j++) {
             fd_dscale[j] = fd_derivative(&f, &f.scale[j]);
             fd_dbias[j] = fd_derivative(&f, &f.bias[j]);
@@ -799,7 +826,8 @@ static void finite_difference_check(bool training) {
                 EXPECT(fabs(ref[k][i] - fd[k][i]) <= 1e-5 + 1e-5 * fabs(fd[k][i]),
                        "reference %s gradient output %d element %llu: %.9g vs finite difference %.9g",
                        training ? "TRAINING_GRAD" : "GRAD", k, (unsigned long long)i, ref[k][i], fd[k][i]);
-        for (int k = 0; k < 3; k++) free(ref[k]);
+        for (int k = 0; k < 3; k++)
+            free(ref[k]);
         free(fd_dx);
         free(fd_dscale);
         free(fd_dbias);
@@ -836,9 +864,11 @@ static void fill_adversarial(operand* o, uint32_t rank, const uint32_t* x, const
         group_of[i] = g;
         start[g + 1]++;
     }
-    for (uint64_t g = 0; g < groups; g++) start[g + 1] += start[g];
+    for (uint64_t g = 0; g < groups; g++)
+        start[g + 1] += start[g];
     uint64_t* fill = calloc(groups, sizeof *fill);
-    for (uint64_t i = 0; i < count; i++) members[start[group_of[i]] + fill[group_of[i]]++] = i;
+    for (uint64_t i = 0; i < count; i++)
+        members[start[group_of[i]] + fill[group_of[i]]++] = i;
     for (uint64_t g = 0; g < groups; g++) {
         uint64_t* m = members + start[g];
         uint64_t n = start[g + 1] - start[g];
@@ -869,7 +899,8 @@ static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const ui
     bn_run r;
     bn_setup(&r, &p, NULL);
     if (adversarial) /* the input, and the input gradient of the GRADs */
-        for (uint32_t k = 0; k < (is_gradient(type) ? 2u : 1u); k++) fill_adversarial(&r.inputs[k], 4, x, p_sizes);
+        for (uint32_t k = 0; k < (is_gradient(type) ? 2u : 1u); k++)
+            fill_adversarial(&r.inputs[k], 4, x, p_sizes);
     static const uint32_t thread_counts[] = {1, 2, 3, 7, 0, 1};
     uint8_t* first[MAX_OUTPUTS] = {0};
     for (size_t t = 0; t < sizeof thread_counts / sizeof thread_counts[0]; t++) {
@@ -893,7 +924,8 @@ static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const ui
         }
     }
     if (!adversarial) bn_check(&p, &r);
-    for (uint32_t k = 0; k < r.output_count; k++) free(first[k]);
+    for (uint32_t k = 0; k < r.output_count; k++)
+        free(first[k]);
     bn_free(&r);
 }
 
@@ -941,7 +973,8 @@ TEST_CASE(activation_is_deep_copied) {
     DML_BINDING_DESC in_bindings[5], out_bindings[1];
     for (int i = 0; i < 5; i++) {
         EXPECT_STATUS(dmlAllocateBuffer(device, r.inputs[i].b.size, &in_memory[i]), S_OK, NULL);
-        if (in_memory[i]) EXPECT_STATUS(dmlUpload(device, in_memory[i], r.inputs[i].b.data, r.inputs[i].b.size), S_OK, NULL);
+        if (in_memory[i])
+            EXPECT_STATUS(dmlUpload(device, in_memory[i], r.inputs[i].b.data, r.inputs[i].b.size), S_OK, NULL);
         in[i] = (DML_BUFFER_BINDING){in_memory[i], 0, r.inputs[i].b.size};
         in_bindings[i] = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &in[i]};
     }
@@ -950,13 +983,14 @@ TEST_CASE(activation_is_deep_copied) {
     if (out_memory) EXPECT_STATUS(dmlUpload(device, out_memory, r.outputs[0].b.data, r.outputs[0].b.size), S_OK, NULL);
     out[0] = (DML_BUFFER_BINDING){out_memory, 0, r.outputs[0].b.size};
     out_bindings[0] = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &out[0]};
-    DML_DISPATCH_BINDINGS bindings = {5, in_bindings, 1, out_bindings, {DML_BINDING_TYPE_NONE, NULL},
-                                      {DML_BINDING_TYPE_NONE, NULL}};
+    DML_DISPATCH_BINDINGS bindings = {
+        5, in_bindings, 1, out_bindings, {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
     if (compiled && !test_case_failed()) {
         EXPECT_STATUS(dmlDispatch(compiled, &bindings), S_OK, NULL);
         EXPECT_STATUS(dmlDownload(device, r.outputs[0].b.data, out_memory, r.outputs[0].b.size), S_OK, NULL);
     }
-    for (int i = 0; i < 5; i++) dmlFreeBuffer(device, in_memory[i]);
+    for (int i = 0; i < 5; i++)
+        dmlFreeBuffer(device, in_memory[i]);
     dmlFreeBuffer(device, out_memory);
     const double expected[5] = {-3.5, -0.5, 0.5, 1.5, 4.5}; /* LINEAR 2x + 0.5, as at creation */
     test_compare(&r.outputs[0].b, &r.outputs[0].t, expected, 1e-6, 1e-6, "Output after the description changed");
@@ -972,8 +1006,8 @@ TEST_CASE(edge_cases) {
     DMLDevice* device = test_device(0);
     const uint32_t x[4] = {2, 3, 2, 2}, all[4] = {2, 3, 2, 2}, none[4] = {1, 1, 1, 1};
     for (int t = 0; t < 2; t++) {
-        bn_problem p = problem_4d(t ? DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD
-                                    : DML_OPERATOR_BATCH_NORMALIZATION_TRAINING, x, all);
+        bn_problem p = problem_4d(
+            t ? DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD : DML_OPERATOR_BATCH_NORMALIZATION_TRAINING, x, all);
         p.epsilon = 0.5;
         bn_run_and_check(&p, device, NULL);
         bn_problem q = problem_4d(p.type, x, none);
@@ -1011,8 +1045,8 @@ static DMLDevice* device_at(DML_FEATURE_LEVEL level) {
         DMLDevice* probe = test_cuda_device(); /* skips without a GPU */
         dmlReleaseDevice(probe);
         const char* ordinal = getenv("DML_TEST_CUDA_DEVICE");
-        desc = (DML_DEVICE_DESC){.Backend = DML_BACKEND_CUDA, .FeatureLevel = level,
-                                 .CudaDeviceOrdinal = ordinal ? atoi(ordinal) : 0};
+        desc = (DML_DEVICE_DESC){
+            .Backend = DML_BACKEND_CUDA, .FeatureLevel = level, .CudaDeviceOrdinal = ordinal ? atoi(ordinal) : 0};
     }
     DMLDevice* device = NULL;
     EXPECT_STATUS(dmlCreateDevice(&desc, &device), S_OK, NULL);
@@ -1036,24 +1070,32 @@ static const DML_TENSOR_DESC** field_at(bn_run* r, DML_OPERATOR_TYPE type, int i
     }
     if (type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING) {
         DML_BATCH_NORMALIZATION_TRAINING_OPERATOR_DESC* d = &r->desc.training;
-        const DML_TENSOR_DESC** fields[7] = {&d->InputTensor,  &d->ScaleTensor,      &d->BiasTensor,
-                                             &d->FusedAddTensor, &d->OutputTensor,   &d->OutputMeanTensor,
+        const DML_TENSOR_DESC** fields[7] = {&d->InputTensor,         &d->ScaleTensor,  &d->BiasTensor,
+                                             &d->FusedAddTensor,      &d->OutputTensor, &d->OutputMeanTensor,
                                              &d->OutputVarianceTensor};
         return fields[index];
     }
     if (type == DML_OPERATOR_BATCH_NORMALIZATION_GRAD) {
         DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC* d = &r->desc.grad;
-        const DML_TENSOR_DESC** fields[8] = {&d->InputTensor,          &d->InputGradientTensor,
-                                             &d->MeanTensor,           &d->VarianceTensor,
-                                             &d->ScaleTensor,          &d->OutputGradientTensor,
-                                             &d->OutputScaleGradientTensor, &d->OutputBiasGradientTensor};
+        const DML_TENSOR_DESC** fields[8] = {&d->InputTensor,
+                                             &d->InputGradientTensor,
+                                             &d->MeanTensor,
+                                             &d->VarianceTensor,
+                                             &d->ScaleTensor,
+                                             &d->OutputGradientTensor,
+                                             &d->OutputScaleGradientTensor,
+                                             &d->OutputBiasGradientTensor};
         return fields[index];
     }
     DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC* d = &r->desc.training_grad;
-    const DML_TENSOR_DESC** fields[8] = {&d->InputTensor,          &d->InputGradientTensor,
-                                         &d->MeanTensor,           &d->VarianceTensor,
-                                         &d->ScaleTensor,          &d->OutputGradientTensor,
-                                         &d->OutputScaleGradientTensor, &d->OutputBiasGradientTensor};
+    const DML_TENSOR_DESC** fields[8] = {&d->InputTensor,
+                                         &d->InputGradientTensor,
+                                         &d->MeanTensor,
+                                         &d->VarianceTensor,
+                                         &d->ScaleTensor,
+                                         &d->OutputGradientTensor,
+                                         &d->OutputScaleGradientTensor,
+                                         &d->OutputBiasGradientTensor};
     return fields[index];
 }
 
@@ -1077,8 +1119,8 @@ TEST_CASE(validation_required_tensors) {
     DMLDevice* device = test_device(1);
     bn_run r;
     bn_problem p = valid_problem(DML_OPERATOR_BATCH_NORMALIZATION);
-    static const char* inference_fields[6] = {"InputTensor", "MeanTensor", "VarianceTensor", "ScaleTensor",
-                                              "BiasTensor", "OutputTensor"};
+    static const char* inference_fields[6] = {"InputTensor", "MeanTensor", "VarianceTensor",
+                                              "ScaleTensor", "BiasTensor", "OutputTensor"};
     for (int f = 0; f < 6; f++) {
         bn_setup(&r, &p, NULL);
         EXPECT_STATUS(try_create(device, &r.op), S_OK, NULL);
@@ -1087,8 +1129,9 @@ TEST_CASE(validation_required_tensors) {
         bn_free(&r);
     }
     p = valid_problem(DML_OPERATOR_BATCH_NORMALIZATION_TRAINING);
-    static const char* training_fields[7] = {"InputTensor", "ScaleTensor", "BiasTensor", "FusedAddTensor",
-                                             "OutputTensor", "OutputMeanTensor", "OutputVarianceTensor"};
+    static const char* training_fields[7] = {"InputTensor",         "ScaleTensor",  "BiasTensor",
+                                             "FusedAddTensor",      "OutputTensor", "OutputMeanTensor",
+                                             "OutputVarianceTensor"};
     for (int f = 0; f < 7; f++) {
         bn_setup(&r, &p, NULL);
         EXPECT_STATUS(try_create(device, &r.op), S_OK, NULL);
@@ -1096,13 +1139,18 @@ TEST_CASE(validation_required_tensors) {
         if (f == 3) /* FusedAdd is optional */
             EXPECT_STATUS(try_create(device, &r.op), S_OK, NULL);
         else
-            EXPECT_STATUS(try_create(device, &r.op), E_INVALIDARG, "BATCH_NORMALIZATION_TRAINING",
-                          training_fields[f], "NULL");
+            EXPECT_STATUS(try_create(device, &r.op), E_INVALIDARG, "BATCH_NORMALIZATION_TRAINING", training_fields[f],
+                          "NULL");
         bn_free(&r);
     }
-    static const char* grad_fields[8] = {"InputTensor",  "InputGradientTensor", "MeanTensor",
-                                         "VarianceTensor", "ScaleTensor",       "OutputGradientTensor",
-                                         "OutputScaleGradientTensor", "OutputBiasGradientTensor"};
+    static const char* grad_fields[8] = {"InputTensor",
+                                         "InputGradientTensor",
+                                         "MeanTensor",
+                                         "VarianceTensor",
+                                         "ScaleTensor",
+                                         "OutputGradientTensor",
+                                         "OutputScaleGradientTensor",
+                                         "OutputBiasGradientTensor"};
     for (int t = 0; t < 2; t++) {
         p = valid_problem(t ? DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD : DML_OPERATOR_BATCH_NORMALIZATION_GRAD);
         for (int f = 0; f < 8; f++) {
@@ -1137,10 +1185,10 @@ TEST_CASE(validation_types_and_ranks) {
         {"InputTensor", "MeanTensor", "VarianceTensor", "ScaleTensor", "BiasTensor", "OutputTensor"},
         {"InputTensor", "ScaleTensor", "BiasTensor", "FusedAddTensor", "OutputTensor", "OutputMeanTensor",
          "OutputVarianceTensor"},
-        {"InputTensor", "InputGradientTensor", "MeanTensor", "VarianceTensor", "ScaleTensor",
-         "OutputGradientTensor", "OutputScaleGradientTensor", "OutputBiasGradientTensor"},
-        {"InputTensor", "InputGradientTensor", "MeanTensor", "VarianceTensor", "ScaleTensor",
-         "OutputGradientTensor", "OutputScaleGradientTensor", "OutputBiasGradientTensor"},
+        {"InputTensor", "InputGradientTensor", "MeanTensor", "VarianceTensor", "ScaleTensor", "OutputGradientTensor",
+         "OutputScaleGradientTensor", "OutputBiasGradientTensor"},
+        {"InputTensor", "InputGradientTensor", "MeanTensor", "VarianceTensor", "ScaleTensor", "OutputGradientTensor",
+         "OutputScaleGradientTensor", "OutputBiasGradientTensor"},
     };
     static const int field_counts[4] = {6, 7, 8, 8};
     for (int t = 0; t < 4; t++) {
@@ -1161,7 +1209,8 @@ TEST_CASE(validation_types_and_ranks) {
     DMLDevice* fl31 = device_at(DML_FEATURE_LEVEL_3_1);
     bn_problem q = valid_problem(DML_OPERATOR_BATCH_NORMALIZATION);
     q.rank = 3;
-    for (int k = 0; k < 4; k++) memcpy(q.parameter_sizes[k], p3, sizeof p3);
+    for (int k = 0; k < 4; k++)
+        memcpy(q.parameter_sizes[k], p3, sizeof p3);
     memcpy(q.input_sizes, x3, sizeof x3);
     bn_setup(&r, &q, NULL);
     EXPECT_STATUS(try_create(fl30, &r.op), E_INVALIDARG, "BATCH_NORMALIZATION", "InputTensor.DimensionCount", "4");
@@ -1180,7 +1229,8 @@ TEST_CASE(validation_types_and_ranks) {
     EXPECT_STATUS(try_create(fl31, &r.op), S_OK, NULL);
     bn_free(&r);
     for (int t = 0; t < 2; t++) {
-        q = valid_problem(t ? DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD : DML_OPERATOR_BATCH_NORMALIZATION_TRAINING);
+        q = valid_problem(t ? DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD
+                            : DML_OPERATOR_BATCH_NORMALIZATION_TRAINING);
         bn_setup(&r, &q, NULL);
         EXPECT_STATUS(try_create(fl40, &r.op), E_INVALIDARG, "BATCH_NORMALIZATION_TRAINING", "feature level");
         EXPECT_STATUS(try_create(fl41, &r.op), S_OK, NULL);
@@ -1190,7 +1240,8 @@ TEST_CASE(validation_types_and_ranks) {
     for (uint32_t rank = 1; rank <= 8; rank += 7) {
         bn_problem e = valid_problem(DML_OPERATOR_BATCH_NORMALIZATION_TRAINING);
         e.rank = rank;
-        for (uint32_t i = 0; i < rank; i++) e.input_sizes[i] = 2, e.parameter_sizes[0][i] = i == 0 ? 2 : 1;
+        for (uint32_t i = 0; i < rank; i++)
+            e.input_sizes[i] = 2, e.parameter_sizes[0][i] = i == 0 ? 2 : 1;
         bn_run_and_check(&e, device, NULL);
     }
     dmlReleaseDevice(fl30);
@@ -1280,7 +1331,8 @@ TEST_CASE(validation_sizes) {
     for (size_t i = 0; i < sizeof equal / sizeof equal[0]; i++) {
         bn_problem p = valid_problem(equal[i].type);
         bn_setup(&r, &p, NULL);
-        *field_at(&r, p.type, equal[i].field) = make_tensor(&bad, DML_TENSOR_DATA_TYPE_FLOAT32, 4, other_p); /* valid alone */
+        *field_at(&r, p.type, equal[i].field) =
+            make_tensor(&bad, DML_TENSOR_DATA_TYPE_FLOAT32, 4, other_p); /* valid alone */
         EXPECT_STATUS(try_create(device, &r.op), E_INVALIDARG, equal[i].name, "Sizes[0]", "must equal");
         bn_free(&r);
     }
@@ -1327,9 +1379,10 @@ TEST_CASE(validation_fused_activation) {
         EXPECT_STATUS(try_create(device, &r.op), S_OK, NULL);
         /* Not fusable: ELEMENT_WISE_CLIP (CONVOLUTION/GEMM only), PARAMETERIZED_RELU, SOFTMAX, ... */
         static const DML_OPERATOR_TYPE not_fusable[] = {
-            DML_OPERATOR_ELEMENT_WISE_CLIP, DML_OPERATOR_ACTIVATION_PARAMETERIZED_RELU,
-            DML_OPERATOR_ACTIVATION_SOFTMAX, DML_OPERATOR_ACTIVATION_LOG_SOFTMAX, DML_OPERATOR_ACTIVATION_HARDMAX,
-            DML_OPERATOR_BATCH_NORMALIZATION, (DML_OPERATOR_TYPE)9999};
+            DML_OPERATOR_ELEMENT_WISE_CLIP,  DML_OPERATOR_ACTIVATION_PARAMETERIZED_RELU,
+            DML_OPERATOR_ACTIVATION_SOFTMAX, DML_OPERATOR_ACTIVATION_LOG_SOFTMAX,
+            DML_OPERATOR_ACTIVATION_HARDMAX, DML_OPERATOR_BATCH_NORMALIZATION,
+            (DML_OPERATOR_TYPE)9999};
         for (size_t i = 0; i < sizeof not_fusable / sizeof not_fusable[0]; i++) {
             r.activation.desc.Type = not_fusable[i];
             EXPECT_STATUS(try_create(device, &r.op), E_INVALIDARG, "FusedActivation->Type", "not a fusable");

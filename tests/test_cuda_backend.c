@@ -42,8 +42,9 @@ TEST_CASE(cuda_device_creation) {
     DML_FEATURE_LEVEL requested[1] = {DML_FEATURE_LEVEL_6_4};
     DML_FEATURE_QUERY_FEATURE_LEVELS query = {1, requested};
     DML_FEATURE_DATA_FEATURE_LEVELS levels = {0};
-    EXPECT_STATUS(dmlCheckFeatureSupport(device, DML_FEATURE_FEATURE_LEVELS, sizeof query, &query, sizeof levels,
-                                         &levels), S_OK, NULL);
+    EXPECT_STATUS(
+        dmlCheckFeatureSupport(device, DML_FEATURE_FEATURE_LEVELS, sizeof query, &query, sizeof levels, &levels), S_OK,
+        NULL);
     dmlReleaseDevice(device);
 
     int count = 0;
@@ -88,10 +89,12 @@ TEST_CASE(cuda_buffers) {
     EXPECT_STATUS(dmlFill(device, buffer, 0x5A, SIZE), S_OK, NULL);
     EXPECT_STATUS(dmlDownload(device, back, buffer, SIZE), S_OK, NULL);
     size_t wrong = 0;
-    for (size_t i = 0; i < SIZE; i++) wrong += back[i] != 0x5A;
+    for (size_t i = 0; i < SIZE; i++)
+        wrong += back[i] != 0x5A;
     EXPECT(wrong == 0, "dmlFill then dmlDownload: %zu bytes differ", wrong);
 
-    for (size_t i = 0; i < SIZE; i++) host[i] = (uint8_t)test_rand();
+    for (size_t i = 0; i < SIZE; i++)
+        host[i] = (uint8_t)test_rand();
     EXPECT_STATUS(dmlUpload(device, buffer, host, SIZE), S_OK, NULL);
     EXPECT_STATUS(dmlFill(device, (uint8_t*)buffer + 17, 0x100 | 0x33, 1000), S_OK, NULL); /* low byte counts */
     EXPECT_STATUS(dmlDownload(device, back, buffer, SIZE), S_OK, NULL);
@@ -164,23 +167,23 @@ static void random_geometry(pool_case* c, uint32_t rank, bool dilations, uint32_
         uint32_t dilated = (c->window[i] - 1) * c->dilations[i] + 1;
         c->start_padding[i] = test_rand_range(0, test_rand_range(0, 3) == 0 ? dilated + 1 : 2);
         c->end_padding[i] = test_rand_range(0, 2);
-        c->out_sizes[2 + i] = output_size(in, c->window[i], c->strides[i], c->dilations[i], c->start_padding[i],
-                                          c->end_padding[i]);
+        c->out_sizes[2 + i] =
+            output_size(in, c->window[i], c->strides[i], c->dilations[i], c->start_padding[i], c->end_padding[i]);
     }
 }
 
 static void build_descs(pool_case* c) {
     UINT spatial = c->rank - 2;
-    c->pool = (DML_MAX_POOLING_OPERATOR_DESC){&c->in.desc, &c->out.desc, spatial, c->strides, c->window,
-                                              c->start_padding, c->end_padding};
+    c->pool = (DML_MAX_POOLING_OPERATOR_DESC){&c->in.desc, &c->out.desc,     spatial,       c->strides,
+                                              c->window,   c->start_padding, c->end_padding};
     const DML_TENSOR_DESC* indices = c->index_type != DML_TENSOR_DATA_TYPE_UNKNOWN ? &c->idx.desc : NULL;
-    c->pool1 = (DML_MAX_POOLING1_OPERATOR_DESC){&c->in.desc, &c->out.desc, indices, spatial, c->strides, c->window,
-                                                c->start_padding, c->end_padding};
-    c->pool2 = (DML_MAX_POOLING2_OPERATOR_DESC){&c->in.desc, &c->out.desc, indices, spatial, c->strides, c->window,
-                                                c->start_padding, c->end_padding, c->dilations};
-    c->grad = (DML_MAX_POOLING_GRAD_OPERATOR_DESC){&c->in.desc, &c->out.desc, &c->grad_out.desc, spatial,
-                                                   c->strides, c->window, c->start_padding, c->end_padding,
-                                                   c->dilations};
+    c->pool1 = (DML_MAX_POOLING1_OPERATOR_DESC){&c->in.desc, &c->out.desc, indices,          spatial,
+                                                c->strides,  c->window,    c->start_padding, c->end_padding};
+    c->pool2 = (DML_MAX_POOLING2_OPERATOR_DESC){&c->in.desc, &c->out.desc,     indices,        spatial,     c->strides,
+                                                c->window,   c->start_padding, c->end_padding, c->dilations};
+    c->grad =
+        (DML_MAX_POOLING_GRAD_OPERATOR_DESC){&c->in.desc, &c->out.desc,     &c->grad_out.desc, spatial,     c->strides,
+                                             c->window,   c->start_padding, c->end_padding,    c->dilations};
     const void* desc = c->type == DML_OPERATOR_MAX_POOLING    ? (const void*)&c->pool
                        : c->type == DML_OPERATOR_MAX_POOLING1 ? (const void*)&c->pool1
                        : c->type == DML_OPERATOR_MAX_POOLING2 ? (const void*)&c->pool2
@@ -193,9 +196,11 @@ static const char* describe(const pool_case* c) {
     int used = snprintf(text, sizeof text, "%s %s%s%s rank %u in [", dmlOperatorTypeName(c->type),
                         dmlDataTypeName(c->value_type), c->index_type ? " indices " : "",
                         c->index_type ? dmlDataTypeName(c->index_type) : "", c->rank);
-    for (uint32_t i = 0; i < c->rank; i++) used += snprintf(text + used, sizeof text - (size_t)used, " %u", c->in_sizes[i]);
+    for (uint32_t i = 0; i < c->rank; i++)
+        used += snprintf(text + used, sizeof text - (size_t)used, " %u", c->in_sizes[i]);
     used += snprintf(text + used, sizeof text - (size_t)used, " ] out [");
-    for (uint32_t i = 0; i < c->rank; i++) used += snprintf(text + used, sizeof text - (size_t)used, " %u", c->out_sizes[i]);
+    for (uint32_t i = 0; i < c->rank; i++)
+        used += snprintf(text + used, sizeof text - (size_t)used, " %u", c->out_sizes[i]);
     used += snprintf(text + used, sizeof text - (size_t)used, " ] window/stride/pad/dilation");
     for (uint32_t i = 0; i + 2 < c->rank; i++)
         used += snprintf(text + used, sizeof text - (size_t)used, " %u/%u/%u,%u/%u", c->window[i], c->strides[i],
@@ -213,7 +218,9 @@ static void fill_input(test_buffer* b, const test_tensor* t, DML_TENSOR_DATA_TYP
     test_fill_random(b, t, -100, 100);
     for (uint64_t i = 0; i < t->element_count; i++) {
         uint64_t offset = test_tensor_offset(t, i);
-        if (ties) test_store(type, b->data, offset, (double)test_rand_range(0, 4) + (type == DML_TENSOR_DATA_TYPE_INT8 ? -2 : 0));
+        if (ties)
+            test_store(type, b->data, offset,
+                       (double)test_rand_range(0, 4) + (type == DML_TENSOR_DATA_TYPE_INT8 ? -2 : 0));
         if (!specials) continue;
         static const double special[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0};
         if (test_rand_range(0, 5) == 0) test_store(type, b->data, offset, special[test_rand_range(0, 4)]);
@@ -238,20 +245,20 @@ static bool expect_same(const test_buffer* cpu, const test_buffer* cuda, const t
             long long byte = (long long)i - TEST_GUARD_BYTES;
             uint32_t element_size = dmlDataTypeSize(t->buffer.DataType);
             uint64_t element = byte >= 0 ? (uint64_t)byte / element_size : 0;
-            EXPECT(false, "%s: byte %lld differs (element offset %" PRIu64 ": CPU 0x%" PRIx64 ", CUDA 0x%" PRIx64
-                          "); %s", what, byte, element,
-                   byte >= 0 ? test_load_bits(t->buffer.DataType, cpu->data, element) : 0,
+            EXPECT(false,
+                   "%s: byte %lld differs (element offset %" PRIu64 ": CPU 0x%" PRIx64 ", CUDA 0x%" PRIx64 "); %s",
+                   what, byte, element, byte >= 0 ? test_load_bits(t->buffer.DataType, cpu->data, element) : 0,
                    byte >= 0 ? test_load_bits(t->buffer.DataType, cuda->data, element) : 0, context);
             return false;
         }
     return true;
 }
 
-static const DML_TENSOR_DATA_TYPE forward_types[] = {
-    DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16, DML_TENSOR_DATA_TYPE_INT64,
-    DML_TENSOR_DATA_TYPE_INT32,   DML_TENSOR_DATA_TYPE_INT16,   DML_TENSOR_DATA_TYPE_INT8,
-    DML_TENSOR_DATA_TYPE_UINT64,  DML_TENSOR_DATA_TYPE_UINT32,  DML_TENSOR_DATA_TYPE_UINT16,
-    DML_TENSOR_DATA_TYPE_UINT8};
+static const DML_TENSOR_DATA_TYPE forward_types[] = {DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16,
+                                                     DML_TENSOR_DATA_TYPE_INT64,   DML_TENSOR_DATA_TYPE_INT32,
+                                                     DML_TENSOR_DATA_TYPE_INT16,   DML_TENSOR_DATA_TYPE_INT8,
+                                                     DML_TENSOR_DATA_TYPE_UINT64,  DML_TENSOR_DATA_TYPE_UINT32,
+                                                     DML_TENSOR_DATA_TYPE_UINT16,  DML_TENSOR_DATA_TYPE_UINT8};
 enum { FORWARD_TYPE_COUNT = sizeof forward_types / sizeof forward_types[0] };
 
 /* Runs one forward case on both devices and compares. */
@@ -456,8 +463,8 @@ typedef struct bn_case {
     float epsilon;
     int activation; /* DML_OPERATOR_ACTIVATION_*, 0: none */
     float a0, a1;
-    bool nhwc;            /* 4-D operands stored N, H, W, C */
-    bool random_layouts;  /* otherwise packed (or NHWC) */
+    bool nhwc;           /* 4-D operands stored N, H, W, C */
+    bool random_layouts; /* otherwise packed (or NHWC) */
     /* Built by bn_build: */
     uint32_t input_count, output_count;
     bool present[BN_INPUTS];
@@ -480,7 +487,8 @@ static bool bn_is_gradient(DML_OPERATOR_TYPE type) {
 static const char* bn_describe(const bn_case* c) {
     static char text[512];
     int used = snprintf(text, sizeof text, "%s %s X={", dmlOperatorTypeName(c->type), dmlDataTypeName(c->data_type));
-    for (uint32_t i = 0; i < c->rank; i++) used += snprintf(text + used, sizeof text - (size_t)used, "%s%u", i ? "," : "", c->x[i]);
+    for (uint32_t i = 0; i < c->rank; i++)
+        used += snprintf(text + used, sizeof text - (size_t)used, "%s%u", i ? "," : "", c->x[i]);
     for (uint32_t k = 0; k < (c->type == DML_OPERATOR_BATCH_NORMALIZATION ? 4u : 1u); k++) {
         used += snprintf(text + used, sizeof text - (size_t)used, "} P%u={", k);
         for (uint32_t i = 0; i < c->rank; i++)
@@ -488,7 +496,9 @@ static const char* bn_describe(const bn_case* c) {
     }
     snprintf(text + used, sizeof text - (size_t)used, "} activation %d (%g, %g) fused_add %d epsilon %g%s",
              c->activation, (double)c->a0, (double)c->a1, c->fused_add, (double)c->epsilon,
-             c->nhwc ? " NHWC" : c->random_layouts ? " random layouts" : " packed");
+             c->nhwc             ? " NHWC"
+             : c->random_layouts ? " random layouts"
+                                 : " packed");
     return text;
 }
 
@@ -505,7 +515,8 @@ static void bn_tensor(const bn_case* c, test_tensor* t, const uint32_t* sizes, b
         t->buffer.TotalTensorSizeInBytes = DMLCalcBufferTensorSize(c->data_type, 4, t->sizes, t->strides);
         return;
     }
-    test_tensor_init(t, c->data_type, c->rank, sizes, c->random_layouts ? test_random_layout(input) : TEST_LAYOUT_PACKED);
+    test_tensor_init(t, c->data_type, c->rank, sizes,
+                     c->random_layouts ? test_random_layout(input) : TEST_LAYOUT_PACKED);
 }
 
 /* Builds the tensors and the description of c. */
@@ -522,11 +533,12 @@ static void bn_build(bn_case* c) {
     case DML_OPERATOR_BATCH_NORMALIZATION:
         c->input_count = 5, c->output_count = 1;
         bn_tensor(c, &c->in[0], x, true);
-        for (int k = 0; k < 4; k++) bn_tensor(c, &c->in[1 + k], c->p[k], true);
+        for (int k = 0; k < 4; k++)
+            bn_tensor(c, &c->in[1 + k], c->p[k], true);
         bn_tensor(c, &c->out[0], x, false);
         c->desc.inference = (DML_BATCH_NORMALIZATION_OPERATOR_DESC){
-            &c->in[0].desc, &c->in[1].desc, &c->in[2].desc, &c->in[3].desc, &c->in[4].desc, &c->out[0].desc,
-            1, c->epsilon, activation};
+            &c->in[0].desc, &c->in[1].desc, &c->in[2].desc, &c->in[3].desc, &c->in[4].desc, &c->out[0].desc, 1,
+            c->epsilon,     activation};
         break;
     case DML_OPERATOR_BATCH_NORMALIZATION_TRAINING:
         c->input_count = 4, c->output_count = 3;
@@ -538,29 +550,38 @@ static void bn_build(bn_case* c) {
         bn_tensor(c, &c->out[1], p, false);
         bn_tensor(c, &c->out[2], p, false);
         c->desc.training = (DML_BATCH_NORMALIZATION_TRAINING_OPERATOR_DESC){
-            &c->in[0].desc, &c->in[1].desc, &c->in[2].desc, c->fused_add ? &c->in[3].desc : NULL,
-            &c->out[0].desc, &c->out[1].desc, &c->out[2].desc, c->epsilon, activation};
+            &c->in[0].desc,  &c->in[1].desc,  &c->in[2].desc,  c->fused_add ? &c->in[3].desc : NULL,
+            &c->out[0].desc, &c->out[1].desc, &c->out[2].desc, c->epsilon,
+            activation};
         break;
     default:
         c->input_count = 5, c->output_count = 3;
         bn_tensor(c, &c->in[0], x, true);
         bn_tensor(c, &c->in[1], x, true);
-        for (int k = 2; k < 5; k++) bn_tensor(c, &c->in[k], p, true);
+        for (int k = 2; k < 5; k++)
+            bn_tensor(c, &c->in[k], p, true);
         bn_tensor(c, &c->out[0], x, false);
         bn_tensor(c, &c->out[1], p, false);
         bn_tensor(c, &c->out[2], p, false);
-        c->desc.grad = (DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC){
-            &c->in[0].desc,  &c->in[1].desc,  &c->in[2].desc,  &c->in[3].desc, &c->in[4].desc,
-            &c->out[0].desc, &c->out[1].desc, &c->out[2].desc, c->epsilon};
+        c->desc.grad = (DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC){&c->in[0].desc,  &c->in[1].desc,  &c->in[2].desc,
+                                                                    &c->in[3].desc,  &c->in[4].desc,  &c->out[0].desc,
+                                                                    &c->out[1].desc, &c->out[2].desc, c->epsilon};
         if (c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD) { /* same fields, its own struct */
             DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC g = c->desc.grad;
-            c->desc.training_grad = (DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC){
-                g.InputTensor, g.InputGradientTensor, g.MeanTensor, g.VarianceTensor, g.ScaleTensor,
-                g.OutputGradientTensor, g.OutputScaleGradientTensor, g.OutputBiasGradientTensor, g.Epsilon};
+            c->desc.training_grad = (DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC){g.InputTensor,
+                                                                                          g.InputGradientTensor,
+                                                                                          g.MeanTensor,
+                                                                                          g.VarianceTensor,
+                                                                                          g.ScaleTensor,
+                                                                                          g.OutputGradientTensor,
+                                                                                          g.OutputScaleGradientTensor,
+                                                                                          g.OutputBiasGradientTensor,
+                                                                                          g.Epsilon};
         }
         break;
     }
-    for (uint32_t k = 0; k < c->input_count; k++) c->present[k] = k != 3 || c->type != DML_OPERATOR_BATCH_NORMALIZATION_TRAINING || c->fused_add;
+    for (uint32_t k = 0; k < c->input_count; k++)
+        c->present[k] = k != 3 || c->type != DML_OPERATOR_BATCH_NORMALIZATION_TRAINING || c->fused_add;
     c->op = (DML_OPERATOR_DESC){c->type, &c->desc};
 }
 
@@ -640,8 +661,9 @@ static void bn_compare(DMLDevice* cpu, DMLDevice* cuda, bn_case* c, uint64_t* co
         static const char* names[4][3] = {{"Output"},
                                           {"Output", "OutputMean", "OutputVariance"},
                                           {"OutputGradient", "OutputScaleGradient", "OutputBiasGradient"}};
-        int family = c->type == DML_OPERATOR_BATCH_NORMALIZATION ? 0
-                     : c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING ? 1 : 2;
+        int family = c->type == DML_OPERATOR_BATCH_NORMALIZATION            ? 0
+                     : c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING ? 1
+                                                                            : 2;
         for (uint32_t k = 0; k < c->output_count; k++) {
             /* Spec §9: FLOAT32 1e-5 relative + 1e-6 absolute, 1e-4 relative for
              * sums over more than 1e3 elements; FLOAT16 1e-2 relative. */
@@ -756,7 +778,8 @@ TEST_CASE(cuda_batch_normalization_large) {
             c->rank = 4;
             memcpy(c->x, shapes[s].x, sizeof shapes[s].x);
             for (int k = 0; k < 4; k++)
-                for (uint32_t i = 0; i < 4; i++) c->p[k][i] = i == 1 ? c->x[1] : 1;
+                for (uint32_t i = 0; i < 4; i++)
+                    c->p[k][i] = i == 1 ? c->x[1] : 1;
             c->epsilon = 1e-5f;
             c->fused_add = c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING;
             if (!bn_is_gradient(c->type)) c->activation = DML_OPERATOR_ACTIVATION_RELU;
@@ -779,7 +802,8 @@ TEST_CASE(cuda_batch_normalization_large) {
 static void fill_adversarial(test_buffer* b, const test_tensor* t) {
     uint64_t n = t->element_count;
     uint32_t* order = malloc(n * sizeof *order);
-    for (uint64_t i = 0; i < n; i++) order[i] = (uint32_t)i;
+    for (uint64_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
     for (uint64_t k = n; k > 1; k--) {
         uint64_t j = test_rand() % k;
         uint32_t tmp = order[k - 1];
@@ -807,7 +831,8 @@ TEST_CASE(cuda_batch_normalization_run_to_run) {
             c->rank = 4;
             const uint32_t x[4] = {16, 1, 512, 512};
             memcpy(c->x, x, sizeof x);
-            for (uint32_t i = 0; i < 4; i++) c->p[0][i] = 1;
+            for (uint32_t i = 0; i < 4; i++)
+                c->p[0][i] = 1;
             c->epsilon = 1e-5f;
             c->fused_add = t == 0;
             if (t == 0) c->activation = DML_OPERATOR_ACTIVATION_GELU;
@@ -829,7 +854,8 @@ TEST_CASE(cuda_batch_normalization_run_to_run) {
                 out[k] = &outputs[k];
             }
             for (int run = 0; run < 3; run++) {
-                for (uint32_t k = 0; k < c->output_count; k++) test_buffer_poison(&outputs[k]);
+                for (uint32_t k = 0; k < c->output_count; k++)
+                    test_buffer_poison(&outputs[k]);
                 EXPECT_STATUS(test_run(cuda, &c->op, c->input_count, in, c->output_count, out), S_OK, NULL);
                 for (uint32_t k = 0; k < c->output_count; k++) {
                     uint64_t bytes = outputs[k].size + 2 * TEST_GUARD_BYTES;
@@ -867,11 +893,11 @@ static void check_binding_errors(DMLDevice* device) {
     test_buffer_alloc(&in, in_bytes);
     test_buffer_alloc(&small, out_bytes - 4);
     test_buffer_alloc(&both, in_bytes > out_bytes ? in_bytes : out_bytes);
-    EXPECT_STATUS(test_run(device, &c->op, 1, (test_buffer*[]){&in}, 2, (test_buffer*[]){&small, NULL}),
-                  E_INVALIDARG, "MAX_POOLING2", "OutputTensor", "SizeInBytes");
+    EXPECT_STATUS(test_run(device, &c->op, 1, (test_buffer*[]){&in}, 2, (test_buffer*[]){&small, NULL}), E_INVALIDARG,
+                  "MAX_POOLING2", "OutputTensor", "SizeInBytes");
     /* One buffer bound as input and output (the harness mirrors it once). */
-    EXPECT_STATUS(test_run(device, &c->op, 1, (test_buffer*[]){&both}, 2, (test_buffer*[]){&both, NULL}),
-                  E_INVALIDARG, "MAX_POOLING2", "OutputTensor", "overlaps", "InputTensor");
+    EXPECT_STATUS(test_run(device, &c->op, 1, (test_buffer*[]){&both}, 2, (test_buffer*[]){&both, NULL}), E_INVALIDARG,
+                  "MAX_POOLING2", "OutputTensor", "overlaps", "InputTensor");
     EXPECT(dmlGetDeviceRemovedReason(device) == S_OK, "binding errors do not remove the device (T-8)");
     test_buffer_free(&in);
     test_buffer_free(&small);
@@ -913,18 +939,20 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
         uint32_t kind = test_rand_range(0, 19);
         /* Batch ids: mostly valid integers; fractions truncate; out of range and NaN at times (RP-5). */
         rows[r * 5] = kind == 0 ? NAN : kind < 3 ? test_rand_double(-1.5, batch + 0.5) : test_rand_range(0, batch - 1);
-        for (int k = 1; k < 5; k++) rows[r * 5 + k] = random_roi_coordinate(k % 2 ? width : height, scale, !large);
+        for (int k = 1; k < 5; k++)
+            rows[r * 5 + k] = random_roi_coordinate(k % 2 ? width : height, scale, !large);
     }
     twin_fill(&rois, rows);
 
-    DML_ROI_POOLING_OPERATOR_DESC desc = {&input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale,
-                                          {pooled_width, pooled_height}};
+    DML_ROI_POOLING_OPERATOR_DESC desc = {
+        &input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale, {pooled_width, pooled_height}};
     DML_OPERATOR_DESC op = {DML_OPERATOR_ROI_POOLING, &desc};
     char context[256];
     snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g layouts %s/%s/%s",
              dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale,
              test_layout_name(layouts[0]), test_layout_name(layouts[1]), test_layout_name(layouts[2]));
-    HRESULT cpu_status = test_run(cpu, &op, 2, (test_buffer*[]){&input.cpu, &rois.cpu}, 1, (test_buffer*[]){&output.cpu});
+    HRESULT cpu_status =
+        test_run(cpu, &op, 2, (test_buffer*[]){&input.cpu, &rois.cpu}, 1, (test_buffer*[]){&output.cpu});
     HRESULT cuda_status =
         test_run(cuda, &op, 2, (test_buffer*[]){&input.cuda, &rois.cuda}, 1, (test_buffer*[]){&output.cuda});
     EXPECT(cpu_status == S_OK && cuda_status == S_OK, "CPU %s, CUDA %s (%s); %s", dmlStatusName(cpu_status),
@@ -942,7 +970,8 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
 TEST_CASE(cuda_roi_pooling_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) compare_roi_pooling(cpu, cuda, false);
+    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
+        compare_roi_pooling(cpu, cuda, false);
     /* More outputs than one pass of the grid: every thread loops. */
     compare_roi_pooling(cpu, cuda, true);
     dmlReleaseDevice(cpu);
@@ -1088,8 +1117,8 @@ TEST_CASE(cuda_caller_stream_and_memory) {
                            idx_buffer = {d_idx, 0, out_bytes};
         DML_BINDING_DESC inputs[1] = {{DML_BINDING_TYPE_BUFFER, &in_buffer}};
         DML_BINDING_DESC outputs[2] = {{DML_BINDING_TYPE_BUFFER, &out_buffer}, {DML_BINDING_TYPE_BUFFER, &idx_buffer}};
-        DML_DISPATCH_BINDINGS bindings = {1, inputs, 2, outputs, {DML_BINDING_TYPE_NONE, NULL},
-                                          {DML_BINDING_TYPE_NONE, NULL}};
+        DML_DISPATCH_BINDINGS bindings = {
+            1, inputs, 2, outputs, {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
         EXPECT_STATUS(dmlDispatch(compiled, &bindings), S_OK, NULL);
         cudaMemcpyAsync(h_out, d_out, out_bytes, cudaMemcpyDeviceToHost, stream);
         cudaMemcpyAsync(h_idx, d_idx, out_bytes, cudaMemcpyDeviceToHost, stream);
@@ -1219,8 +1248,8 @@ TEST_CASE(cuda_fault_removes_device) {
     DML_BUFFER_BINDING out_buffer = {out, 0, c->out.buffer.TotalTensorSizeInBytes};
     DML_BINDING_DESC inputs[1] = {{DML_BINDING_TYPE_BUFFER, &in_buffer}};
     DML_BINDING_DESC outputs[2] = {{DML_BINDING_TYPE_BUFFER, &out_buffer}, {DML_BINDING_TYPE_NONE, NULL}};
-    DML_DISPATCH_BINDINGS bindings = {1, inputs, 2, outputs, {DML_BINDING_TYPE_NONE, NULL},
-                                      {DML_BINDING_TYPE_NONE, NULL}};
+    DML_DISPATCH_BINDINGS bindings = {
+        1, inputs, 2, outputs, {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
     HRESULT dispatched = dmlDispatch(compiled, &bindings); /* asynchronous: the fault shows later */
     EXPECT(dispatched == S_OK || dispatched == DXGI_ERROR_DEVICE_REMOVED, "dispatch: %s", dmlStatusName(dispatched));
     if (dispatched == S_OK)

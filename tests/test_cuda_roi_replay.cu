@@ -48,8 +48,10 @@ static dml_kernel_args kernel_args(const DMLOperator* op, test_buffer* const* in
     dml_kernel_args args;
     memset(&args, 0, sizeof args);
     args.op = op;
-    for (uint32_t i = 0; i < input_count; i++) args.inputs[i] = inputs[i] ? inputs[i]->data : NULL;
-    for (uint32_t i = 0; i < output_count; i++) args.outputs[i] = outputs[i] ? outputs[i]->data : NULL;
+    for (uint32_t i = 0; i < input_count; i++)
+        args.inputs[i] = inputs[i] ? inputs[i]->data : NULL;
+    for (uint32_t i = 0; i < output_count; i++)
+        args.outputs[i] = outputs[i] ? outputs[i]->data : NULL;
     return args;
 }
 
@@ -63,8 +65,7 @@ using align_replay::kTile;
 
 /* gather_output_gradient, one block task at a time, its threads in turn
  * between the barriers. */
-template <class T>
-static void replay_gather(const grad_problem& g) {
+template <class T> static void replay_gather(const grad_problem& g) {
     const align_replay::align_shape& s = g.shape;
     static float acc[kThreads][kChunk];
     for (uint64_t task = 0; task < g.tasks; task++) {
@@ -105,28 +106,30 @@ static void replay_gather(const grad_problem& g) {
 }
 
 /* The kernels of launch_grad, in its order. */
-template <class T>
-static void replay_grad(const dml_kernel_args* args) {
+template <class T> static void replay_grad(const dml_kernel_args* args) {
     grad_problem g = align_replay::grad_problem_make(args);
     char* scratch = (char*)malloc(align_replay::grad_scratch_layout(g, NULL));
     align_replay::grad_scratch_layout(g, scratch);
     const align_replay::align_shape& s = g.shape;
-    for (uint64_t r = 0; r < s.roi_count; r++) align_replay::prepare_roi<T>(g, r);
+    for (uint64_t r = 0; r < s.roi_count; r++)
+        align_replay::prepare_roi<T>(g, r);
     if (g.params.reduction_max)
         for (uint64_t i = 0; i < (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width; i++)
             align_replay::select_max_element<T>(g, i);
     if (g.output_gradient) replay_gather<T>(g);
     if (g.roi_gradient) {
-        for (uint64_t i = 0; i < (uint64_t)s.roi_count * s.channels; i++) align_replay::channel_sums_element<T>(g, i);
-        for (uint64_t i = 0; i < (uint64_t)s.roi_count * 4; i++) align_replay::combine_element<T>(g, i);
+        for (uint64_t i = 0; i < (uint64_t)s.roi_count * s.channels; i++)
+            align_replay::channel_sums_element<T>(g, i);
+        for (uint64_t i = 0; i < (uint64_t)s.roi_count * 4; i++)
+            align_replay::combine_element<T>(g, i);
     }
     free(scratch);
 }
 
-template <class T>
-static void replay_forward(const dml_kernel_args* args) {
+template <class T> static void replay_forward(const dml_kernel_args* args) {
     align_replay::forward_problem f = align_replay::forward_problem_make(args);
-    for (uint64_t i = 0; i < f.count; i++) align_replay::forward_element<T>(f, i);
+    for (uint64_t i = 0; i < f.count; i++)
+        align_replay::forward_element<T>(f, i);
 }
 
 /* Runs `run` on the CPU backend and replays the CUDA code on its CUDA side. */
@@ -208,12 +211,15 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
         double* rows = (double*)malloc((size_t)roi_count * 5 * sizeof *rows);
         for (uint32_t r = 0; r < roi_count; r++) {
             uint32_t kind = test_rand_range(0, 19);
-            rows[r * 5] = kind == 0 ? NAN : kind < 3 ? test_rand_double(-1.5, batch + 0.5) : test_rand_range(0, batch - 1);
-            for (int k = 1; k < 5; k++) rows[r * 5 + k] = random_roi_coordinate(k % 2 ? width : height, scale, true);
+            rows[r * 5] = kind == 0  ? NAN
+                          : kind < 3 ? test_rand_double(-1.5, batch + 0.5)
+                                     : test_rand_range(0, batch - 1);
+            for (int k = 1; k < 5; k++)
+                rows[r * 5 + k] = random_roi_coordinate(k % 2 ? width : height, scale, true);
         }
         twin_fill(&rois, rows);
-        DML_ROI_POOLING_OPERATOR_DESC desc = {&input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale,
-                                              {pooled_width, pooled_height}};
+        DML_ROI_POOLING_OPERATOR_DESC desc = {
+            &input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale, {pooled_width, pooled_height}};
         DML_OPERATOR_DESC op_desc = {DML_OPERATOR_ROI_POOLING, &desc};
         char context[200];
         snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g",

@@ -12,7 +12,7 @@
 /* ---- A pooling problem: description, tensors and buffers ---- */
 
 typedef struct pool_case {
-    DML_OPERATOR_TYPE type; /* MAX_POOLING, 1, 2 or MAX_POOLING_GRAD */
+    DML_OPERATOR_TYPE type;                     /* MAX_POOLING, 1, 2 or MAX_POOLING_GRAD */
     DML_TENSOR_DATA_TYPE data_type, index_type; /* index_type UNKNOWN: no indices tensor */
     uint32_t rank;
     uint32_t input_sizes[5], output_sizes[5];
@@ -44,9 +44,9 @@ static void pool_run_init(pool_run* r, const pool_case* c) {
     if (is_grad(c)) {
         test_tensor_init(&r->output_gradient, c->data_type, c->rank, c->input_sizes, c->layouts[2]);
         test_buffer_alloc(&r->output_gradient_buffer, r->output_gradient.buffer.TotalTensorSizeInBytes);
-        r->grad = (DML_MAX_POOLING_GRAD_OPERATOR_DESC){&r->input.desc, &r->output.desc, &r->output_gradient.desc,
-                                                       k, c->strides, c->window, c->start_padding,
-                                                       c->end_padding, c->dilations};
+        r->grad = (DML_MAX_POOLING_GRAD_OPERATOR_DESC){
+            &r->input.desc, &r->output.desc,  &r->output_gradient.desc, k,           c->strides,
+            c->window,      c->start_padding, c->end_padding,           c->dilations};
         r->desc = (DML_OPERATOR_DESC){c->type, &r->grad};
         return;
     }
@@ -58,18 +58,19 @@ static void pool_run_init(pool_run* r, const pool_case* c) {
     }
     switch (c->type) {
     case DML_OPERATOR_MAX_POOLING:
-        r->pool = (DML_MAX_POOLING_OPERATOR_DESC){&r->input.desc, &r->output.desc, k, c->strides, c->window,
+        r->pool = (DML_MAX_POOLING_OPERATOR_DESC){&r->input.desc,   &r->output.desc, k, c->strides, c->window,
                                                   c->start_padding, c->end_padding};
         r->desc = (DML_OPERATOR_DESC){c->type, &r->pool};
         break;
     case DML_OPERATOR_MAX_POOLING1:
-        r->pool1 = (DML_MAX_POOLING1_OPERATOR_DESC){&r->input.desc, &r->output.desc, indices, k, c->strides,
-                                                    c->window, c->start_padding, c->end_padding};
+        r->pool1 = (DML_MAX_POOLING1_OPERATOR_DESC){&r->input.desc, &r->output.desc, indices,          k,
+                                                    c->strides,     c->window,       c->start_padding, c->end_padding};
         r->desc = (DML_OPERATOR_DESC){c->type, &r->pool1};
         break;
     default:
-        r->pool2 = (DML_MAX_POOLING2_OPERATOR_DESC){&r->input.desc, &r->output.desc, indices, k, c->strides,
-                                                    c->window, c->start_padding, c->end_padding, c->dilations};
+        r->pool2 =
+            (DML_MAX_POOLING2_OPERATOR_DESC){&r->input.desc, &r->output.desc,  indices,        k,           c->strides,
+                                             c->window,      c->start_padding, c->end_padding, c->dilations};
         r->desc = (DML_OPERATOR_DESC){c->type, &r->pool2};
         break;
     }
@@ -138,8 +139,8 @@ static void check_forward(const pool_run* r, const pool_case* c, const char* wha
     for (uint64_t o = 0; o < count && !test_case_failed(); o++) {
         uint64_t got = test_load_bits(c->data_type, r->output_buffer.data, test_tensor_offset(&r->output, o));
         if (indices[o] != UINT64_MAX) {
-            uint64_t want = test_load_bits(c->data_type, r->input_buffer.data,
-                                           test_tensor_offset(&r->input, indices[o]));
+            uint64_t want =
+                test_load_bits(c->data_type, r->input_buffer.data, test_tensor_offset(&r->input, indices[o]));
             EXPECT(got == want, "%s: output %llu bits 0x%llx, expected input element %llu (0x%llx)", what,
                    (unsigned long long)o, (unsigned long long)got, (unsigned long long)indices[o],
                    (unsigned long long)want);
@@ -149,8 +150,8 @@ static void check_forward(const pool_run* r, const pool_case* c, const char* wha
                    (unsigned long long)o, value);
         }
         if (r->indices_buffer.block) {
-            uint64_t got_index = test_load_bits(c->index_type, r->indices_buffer.data,
-                                                test_tensor_offset(&r->indices, o));
+            uint64_t got_index =
+                test_load_bits(c->index_type, r->indices_buffer.data, test_tensor_offset(&r->indices, o));
             uint64_t want_index = indices[o];
             if (c->index_type == DML_TENSOR_DATA_TYPE_UINT32 && want_index == UINT64_MAX) want_index = UINT32_MAX;
             EXPECT(got_index == want_index, "%s: index %llu is %llu, expected %llu", what, (unsigned long long)o,
@@ -202,15 +203,15 @@ static pool_case golden_case(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_t
     c.index_type = type == DML_OPERATOR_MAX_POOLING || type == DML_OPERATOR_MAX_POOLING_GRAD
                        ? DML_TENSOR_DATA_TYPE_UNKNOWN
                        : DML_TENSOR_DATA_TYPE_UINT32;
-    for (int i = 0; i < 3; i++) c.layouts[i] = test_random_layout(false);
+    for (int i = 0; i < 3; i++)
+        c.layouts[i] = test_random_layout(false);
     return c;
 }
 
 /* Runs a golden forward vector in both float types with random layouts. */
 static void golden_forward(const char* id, DML_OPERATOR_TYPE type, const uint32_t in[4], const uint32_t out[4],
-                           uint32_t window_h, uint32_t window_w, uint32_t stride, uint32_t padding,
-                           uint32_t dilation, const double* input, const double* expected_values,
-                           const double* expected_indices) {
+                           uint32_t window_h, uint32_t window_w, uint32_t stride, uint32_t padding, uint32_t dilation,
+                           const double* input, const double* expected_values, const double* expected_indices) {
     DMLDevice* device = test_device(0);
     DML_TENSOR_DATA_TYPE types[2] = {DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16};
     for (int t = 0; t < 2; t++) {
@@ -249,12 +250,12 @@ static const double seed_input[9] = {1, 2, 3, 2, 4, 2, 5, 6, 7};
 
 TEST_CASE(golden_mp1_seed_forward_every_variant) {
     const double values[4] = {4, 4, 6, 7}, indices[4] = {4, 4, 7, 8};
-    golden_forward("MP-1 MAX_POOLING2", DML_OPERATOR_MAX_POOLING2, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input,
-                   values, indices);
-    golden_forward("MP-1 MAX_POOLING1", DML_OPERATOR_MAX_POOLING1, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input,
-                   values, indices);
-    golden_forward("MP-1 MAX_POOLING", DML_OPERATOR_MAX_POOLING, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input,
-                   values, NULL);
+    golden_forward("MP-1 MAX_POOLING2", DML_OPERATOR_MAX_POOLING2, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input, values,
+                   indices);
+    golden_forward("MP-1 MAX_POOLING1", DML_OPERATOR_MAX_POOLING1, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input, values,
+                   indices);
+    golden_forward("MP-1 MAX_POOLING", DML_OPERATOR_MAX_POOLING, in_1133, out_1122, 2, 2, 1, 0, 1, seed_input, values,
+                   NULL);
 }
 
 TEST_CASE(golden_mp2_seed_gradient) {
@@ -278,7 +279,8 @@ TEST_CASE(golden_mp4_indices_span_the_whole_tensor) {
 TEST_CASE(golden_mp5_padding_and_dilation) {
     const uint32_t in[4] = {1, 1, 4, 4};
     double input[16];
-    for (int i = 0; i < 16; i++) input[i] = i + 1;
+    for (int i = 0; i < 16; i++)
+        input[i] = i + 1;
     const double values[4] = {6, 8, 14, 16}, indices[4] = {5, 7, 13, 15};
     golden_forward("MP-5", DML_OPERATOR_MAX_POOLING2, in, out_1122, 2, 2, 2, 1, 2, input, values, indices);
 }
@@ -334,11 +336,11 @@ TEST_CASE(huge_strides_leave_windows_outside_the_input) {
 
 /* ---- Randomized comparisons with the reference ---- */
 
-static const DML_TENSOR_DATA_TYPE forward_types[] = {
-    DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16, DML_TENSOR_DATA_TYPE_INT64,
-    DML_TENSOR_DATA_TYPE_INT32,   DML_TENSOR_DATA_TYPE_INT16,   DML_TENSOR_DATA_TYPE_INT8,
-    DML_TENSOR_DATA_TYPE_UINT64,  DML_TENSOR_DATA_TYPE_UINT32,  DML_TENSOR_DATA_TYPE_UINT16,
-    DML_TENSOR_DATA_TYPE_UINT8};
+static const DML_TENSOR_DATA_TYPE forward_types[] = {DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16,
+                                                     DML_TENSOR_DATA_TYPE_INT64,   DML_TENSOR_DATA_TYPE_INT32,
+                                                     DML_TENSOR_DATA_TYPE_INT16,   DML_TENSOR_DATA_TYPE_INT8,
+                                                     DML_TENSOR_DATA_TYPE_UINT64,  DML_TENSOR_DATA_TYPE_UINT32,
+                                                     DML_TENSOR_DATA_TYPE_UINT16,  DML_TENSOR_DATA_TYPE_UINT8};
 
 /* A random problem: windows, strides, dilations and paddings of every kind
  * (padding beyond the window included), and output sizes from the floor
@@ -413,7 +415,8 @@ TEST_CASE(random_forward_matches_reference) {
         check_forward(&r, &c, case_name(&c));
         pool_run_free(&r);
     }
-    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+    for (int d = 0; d < 3; d++)
+        dmlReleaseDevice(devices[d]);
 }
 
 TEST_CASE(random_gradient_matches_reference) {
@@ -432,7 +435,8 @@ TEST_CASE(random_gradient_matches_reference) {
         check_grad(&r, &c, case_name(&c));
         pool_run_free(&r);
     }
-    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+    for (int d = 0; d < 3; d++)
+        dmlReleaseDevice(devices[d]);
 }
 
 TEST_CASE(gradient_is_deterministic_across_threads_and_runs) {
@@ -467,13 +471,16 @@ TEST_CASE(gradient_is_deterministic_across_threads_and_runs) {
             } else {
                 EXPECT(memcmp(first, r.output_gradient_buffer.data, bytes) == 0,
                        "shape %d run %d (threads %s) differs from the first run", s, run,
-                       run % 3 == 0 ? "1" : run % 3 == 1 ? "2" : "all");
+                       run % 3 == 0   ? "1"
+                       : run % 3 == 1 ? "2"
+                                      : "all");
             }
         }
         free(first);
         pool_run_free(&r);
     }
-    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+    for (int d = 0; d < 3; d++)
+        dmlReleaseDevice(devices[d]);
 }
 
 TEST_CASE(forward_is_identical_for_every_thread_count) {
@@ -505,7 +512,8 @@ TEST_CASE(forward_is_identical_for_every_thread_count) {
     free(first[0]);
     free(first[1]);
     pool_run_free(&r);
-    for (int d = 0; d < 3; d++) dmlReleaseDevice(devices[d]);
+    for (int d = 0; d < 3; d++)
+        dmlReleaseDevice(devices[d]);
 }
 
 /* ---- Validation (spec §2, §3) ---- */
@@ -532,7 +540,8 @@ static DMLDevice* device_at(DML_FEATURE_LEVEL level) {
 static pool_case valid_case(DML_OPERATOR_TYPE type) {
     const uint32_t in[4] = {2, 3, 5, 5}, out[4] = {2, 3, 4, 4};
     pool_case c = golden_case(type, DML_TENSOR_DATA_TYPE_FLOAT32, in, out, 2, 2, 1, 0, 1);
-    for (int i = 0; i < 3; i++) c.layouts[i] = TEST_LAYOUT_PACKED;
+    for (int i = 0; i < 3; i++)
+        c.layouts[i] = TEST_LAYOUT_PACKED;
     return c;
 }
 
@@ -550,30 +559,30 @@ static void grow_total_sizes(pool_run* r) {
 
 /* Each check builds a valid case, breaks one thing, and expects the status
  * and a message that names the field. */
-#define EXPECT_REJECTED(op_type, level, breakage, ...)                                             \
-    do {                                                                                           \
-        DMLDevice* device_ = device_at(level);                                                     \
-        pool_case c = valid_case(op_type);                                                         \
-        pool_run r;                                                                                \
-        pool_run_init(&r, &c);                                                                     \
-        breakage;                                                                                  \
-        grow_total_sizes(&r);                                                                      \
-        EXPECT_STATUS(create_only(device_, &r.desc), E_INVALIDARG, __VA_ARGS__);                   \
-        pool_run_free(&r);                                                                         \
-        dmlReleaseDevice(device_);                                                                 \
+#define EXPECT_REJECTED(op_type, level, breakage, ...)                                                                 \
+    do {                                                                                                               \
+        DMLDevice* device_ = device_at(level);                                                                         \
+        pool_case c = valid_case(op_type);                                                                             \
+        pool_run r;                                                                                                    \
+        pool_run_init(&r, &c);                                                                                         \
+        breakage;                                                                                                      \
+        grow_total_sizes(&r);                                                                                          \
+        EXPECT_STATUS(create_only(device_, &r.desc), E_INVALIDARG, __VA_ARGS__);                                       \
+        pool_run_free(&r);                                                                                             \
+        dmlReleaseDevice(device_);                                                                                     \
     } while (0)
 
-#define EXPECT_ACCEPTED(op_type, level, change)                                                    \
-    do {                                                                                           \
-        DMLDevice* device_ = device_at(level);                                                     \
-        pool_case c = valid_case(op_type);                                                         \
-        pool_run r;                                                                                \
-        pool_run_init(&r, &c);                                                                     \
-        change;                                                                                    \
-        grow_total_sizes(&r);                                                                      \
-        EXPECT_STATUS(create_only(device_, &r.desc), S_OK, NULL);                                  \
-        pool_run_free(&r);                                                                         \
-        dmlReleaseDevice(device_);                                                                 \
+#define EXPECT_ACCEPTED(op_type, level, change)                                                                        \
+    do {                                                                                                               \
+        DMLDevice* device_ = device_at(level);                                                                         \
+        pool_case c = valid_case(op_type);                                                                             \
+        pool_run r;                                                                                                    \
+        pool_run_init(&r, &c);                                                                                         \
+        change;                                                                                                        \
+        grow_total_sizes(&r);                                                                                          \
+        EXPECT_STATUS(create_only(device_, &r.desc), S_OK, NULL);                                                      \
+        pool_run_free(&r);                                                                                             \
+        dmlReleaseDevice(device_);                                                                                     \
     } while (0)
 
 #define TOP DML_FEATURE_LEVEL_6_4
@@ -628,8 +637,7 @@ TEST_CASE(validation_shapes) {
     EXPECT_REJECTED(MP2, TOP, r.output.sizes[0] = 1, "OutputTensor.Sizes[0] is 1", "batch size");
     EXPECT_REJECTED(MP1, TOP, r.output.sizes[1] = 2, "OutputTensor.Sizes[1] is 2", "channel");
     EXPECT_REJECTED(MP2, TOP, r.indices.sizes[3] = 3, "OutputIndicesTensor.Sizes[3]", "OutputTensor.Sizes[3]");
-    EXPECT_REJECTED(GRAD, TOP, r.output_gradient.sizes[2] = 4, "OutputGradientTensor.Sizes[2]",
-                    "InputTensor.Sizes[2]");
+    EXPECT_REJECTED(GRAD, TOP, r.output_gradient.sizes[2] = 4, "OutputGradientTensor.Sizes[2]", "InputTensor.Sizes[2]");
     EXPECT_REJECTED(GRAD, TOP, r.output.sizes[1] = 1, "InputGradientTensor.Sizes[1] is 1", "channel");
     EXPECT_REJECTED(GRAD, TOP, r.output.sizes[0] = 3, "InputGradientTensor.Sizes[0] is 3");
     /* Any spatial output size >= 1 is accepted (decision MP-1). */
@@ -656,8 +664,9 @@ TEST_CASE(validation_data_types_by_feature_level) {
                     "OutputIndicesTensor.DataType is UINT64");
     EXPECT_ACCEPTED(MP1, DML_FEATURE_LEVEL_5_0, r.indices.buffer.DataType = DML_TENSOR_DATA_TYPE_UINT64);
     /* 8-bit integers from FL 3.0, the other integers from FL 5.0. */
-    EXPECT_REJECTED(MP, DML_FEATURE_LEVEL_2_1, (r.input.buffer.DataType = r.output.buffer.DataType =
-                                                    DML_TENSOR_DATA_TYPE_UINT8), "InputTensor.DataType is UINT8");
+    EXPECT_REJECTED(MP, DML_FEATURE_LEVEL_2_1,
+                    (r.input.buffer.DataType = r.output.buffer.DataType = DML_TENSOR_DATA_TYPE_UINT8),
+                    "InputTensor.DataType is UINT8");
     EXPECT_ACCEPTED(MP, DML_FEATURE_LEVEL_3_0,
                     (r.input.buffer.DataType = r.output.buffer.DataType = DML_TENSOR_DATA_TYPE_INT8));
     EXPECT_REJECTED(MP2, DML_FEATURE_LEVEL_4_1,

@@ -68,8 +68,8 @@ static void fixture_init(pool_fixture* f) {
     f->out_desc = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, &f->out};
     f->window[0] = f->window[1] = 2;
     f->strides[0] = f->strides[1] = 1;
-    f->pool = (DML_MAX_POOLING1_OPERATOR_DESC){&f->in_desc, &f->out_desc, NULL, 2, f->strides, f->window,
-                                               f->padding, f->padding};
+    f->pool = (DML_MAX_POOLING1_OPERATOR_DESC){&f->in_desc, &f->out_desc, NULL,       2,
+                                               f->strides,  f->window,    f->padding, f->padding};
     f->op = (DML_OPERATOR_DESC){DML_OPERATOR_MAX_POOLING1, &f->pool};
 }
 

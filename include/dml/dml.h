@@ -48,9 +48,9 @@ typedef struct DML_DEVICE_DESC {
      * supports. Operators, data types and dimension counts introduced after
      * it are rejected by dmlCreateOperator, as DirectML at that level would. */
     DML_FEATURE_LEVEL FeatureLevel;
-    UINT ThreadCount;       /* CPU: worker threads; 0 = all cores */
-    void* CudaStream;       /* CUDA: a cudaStream_t to dispatch on; NULL = the device's own */
-    INT CudaDeviceOrdinal;  /* CUDA: which GPU */
+    UINT ThreadCount;      /* CPU: worker threads; 0 = all cores */
+    void* CudaStream;      /* CUDA: a cudaStream_t to dispatch on; NULL = the device's own */
+    INT CudaDeviceOrdinal; /* CUDA: which GPU */
 } DML_DEVICE_DESC;
 
 /* Everything bound for one dispatch, in DirectML's slot order (spec
@@ -81,8 +81,7 @@ void dmlReleaseDevice(DMLDevice* device);
 HRESULT dmlGetDeviceRemovedReason(const DMLDevice* device);
 /* IDMLDevice::CheckFeatureSupport, same queries and answers. */
 HRESULT dmlCheckFeatureSupport(const DMLDevice* device, DML_FEATURE feature, UINT featureQueryDataSize,
-                               const void* featureQueryData, UINT featureSupportDataSize,
-                               void* featureSupportData);
+                               const void* featureQueryData, UINT featureSupportDataSize, void* featureSupportData);
 DML_BACKEND dmlGetDeviceBackend(const DMLDevice* device);
 
 /* ---- Buffers in the device's memory ---- */

@@ -169,10 +169,7 @@ typedef enum DML_BINDING_TYPE {
     DML_BINDING_TYPE_BUFFER_ARRAY = 2
 } DML_BINDING_TYPE;
 
-typedef enum DML_FEATURE {
-    DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT = 0,
-    DML_FEATURE_FEATURE_LEVELS = 1
-} DML_FEATURE;
+typedef enum DML_FEATURE { DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT = 0, DML_FEATURE_FEATURE_LEVELS = 1 } DML_FEATURE;
 
 /* ---- Tensors ---- */
 typedef struct DML_BUFFER_TENSOR_DESC {
@@ -402,8 +399,8 @@ typedef struct DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC {
 
 /* ---- Activations (fusable into the batch normalization operators) ----
  * InputTensor and OutputTensor must be NULL when used as FusedActivation. */
-#define DML_ACTIVATION_TENSORS_                                                                    \
-    const DML_TENSOR_DESC* InputTensor;                                                            \
+#define DML_ACTIVATION_TENSORS_                                                                                        \
+    const DML_TENSOR_DESC* InputTensor;                                                                                \
     const DML_TENSOR_DESC* OutputTensor
 
 typedef struct DML_ACTIVATION_ELU_OPERATOR_DESC {

@@ -9,10 +9,9 @@
 #define DML_HIGHEST_FEATURE_LEVEL DML_FEATURE_LEVEL_6_4
 
 static const DML_FEATURE_LEVEL known_levels[] = {
-    DML_FEATURE_LEVEL_1_0, DML_FEATURE_LEVEL_2_0, DML_FEATURE_LEVEL_2_1, DML_FEATURE_LEVEL_3_0,
-    DML_FEATURE_LEVEL_3_1, DML_FEATURE_LEVEL_4_0, DML_FEATURE_LEVEL_4_1, DML_FEATURE_LEVEL_5_0,
-    DML_FEATURE_LEVEL_5_1, DML_FEATURE_LEVEL_5_2, DML_FEATURE_LEVEL_6_0, DML_FEATURE_LEVEL_6_1,
-    DML_FEATURE_LEVEL_6_2, DML_FEATURE_LEVEL_6_3, DML_FEATURE_LEVEL_6_4};
+    DML_FEATURE_LEVEL_1_0, DML_FEATURE_LEVEL_2_0, DML_FEATURE_LEVEL_2_1, DML_FEATURE_LEVEL_3_0, DML_FEATURE_LEVEL_3_1,
+    DML_FEATURE_LEVEL_4_0, DML_FEATURE_LEVEL_4_1, DML_FEATURE_LEVEL_5_0, DML_FEATURE_LEVEL_5_1, DML_FEATURE_LEVEL_5_2,
+    DML_FEATURE_LEVEL_6_0, DML_FEATURE_LEVEL_6_1, DML_FEATURE_LEVEL_6_2, DML_FEATURE_LEVEL_6_3, DML_FEATURE_LEVEL_6_4};
 
 static int is_known_level(DML_FEATURE_LEVEL level) {
     for (size_t i = 0; i < sizeof known_levels / sizeof known_levels[0]; i++)
@@ -37,17 +36,20 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
                             "dmlCreateDevice: Backend is DML_BACKEND_CUDA but this libdml was built without CUDA "
                             "(configure with -DDML_CUDA=ON where nvcc is installed)");
     } else {
-        return dml_fail(E_INVALIDARG, "dmlCreateDevice: Backend is %u but must be DML_BACKEND_CPU (0) or "
-                                      "DML_BACKEND_CUDA (1)", (unsigned)desc->Backend);
+        return dml_fail(E_INVALIDARG,
+                        "dmlCreateDevice: Backend is %u but must be DML_BACKEND_CPU (0) or "
+                        "DML_BACKEND_CUDA (1)",
+                        (unsigned)desc->Backend);
     }
     if ((unsigned)desc->Flags & ~(unsigned)DML_CREATE_DEVICE_FLAG_DEBUG)
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: Flags 0x%x has unknown bits", (unsigned)desc->Flags);
 
     DML_FEATURE_LEVEL level = desc->FeatureLevel ? desc->FeatureLevel : DML_HIGHEST_FEATURE_LEVEL;
     if (level > DML_HIGHEST_FEATURE_LEVEL)
-        return dml_fail(DXGI_ERROR_UNSUPPORTED, "dmlCreateDevice: FeatureLevel 0x%x is above the highest libdml "
-                                                "supports (0x%x)", (unsigned)level,
-                        (unsigned)DML_HIGHEST_FEATURE_LEVEL);
+        return dml_fail(DXGI_ERROR_UNSUPPORTED,
+                        "dmlCreateDevice: FeatureLevel 0x%x is above the highest libdml "
+                        "supports (0x%x)",
+                        (unsigned)level, (unsigned)DML_HIGHEST_FEATURE_LEVEL);
     if (!is_known_level(level))
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: FeatureLevel 0x%x is not a DML_FEATURE_LEVEL value",
                         (unsigned)level);
@@ -80,8 +82,7 @@ HRESULT dml_device_remove(DMLDevice* device, HRESULT reason, const char* what) {
     char cause[768];
     snprintf(cause, sizeof cause, "%s", dmlGetLastErrorMessage());
     if (cause[0] != '\0')
-        return dml_fail(DXGI_ERROR_DEVICE_REMOVED, "device removed: %s: %s (%s)", what, cause,
-                        dmlStatusName(reason));
+        return dml_fail(DXGI_ERROR_DEVICE_REMOVED, "device removed: %s: %s (%s)", what, cause, dmlStatusName(reason));
     return dml_fail(DXGI_ERROR_DEVICE_REMOVED, "device removed: %s (%s)", what, dmlStatusName(reason));
 }
 
@@ -105,8 +106,7 @@ HRESULT dml_check_device_usable(const DMLDevice* device, const char* function) {
 }
 
 HRESULT dmlCheckFeatureSupport(const DMLDevice* device, DML_FEATURE feature, UINT featureQueryDataSize,
-                               const void* featureQueryData, UINT featureSupportDataSize,
-                               void* featureSupportData) {
+                               const void* featureQueryData, UINT featureSupportDataSize, void* featureSupportData) {
     DML_TRY(dml_check_device_usable(device, "dmlCheckFeatureSupport"));
     if (featureQueryData == NULL || featureSupportData == NULL)
         return dml_fail(E_INVALIDARG, "dmlCheckFeatureSupport: query and support data must not be NULL");
@@ -137,8 +137,10 @@ HRESULT dmlCheckFeatureSupport(const DMLDevice* device, DML_FEATURE feature, UIN
             if (is_known_level(level) && level <= device->feature_level && level > best) best = level;
         }
         if (best == 0)
-            return dml_fail(E_INVALIDARG, "dmlCheckFeatureSupport: none of the requested feature levels is "
-                                          "supported (device level 0x%x)", (unsigned)device->feature_level);
+            return dml_fail(E_INVALIDARG,
+                            "dmlCheckFeatureSupport: none of the requested feature levels is "
+                            "supported (device level 0x%x)",
+                            (unsigned)device->feature_level);
         support->MaxSupportedFeatureLevel = best;
         return S_OK;
     }

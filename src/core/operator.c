@@ -30,13 +30,15 @@ HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLO
     if (desc == NULL) return dml_fail(E_INVALIDARG, "dmlCreateOperator: desc is NULL");
     const dml_op_info* info = dml_op_info_find(desc->Type);
     if (info == NULL)
-        return dml_fail(E_INVALIDARG, "dmlCreateOperator: DML_OPERATOR_DESC.Type %u is not an operator libdml "
-                                      "implements", (unsigned)desc->Type);
+        return dml_fail(E_INVALIDARG,
+                        "dmlCreateOperator: DML_OPERATOR_DESC.Type %u is not an operator libdml "
+                        "implements",
+                        (unsigned)desc->Type);
     if (info->create == NULL)
         return dml_fail(E_NOTIMPL, "%s: not implemented yet in this version of libdml", info->name);
     if (device->feature_level < info->introduced)
-        return dml_fail(E_INVALIDARG, "%s: needs feature level 0x%x but the device was created at 0x%x",
-                        info->name, (unsigned)info->introduced, (unsigned)device->feature_level);
+        return dml_fail(E_INVALIDARG, "%s: needs feature level 0x%x but the device was created at 0x%x", info->name,
+                        (unsigned)info->introduced, (unsigned)device->feature_level);
     if (desc->Desc == NULL) return dml_fail(E_INVALIDARG, "%s: DML_OPERATOR_DESC.Desc is NULL", info->name);
 
     DMLOperator* created = calloc(1, sizeof *created);
@@ -75,8 +77,7 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
     if (op == NULL || compiled == NULL) return dml_fail(E_POINTER, "dmlCompileOperator: NULL argument");
     *compiled = NULL;
     if (op->device != device)
-        return dml_fail(E_INVALIDARG, "%s: dmlCompileOperator: the operator was created on another device",
-                        op->name);
+        return dml_fail(E_INVALIDARG, "%s: dmlCompileOperator: the operator was created on another device", op->name);
     const unsigned known_flags = DML_EXECUTION_FLAG_ALLOW_HALF_PRECISION_COMPUTATION |
                                  DML_EXECUTION_FLAG_DISABLE_META_COMMANDS | DML_EXECUTION_FLAG_DESCRIPTORS_VOLATILE;
     if ((unsigned)flags & ~known_flags)
@@ -140,9 +141,9 @@ static bool is_unbound(const DML_BINDING_DESC* binding) {
 
 /* Checks one bound buffer against the bytes it must hold and the alignment
  * of its offset; returns its address range. */
-static HRESULT check_buffer(const char* op_name, const char* what, const char* field,
-                            const DML_BINDING_DESC* binding, uint64_t required_bytes, uint32_t offset_alignment,
-                            uint32_t element_size, byte_range* range) {
+static HRESULT check_buffer(const char* op_name, const char* what, const char* field, const DML_BINDING_DESC* binding,
+                            uint64_t required_bytes, uint32_t offset_alignment, uint32_t element_size,
+                            byte_range* range) {
     if (binding->Type != DML_BINDING_TYPE_BUFFER)
         return dml_fail(E_INVALIDARG, "%s: %s: %s must be bound with DML_BINDING_TYPE_BUFFER (got type %u)", op_name,
                         what, field, (unsigned)binding->Type);
@@ -151,15 +152,17 @@ static HRESULT check_buffer(const char* op_name, const char* what, const char* f
         return dml_fail(E_INVALIDARG, "%s: %s: %s binding SizeInBytes is %llu but must be >= %llu", op_name, what,
                         field, (unsigned long long)buffer->SizeInBytes, (unsigned long long)required_bytes);
     if (buffer->Offset % offset_alignment != 0)
-        return dml_fail(E_INVALIDARG, "%s: %s: %s binding Offset %llu is not a multiple of its alignment (%u)",
-                        op_name, what, field, (unsigned long long)buffer->Offset, offset_alignment);
+        return dml_fail(E_INVALIDARG, "%s: %s: %s binding Offset %llu is not a multiple of its alignment (%u)", op_name,
+                        what, field, (unsigned long long)buffer->Offset, offset_alignment);
     uint64_t begin;
     if (!dml_add_u64((uintptr_t)buffer->Buffer, buffer->Offset, &begin) || begin > UINTPTR_MAX - required_bytes)
-        return dml_fail(E_INVALIDARG, "%s: %s: %s binding Buffer + Offset overflows the address space", op_name,
-                        what, field);
+        return dml_fail(E_INVALIDARG, "%s: %s: %s binding Buffer + Offset overflows the address space", op_name, what,
+                        field);
     if (element_size > 1 && begin % element_size != 0)
-        return dml_fail(E_INVALIDARG, "%s: %s: %s binding address Buffer + Offset is not aligned to its element "
-                                      "size (%u)", op_name, what, field, element_size);
+        return dml_fail(E_INVALIDARG,
+                        "%s: %s: %s binding address Buffer + Offset is not aligned to its element "
+                        "size (%u)",
+                        op_name, what, field, element_size);
     range->begin = (uintptr_t)begin;
     range->end = (uintptr_t)(begin + required_bytes);
     range->field = field;
@@ -173,8 +176,8 @@ static bool ranges_overlap(const byte_range* a, const byte_range* b) {
 /* Validates the bindings of one list of slots and collects their addresses
  * and ranges. owned_base is the persistent resource (or NULL). */
 static HRESULT bind_slots(const DMLCompiledOperator* compiled, bool outputs, UINT count,
-                          const DML_BINDING_DESC* bindings, void* owned_base, void** addresses,
-                          byte_range* ranges, uint32_t* range_count) {
+                          const DML_BINDING_DESC* bindings, void* owned_base, void** addresses, byte_range* ranges,
+                          uint32_t* range_count) {
     const DMLOperator* op = &compiled->op;
     const char* what = outputs ? "dispatch outputs" : "dispatch inputs";
     uint32_t slot_count = outputs ? op->output_count : op->input_count;
@@ -190,14 +193,18 @@ static HRESULT bind_slots(const DMLCompiledOperator* compiled, bool outputs, UIN
         addresses[i] = NULL;
         if (!tensor->present) {
             if (!is_unbound(&bindings[i]))
-                return dml_fail(E_INVALIDARG, "%s: %s: %s is absent from the description, so its binding must be "
-                                              "DML_BINDING_TYPE_NONE", op->name, what, field);
+                return dml_fail(E_INVALIDARG,
+                                "%s: %s: %s is absent from the description, so its binding must be "
+                                "DML_BINDING_TYPE_NONE",
+                                op->name, what, field);
             continue;
         }
         if (tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML) {
             if (!is_unbound(&bindings[i]))
-                return dml_fail(E_INVALIDARG, "%s: %s: %s is OWNED_BY_DML: it is bound at initialization and must "
-                                              "not be bound at dispatch", op->name, what, field);
+                return dml_fail(E_INVALIDARG,
+                                "%s: %s: %s is OWNED_BY_DML: it is bound at initialization and must "
+                                "not be bound at dispatch",
+                                op->name, what, field);
             addresses[i] = (char*)owned_base + compiled->persistent_offsets[i];
             continue;
         }
@@ -212,8 +219,8 @@ static HRESULT bind_slots(const DMLCompiledOperator* compiled, bool outputs, UIN
 }
 
 /* The persistent resource bound for initialization or dispatch. */
-static HRESULT bind_persistent(const DMLCompiledOperator* compiled, const char* what,
-                               const DML_BINDING_DESC* binding, byte_range* range) {
+static HRESULT bind_persistent(const DMLCompiledOperator* compiled, const char* what, const DML_BINDING_DESC* binding,
+                               byte_range* range) {
     const DMLOperator* op = &compiled->op;
     memset(range, 0, sizeof *range);
     if (compiled->persistent_size == 0) {
@@ -244,14 +251,16 @@ HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, co
                             op->name, what, inputCount, op->input_count);
         for (UINT i = 0; i < inputCount; i++)
             if (inputs == NULL || !is_unbound(&inputs[i]))
-                return dml_fail(E_INVALIDARG, "%s: %s: input %u is bound but only OWNED_BY_DML inputs are bound at "
-                                              "initialization", op->name, what, i);
+                return dml_fail(E_INVALIDARG,
+                                "%s: %s: input %u is bound but only OWNED_BY_DML inputs are bound at "
+                                "initialization",
+                                op->name, what, i);
         compiled->initialized = true;
         return S_OK;
     }
     if (inputCount != op->input_count || inputs == NULL)
-        return dml_fail(E_INVALIDARG, "%s: %s: %u input bindings given but the operator has %u input slots",
-                        op->name, what, inputCount, op->input_count);
+        return dml_fail(E_INVALIDARG, "%s: %s: %u input bindings given but the operator has %u input slots", op->name,
+                        what, inputCount, op->input_count);
     void* base = (void*)persistent_range.begin;
     for (uint32_t i = 0; i < op->input_count; i++) {
         const dml_tensor* tensor = &op->inputs[i].tensor;
@@ -259,8 +268,10 @@ HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, co
         bool owned = tensor->present && (tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML);
         if (!owned) {
             if (!is_unbound(&inputs[i]))
-                return dml_fail(E_INVALIDARG, "%s: %s: %s is not OWNED_BY_DML, so it is bound at dispatch, not at "
-                                              "initialization", op->name, what, field);
+                return dml_fail(E_INVALIDARG,
+                                "%s: %s: %s is not OWNED_BY_DML, so it is bound at dispatch, not at "
+                                "initialization",
+                                op->name, what, field);
             continue;
         }
         if (is_unbound(&inputs[i]))
@@ -276,9 +287,9 @@ HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, co
         const dml_tensor* tensor = &op->inputs[i].tensor;
         if (!tensor->present || !(tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML)) continue;
         const DML_BUFFER_BINDING* buffer = inputs[i].Desc;
-        HRESULT status = compiled->device->backend->copy(compiled->device, (char*)base + compiled->persistent_offsets[i],
-                                                         (const char*)buffer->Buffer + buffer->Offset,
-                                                         tensor->total_bytes);
+        HRESULT status =
+            compiled->device->backend->copy(compiled->device, (char*)base + compiled->persistent_offsets[i],
+                                            (const char*)buffer->Buffer + buffer->Offset, tensor->total_bytes);
         if (FAILED(status)) return status;
     }
     compiled->initialized = true;
@@ -291,8 +302,10 @@ HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* 
     DML_TRY(dml_check_device_usable(compiled->device, "dmlDispatch"));
     const DMLOperator* op = &compiled->op;
     if (!compiled->initialized)
-        return dml_fail(E_INVALIDARG, "%s: dispatch: the operator has OWNED_BY_DML inputs and was not initialized "
-                                      "(call dmlInitializeOperator first)", op->name);
+        return dml_fail(E_INVALIDARG,
+                        "%s: dispatch: the operator has OWNED_BY_DML inputs and was not initialized "
+                        "(call dmlInitializeOperator first)",
+                        op->name);
 
     byte_range persistent;
     DML_TRY(bind_persistent(compiled, "dispatch", &bindings->PersistentResource, &persistent));
@@ -312,8 +325,10 @@ HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* 
     for (uint32_t o = 0; o < output_ranges; o++) {
         for (uint32_t i = 0; i < input_ranges; i++)
             if (ranges_overlap(&outputs[o], &inputs[i]))
-                return dml_fail(E_INVALIDARG, "%s: dispatch: output %s overlaps input %s (in-place execution is not "
-                                              "supported)", op->name, outputs[o].field, inputs[i].field);
+                return dml_fail(E_INVALIDARG,
+                                "%s: dispatch: output %s overlaps input %s (in-place execution is not "
+                                "supported)",
+                                op->name, outputs[o].field, inputs[i].field);
         for (uint32_t p = o + 1; p < output_ranges; p++)
             if (ranges_overlap(&outputs[o], &outputs[p]))
                 return dml_fail(E_INVALIDARG, "%s: dispatch: outputs %s and %s overlap", op->name, outputs[o].field,

@@ -106,8 +106,8 @@ struct DMLDevice {
     const dml_backend* backend;
     DML_FEATURE_LEVEL feature_level;
     DML_CREATE_DEVICE_FLAGS flags;
-    uint32_t threads;            /* CPU worker threads (>= 1) */
-    void* backend_state;         /* owned by the backend */
+    uint32_t threads;                  /* CPU worker threads (>= 1) */
+    void* backend_state;               /* owned by the backend */
     dml_atomic_hresult removed_reason; /* S_OK while healthy */
 };
 

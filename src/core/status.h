@@ -22,10 +22,10 @@ HRESULT dml_fail(HRESULT status, const char* format, ...) DML_PRINTF(2, 3);
 void dml_clear_error(void);
 
 /* Evaluates expr once; returns its status from the enclosing function on failure. */
-#define DML_TRY(expr)                                                                              \
-    do {                                                                                           \
-        HRESULT dml_try_status_ = (expr);                                                          \
-        if (FAILED(dml_try_status_)) return dml_try_status_;                                       \
+#define DML_TRY(expr)                                                                                                  \
+    do {                                                                                                               \
+        HRESULT dml_try_status_ = (expr);                                                                              \
+        if (FAILED(dml_try_status_)) return dml_try_status_;                                                           \
     } while (0)
 
 #ifdef __cplusplus

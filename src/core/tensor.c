@@ -39,20 +39,20 @@ UINT64 DMLCalcBufferTensorSize(DML_TENSOR_DATA_TYPE dataType, UINT dimensionCoun
 
 uint64_t dml_tensor_addressed_bytes(const dml_tensor* tensor) {
     uint64_t last_index = 0;
-    for (uint32_t i = 0; i < tensor->rank; i++) last_index += (uint64_t)(tensor->sizes[i] - 1) * tensor->strides[i];
+    for (uint32_t i = 0; i < tensor->rank; i++)
+        last_index += (uint64_t)(tensor->sizes[i] - 1) * tensor->strides[i];
     return (last_index + 1) * dml_tensor_element_size(tensor);
 }
 
-HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dml_tensor_role role,
-                             const char* op_name, const char* field) {
+HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dml_tensor_role role, const char* op_name,
+                             const char* field) {
     memset(tensor, 0, sizeof *tensor);
     if (desc->Type != DML_TENSOR_TYPE_BUFFER)
         return dml_fail(E_INVALIDARG, "%s: %s.Type is %u but must be DML_TENSOR_TYPE_BUFFER (1)", op_name, field,
                         (unsigned)desc->Type);
     const DML_BUFFER_TENSOR_DESC* buffer = (const DML_BUFFER_TENSOR_DESC*)desc->Desc;
     if (buffer == NULL)
-        return dml_fail(E_INVALIDARG, "%s: %s.Desc is NULL but must point to a DML_BUFFER_TENSOR_DESC", op_name,
-                        field);
+        return dml_fail(E_INVALIDARG, "%s: %s.Desc is NULL but must point to a DML_BUFFER_TENSOR_DESC", op_name, field);
 
     uint32_t element_size = dmlDataTypeSize(buffer->DataType);
     if (element_size == 0)
@@ -82,8 +82,7 @@ HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dm
     }
 
     uint64_t addressed;
-    if (!addressed_elements(rank, buffer->Sizes, buffer->Strides, &addressed) ||
-        addressed > UINT32_MAX)
+    if (!addressed_elements(rank, buffer->Sizes, buffer->Strides, &addressed) || addressed > UINT32_MAX)
         return dml_fail(E_INVALIDARG, "%s: %s.Strides address more than 2^32 - 1 elements", op_name, field);
 
     if (role == DML_TENSOR_OUTPUT && buffer->Strides != NULL) {
@@ -98,9 +97,8 @@ HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dm
     uint64_t minimum = DMLCalcBufferTensorSize(buffer->DataType, rank, buffer->Sizes, buffer->Strides);
     if (buffer->TotalTensorSizeInBytes < minimum)
         return dml_fail(E_INVALIDARG,
-                        "%s: %s.TotalTensorSizeInBytes is %llu but must be >= %llu (DMLCalcBufferTensorSize)",
-                        op_name, field, (unsigned long long)buffer->TotalTensorSizeInBytes,
-                        (unsigned long long)minimum);
+                        "%s: %s.TotalTensorSizeInBytes is %llu but must be >= %llu (DMLCalcBufferTensorSize)", op_name,
+                        field, (unsigned long long)buffer->TotalTensorSizeInBytes, (unsigned long long)minimum);
     if (buffer->TotalTensorSizeInBytes % 4 != 0)
         return dml_fail(E_INVALIDARG, "%s: %s.TotalTensorSizeInBytes is %llu but must be a multiple of 4", op_name,
                         field, (unsigned long long)buffer->TotalTensorSizeInBytes);
@@ -118,8 +116,8 @@ HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dm
     tensor->rank = rank;
     tensor->element_count = element_count;
     tensor->total_bytes = buffer->TotalTensorSizeInBytes;
-    tensor->alignment = alignment > DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT ? alignment
-                                                                         : DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT;
+    tensor->alignment =
+        alignment > DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT ? alignment : DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT;
     uint64_t packed_stride = 1;
     for (uint32_t i = rank; i-- > 0;) {
         tensor->sizes[i] = buffer->Sizes[i];

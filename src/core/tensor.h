@@ -23,9 +23,9 @@ typedef struct dml_tensor {
     uint32_t rank;
     uint32_t sizes[DML_MAX_RANK];
     uint64_t strides[DML_MAX_RANK];
-    uint64_t element_count;   /* product of sizes */
-    uint64_t total_bytes;     /* TotalTensorSizeInBytes */
-    uint32_t alignment;       /* effective base-offset alignment in bytes */
+    uint64_t element_count; /* product of sizes */
+    uint64_t total_bytes;   /* TotalTensorSizeInBytes */
+    uint32_t alignment;     /* effective base-offset alignment in bytes */
 } dml_tensor;
 
 typedef enum dml_tensor_role { DML_TENSOR_INPUT, DML_TENSOR_OUTPUT } dml_tensor_role;
@@ -33,19 +33,18 @@ typedef enum dml_tensor_role { DML_TENSOR_INPUT, DML_TENSOR_OUTPUT } dml_tensor_
 /* Validates desc per tensors.md §3 (type, flags, rank 1..8, sizes >= 1,
  * element limits, size formula, TotalTensorSizeInBytes, alignment, output
  * strides) and fills *tensor. Messages name "<op_name>: <field>". */
-HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dml_tensor_role role,
-                             const char* op_name, const char* field);
+HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dml_tensor_role role, const char* op_name,
+                             const char* field);
 
 /* Offset in elements of the element at logical coordinates coords[rank]. */
 static inline uint64_t dml_tensor_offset(const dml_tensor* tensor, const uint32_t* coords) {
     uint64_t offset = 0;
-    for (uint32_t i = 0; i < tensor->rank; i++) offset += (uint64_t)coords[i] * tensor->strides[i];
+    for (uint32_t i = 0; i < tensor->rank; i++)
+        offset += (uint64_t)coords[i] * tensor->strides[i];
     return offset;
 }
 
-static inline uint32_t dml_tensor_element_size(const dml_tensor* tensor) {
-    return dmlDataTypeSize(tensor->type);
-}
+static inline uint32_t dml_tensor_element_size(const dml_tensor* tensor) { return dmlDataTypeSize(tensor->type); }
 
 /* Bytes addressed by the tensor: (last element's index + 1) * element size. */
 uint64_t dml_tensor_addressed_bytes(const dml_tensor* tensor);

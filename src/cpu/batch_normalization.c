@@ -35,12 +35,12 @@
 
 enum {
     BN_MAX_RANK = 8,
-    TILE_ELEMENTS = 8192,   /* input elements per reduction tile */
-    MAX_GROUP_BLOCK = 64,   /* groups per tile when groups are the inner loop */
-    MIN_GROUPS_INNER = 8,   /* fewer interleaved groups: one group at a time, strided */
-    SHORT_RUN = 16,         /* an innermost dimension this short is not the run dimension */
-    BLOCK_ELEMENTS = 16384, /* elements per block of the element-wise pass */
-    PIECE = 512,            /* pre-activation values buffered before the activation */
+    TILE_ELEMENTS = 8192,     /* input elements per reduction tile */
+    MAX_GROUP_BLOCK = 64,     /* groups per tile when groups are the inner loop */
+    MIN_GROUPS_INNER = 8,     /* fewer interleaved groups: one group at a time, strided */
+    SHORT_RUN = 16,           /* an innermost dimension this short is not the run dimension */
+    BLOCK_ELEMENTS = 16384,   /* elements per block of the element-wise pass */
+    PIECE = 512,              /* pre-activation values buffered before the activation */
     GROUPS_PER_THREAD = 1024, /* per-group work (merging chunks) below which fewer threads run */
     EW_MAX_OPERANDS = 6
 };
@@ -129,7 +129,8 @@ static uint64_t cursor_run(const run_cursor* c) {
 
 static uint64_t cursor_offset(const run_cursor* c, const uint64_t* strides) {
     uint64_t offset = 0;
-    for (uint32_t i = 0; i < c->rank; i++) offset += (uint64_t)c->coords[i] * strides[i];
+    for (uint32_t i = 0; i < c->rank; i++)
+        offset += (uint64_t)c->coords[i] * strides[i];
     return offset;
 }
 
@@ -143,7 +144,7 @@ static void cursor_advance(run_cursor* c, uint64_t length) {
     }
 }
 
-#define FOR_EACH_RUN(cursor, length) \
+#define FOR_EACH_RUN(cursor, length)                                                                                   \
     for (uint64_t length; ((length) = cursor_run(&(cursor))) > 0; cursor_advance(&(cursor), (length)))
 
 /* ---- Dimension lists: drop size-1 dimensions, merge neighbours ---- */
@@ -169,17 +170,20 @@ static void dims_simplify(dim_list* list) {
                 mergeable &= list->strides[k][rank - 1] == list->strides[k][i] * list->sizes[i];
             if (mergeable) { /* product <= an element count < 2^32 */
                 list->sizes[rank - 1] *= list->sizes[i];
-                for (uint32_t k = 0; k < list->operands; k++) list->strides[k][rank - 1] = list->strides[k][i];
+                for (uint32_t k = 0; k < list->operands; k++)
+                    list->strides[k][rank - 1] = list->strides[k][i];
                 continue;
             }
         }
         list->sizes[rank] = list->sizes[i];
-        for (uint32_t k = 0; k < list->operands; k++) list->strides[k][rank] = list->strides[k][i];
+        for (uint32_t k = 0; k < list->operands; k++)
+            list->strides[k][rank] = list->strides[k][i];
         rank++;
     }
     if (rank == 0) {
         list->sizes[0] = 1;
-        for (uint32_t k = 0; k < list->operands; k++) list->strides[k][0] = 0;
+        for (uint32_t k = 0; k < list->operands; k++)
+            list->strides[k][0] = 0;
         rank = 1;
     }
     list->rank = rank;
@@ -197,7 +201,8 @@ static void packed_broadcast_strides(const dml_tensor* tensor, uint64_t* strides
 
 /* A tensor's own strides, 0 where its size is 1. */
 static void broadcast_strides(const dml_tensor* tensor, uint64_t* strides) {
-    for (uint32_t i = 0; i < tensor->rank; i++) strides[i] = tensor->sizes[i] == 1 ? 0 : tensor->strides[i];
+    for (uint32_t i = 0; i < tensor->rank; i++)
+        strides[i] = tensor->sizes[i] == 1 ? 0 : tensor->strides[i];
 }
 
 /* ---- Element-wise pass ---- */
@@ -221,7 +226,8 @@ static void swap_dims(dim_list* list, uint32_t a, uint32_t b) {
  * simplifies, so that runs follow the output's memory. */
 static void ew_order(dim_list* list) {
     for (uint32_t i = 1; i < list->rank; i++)
-        for (uint32_t j = i; j > 0 && list->strides[0][j - 1] < list->strides[0][j]; j--) swap_dims(list, j - 1, j);
+        for (uint32_t j = i; j > 0 && list->strides[0][j - 1] < list->strides[0][j]; j--)
+            swap_dims(list, j - 1, j);
     dims_simplify(list);
     /* Runs along a very short innermost dimension (NHWC with C = 2) cost more
      * in bookkeeping than in work: run along the next dimension instead. */
@@ -233,7 +239,8 @@ static void ew_order(dim_list* list) {
 static void ew_run(const dim_list* list, uint64_t element_count, ew_run_fn run, const void* problem, int threads) {
     int64_t blocks = (int64_t)((element_count + BLOCK_ELEMENTS - 1) / BLOCK_ELEMENTS);
     uint64_t steps[EW_MAX_OPERANDS];
-    for (uint32_t k = 0; k < list->operands; k++) steps[k] = list->strides[k][list->rank - 1];
+    for (uint32_t k = 0; k < list->operands; k++)
+        steps[k] = list->strides[k][list->rank - 1];
 #pragma omp parallel for num_threads(dml_cpu_threads_for(threads, (uint64_t)blocks, 1)) schedule(static)
     for (int64_t block = 0; block < blocks; block++) {
         uint64_t begin = (uint64_t)block * BLOCK_ELEMENTS;
@@ -242,7 +249,8 @@ static void ew_run(const dim_list* list, uint64_t element_count, ew_run_fn run, 
         cursor_start(&cursor, list->rank, list->sizes, begin, end);
         FOR_EACH_RUN(cursor, length) {
             uint64_t offsets[EW_MAX_OPERANDS];
-            for (uint32_t k = 0; k < list->operands; k++) offsets[k] = cursor_offset(&cursor, list->strides[k]);
+            for (uint32_t k = 0; k < list->operands; k++)
+                offsets[k] = cursor_offset(&cursor, list->strides[k]);
             run(problem, offsets, steps, length);
         }
     }
@@ -250,11 +258,11 @@ static void ew_run(const dim_list* list, uint64_t element_count, ew_run_fn run, 
 
 /* The fused activation over a buffer of FLOAT32 pre-activation values, the
  * type switch hoisted out of the loop. */
-#define ACTIVATION_LOOP(expression)                                                                \
-    for (size_t i = 0; i < count; i++) {                                                           \
-        float x = values[i];                                                                       \
-        values[i] = (expression);                                                                  \
-    }                                                                                              \
+#define ACTIVATION_LOOP(expression)                                                                                    \
+    for (size_t i = 0; i < count; i++) {                                                                               \
+        float x = values[i];                                                                                           \
+        values[i] = (expression);                                                                                      \
+    }                                                                                                                  \
     break
 
 static void apply_activation(const dml_activation* a, float* values, size_t count) {
@@ -281,24 +289,24 @@ static void apply_activation(const dml_activation* a, float* values, size_t coun
 }
 
 /* Calls IMPL(half, unit, ...) with both arguments constant. */
-#define DISPATCH(half, unit, IMPL, ...)                                                            \
-    do {                                                                                           \
-        if (half) {                                                                                \
-            if (unit)                                                                              \
-                IMPL(true, true, __VA_ARGS__);                                                     \
-            else                                                                                   \
-                IMPL(true, false, __VA_ARGS__);                                                    \
-        } else {                                                                                   \
-            if (unit)                                                                              \
-                IMPL(false, true, __VA_ARGS__);                                                    \
-            else                                                                                   \
-                IMPL(false, false, __VA_ARGS__);                                                   \
-        }                                                                                          \
+#define DISPATCH(half, unit, IMPL, ...)                                                                                \
+    do {                                                                                                               \
+        if (half) {                                                                                                    \
+            if (unit)                                                                                                  \
+                IMPL(true, true, __VA_ARGS__);                                                                         \
+            else                                                                                                       \
+                IMPL(true, false, __VA_ARGS__);                                                                        \
+        } else {                                                                                                       \
+            if (unit)                                                                                                  \
+                IMPL(false, true, __VA_ARGS__);                                                                        \
+            else                                                                                                       \
+                IMPL(false, false, __VA_ARGS__);                                                                       \
+        }                                                                                                              \
     } while (0)
 
 /* -- Forward output: act((x - mean) * factor + bias [+ fused add]) -- */
 
-enum { FWD_OUTPUT, FWD_INPUT, FWD_FUSED_ADD, FWD_GROUP }; /* grouped operands */
+enum { FWD_OUTPUT, FWD_INPUT, FWD_FUSED_ADD, FWD_GROUP };                    /* grouped operands */
 enum { INF_OUTPUT, INF_INPUT, INF_MEAN, INF_VARIANCE, INF_SCALE, INF_BIAS }; /* per-element inference operands */
 
 /* Per-group values of the element-wise passes (FLOAT64), one array each so
@@ -311,7 +319,8 @@ typedef struct group_values {
 
 static bool group_values_alloc(group_values* g, uint64_t count) {
     double* block = allocate_array(count, 4 * sizeof(double));
-    for (int k = 0; k < 4; k++) g->v[k] = block ? block + (uint64_t)k * count : NULL;
+    for (int k = 0; k < 4; k++)
+        g->v[k] = block ? block + (uint64_t)k * count : NULL;
     return block != NULL;
 }
 
@@ -323,7 +332,7 @@ typedef struct forward_problem {
     const void* fused_add; /* TRAINING only; NULL when absent */
     void* output;
     group_values groups; /* grouped form */
-    const void* mean;           /* per-element inference: the tensors themselves */
+    const void* mean;    /* per-element inference: the tensors themselves */
     const void* variance;
     const void* scale;
     const void* bias;
@@ -337,7 +346,8 @@ HOT void finish_piece(bool half, bool unit, const forward_problem* p, float* pre
                       uint64_t out_step) {
     apply_activation(&p->activation, pre, count);
     if (unit) out_step = 1;
-    for (size_t t = 0; t < count; t++) store_float(half, p->output, out_offset + t * out_step, pre[t]);
+    for (size_t t = 0; t < count; t++)
+        store_float(half, p->output, out_offset + t * out_step, pre[t]);
 }
 
 /* unit: input and output step 1 along the run. */
@@ -360,7 +370,8 @@ HOT void grouped_run_impl(bool half, bool unit, const forward_problem* p, const 
                                  load(half, p->fused_add, a0 + t * as));
         } else if (gs == 0) { /* one group along the run (NCHW rows): hoist its values */
             double m = mean[0], f = factor[0], b = bias[0];
-            for (size_t t = 0; t < count; t++) pre[t] = (float)((load(half, p->input, x0 + t * xs) - m) * f + b);
+            for (size_t t = 0; t < count; t++)
+                pre[t] = (float)((load(half, p->input, x0 + t * xs) - m) * f + b);
         } else if (unit && gs == 1) { /* consecutive groups (NHWC rows) */
             for (size_t t = 0; t < count; t++)
                 pre[t] = (float)((load(half, p->input, x0 + t) - mean[t]) * factor[t] + bias[t]);
@@ -443,8 +454,8 @@ HOT void backward_run_impl(bool half, bool unit, const backward_problem* p, cons
     if (gs == 0) {
         double m0 = mean[0], k0 = k[0], u0 = u[0], w0 = w[0];
         for (uint64_t t = 0; t < length; t++) {
-            double value = k0 * (load(half, p->input_gradient, y0 + t * ys) - u0 -
-                                 (load(half, p->input, x0 + t * xs) - m0) * w0);
+            double value =
+                k0 * (load(half, p->input_gradient, y0 + t * ys) - u0 - (load(half, p->input, x0 + t * xs) - m0) * w0);
             store_double(half, p->output_gradient, o0 + t * os, value);
         }
         return;
@@ -469,11 +480,11 @@ typedef struct reduce_plan {
     dim_list kept;    /* operands: 0 input, 1 input gradient */
     dim_list reduced; /* same operands */
     uint64_t group_count, group_size;
-    uint64_t inner_groups;    /* size of the innermost kept dimension */
-    uint64_t rows;            /* group_count / inner_groups */
+    uint64_t inner_groups; /* size of the innermost kept dimension */
+    uint64_t rows;         /* group_count / inner_groups */
     uint64_t block, blocks_per_row;
-    uint64_t chunk, chunks;   /* reduced elements per tile; chunks per group */
-    bool groups_inner;        /* loop order inside a tile */
+    uint64_t chunk, chunks; /* reduced elements per tile; chunks per group */
+    bool groups_inner;      /* loop order inside a tile */
 } reduce_plan;
 
 /* Splits the input's dimensions (through the operands' tensors) into kept and
@@ -486,7 +497,8 @@ static void plan_reduction(reduce_plan* plan, const dml_batch_norm_params* param
     for (uint32_t i = 0; i < input->rank; i++) {
         dim_list* list = (params->reduced_axes >> i) & 1u ? &plan->reduced : &plan->kept;
         list->sizes[list->rank] = input->sizes[i];
-        for (uint32_t k = 0; k < operand_count; k++) list->strides[k][list->rank] = operands[k]->strides[i];
+        for (uint32_t k = 0; k < operand_count; k++)
+            list->strides[k][list->rank] = operands[k]->strides[i];
         list->rank++;
     }
     dims_simplify(&plan->kept);
@@ -565,7 +577,8 @@ HOT double run_sum_impl(bool half, bool unit, const void* base, uint64_t offset,
         s2 += load(half, base, offset + (t + 2) * step);
         s3 += load(half, base, offset + (t + 3) * step);
     }
-    for (; t < length; t++) s0 += load(half, base, offset + t * step);
+    for (; t < length; t++)
+        s0 += load(half, base, offset + t * step);
     return (s0 + s1) + (s2 + s3);
 }
 
@@ -593,9 +606,9 @@ HOT double run_squares_impl(bool half, bool unit, const void* base, uint64_t off
 }
 
 /* sdy += sum dy and sdyxc += sum dy * (x - mean), two lanes each. */
-HOT void run_gradient_sums_impl(bool half, bool unit, const void* x, uint64_t x_offset, uint64_t x_step,
-                                const void* dy, uint64_t dy_offset, uint64_t dy_step, uint64_t length, double mean,
-                                double* sdy, double* sdyxc) {
+HOT void run_gradient_sums_impl(bool half, bool unit, const void* x, uint64_t x_offset, uint64_t x_step, const void* dy,
+                                uint64_t dy_offset, uint64_t dy_step, uint64_t length, double mean, double* sdy,
+                                double* sdyxc) {
     if (unit) x_step = dy_step = 1;
     double s0 = 0, s1 = 0, c0 = 0, c1 = 0;
     uint64_t t = 0;
@@ -625,8 +638,7 @@ static double run_sum(bool half, const void* base, uint64_t offset, uint64_t ste
     return result;
 }
 
-static double run_squares(bool half, const void* base, uint64_t offset, uint64_t step, uint64_t length,
-                          double center) {
+static double run_squares(bool half, const void* base, uint64_t offset, uint64_t step, uint64_t length, double center) {
     double result;
     DISPATCH(half, step == 1, RUN_SQUARES, result, base, offset, step, length, center);
     return result;
@@ -635,8 +647,8 @@ static double run_squares(bool half, const void* base, uint64_t offset, uint64_t
 static void run_gradient_sums(bool half, const void* x, uint64_t x_offset, uint64_t x_step, const void* dy,
                               uint64_t dy_offset, uint64_t dy_step, uint64_t length, double mean, double* sdy,
                               double* sdyxc) {
-    DISPATCH(half, x_step == 1 && dy_step == 1, RUN_GRADIENT_SUMS, x, x_offset, x_step, dy, dy_offset, dy_step,
-             length, mean, sdy, sdyxc);
+    DISPATCH(half, x_step == 1 && dy_step == 1, RUN_GRADIENT_SUMS, x, x_offset, x_step, dy, dy_offset, dy_step, length,
+             mean, sdy, sdyxc);
 }
 
 /* -- Sums of one run position across a block of groups (groups inner) -- */
@@ -647,7 +659,8 @@ HOT void block_sums_impl(bool half, bool unit, const void* base, uint64_t offset
                          uint64_t length, uint64_t group_step, uint64_t groups, double* sums) {
     if (unit) group_step = 1;
     for (uint64_t e = 0; e < length; e++)
-        for (uint64_t g = 0; g < groups; g++) sums[g] += load(half, base, offset + e * element_step + g * group_step);
+        for (uint64_t g = 0; g < groups; g++)
+            sums[g] += load(half, base, offset + e * element_step + g * group_step);
 }
 
 HOT void block_squares_impl(bool half, bool unit, const void* base, uint64_t offset, uint64_t element_step,
@@ -688,8 +701,7 @@ typedef struct stats_partial {
 
 /* TRAINING: a tile's chunk statistics, two passes over the tile (it stays in
  * cache): the chunk mean, then the sum of squares around it. */
-static void stats_tile(bool half, const reduce_plan* plan, const void* input, uint64_t index,
-                       stats_partial* partials) {
+static void stats_tile(bool half, const reduce_plan* plan, const void* input, uint64_t index, stats_partial* partials) {
     tile t = tile_at(plan, index);
     const dim_list* red = &plan->reduced;
     uint64_t element_step = red->strides[0][red->rank - 1];
@@ -720,12 +732,13 @@ static void stats_tile(bool half, const reduce_plan* plan, const void* input, ui
         uint64_t offset = t.base[0] + cursor_offset(&cursor, red->strides[0]);
         DISPATCH(half, group_step == 1, BLOCK_SUMS, input, offset, element_step, length, group_step, t.groups, sum);
     }
-    for (uint64_t g = 0; g < t.groups; g++) sum[g] /= count; /* now the chunk means */
+    for (uint64_t g = 0; g < t.groups; g++)
+        sum[g] /= count; /* now the chunk means */
     cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
     FOR_EACH_RUN(cursor, length) {
         uint64_t offset = t.base[0] + cursor_offset(&cursor, red->strides[0]);
-        DISPATCH(half, group_step == 1, BLOCK_SQUARES, input, offset, element_step, length, group_step, t.groups,
-                 sum, m2);
+        DISPATCH(half, group_step == 1, BLOCK_SQUARES, input, offset, element_step, length, group_step, t.groups, sum,
+                 m2);
     }
     for (uint64_t g = 0; g < t.groups; g++)
         partials[(t.first_group + g) * plan->chunks + t.chunk] = (stats_partial){count, sum[g], m2[g]};
@@ -750,16 +763,17 @@ static void grad_tile(bool half, const reduce_plan* plan, const void* input, con
             double mean = group_means[t.first_group + g], sdy = 0, sdyxc = 0;
             cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
             FOR_EACH_RUN(cursor, length) {
-                run_gradient_sums(half, input, x_base + cursor_offset(&cursor, red->strides[0]), x_step,
-                                  input_gradient, dy_base + cursor_offset(&cursor, red->strides[1]), dy_step, length,
-                                  mean, &sdy, &sdyxc);
+                run_gradient_sums(half, input, x_base + cursor_offset(&cursor, red->strides[0]), x_step, input_gradient,
+                                  dy_base + cursor_offset(&cursor, red->strides[1]), dy_step, length, mean, &sdy,
+                                  &sdyxc);
             }
             partials[(t.first_group + g) * plan->chunks + t.chunk] = (grad_partial){sdy, sdyxc};
         }
         return;
     }
     double mean[MAX_GROUP_BLOCK], sdy[MAX_GROUP_BLOCK] = {0}, sdyxc[MAX_GROUP_BLOCK] = {0};
-    for (uint64_t g = 0; g < t.groups; g++) mean[g] = group_means[t.first_group + g];
+    for (uint64_t g = 0; g < t.groups; g++)
+        mean[g] = group_means[t.first_group + g];
     bool unit = x_group_step == 1 && dy_group_step == 1;
     cursor_start(&cursor, red->rank, red->sizes, t.begin, t.end);
     FOR_EACH_RUN(cursor, length) {
@@ -791,7 +805,8 @@ HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
     const dml_tensor* input = &op->inputs[DML_BN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_BN_OUTPUT].tensor;
     const dml_tensor* parameters[4];
-    for (uint32_t k = 0; k < 4; k++) parameters[k] = &op->inputs[DML_BN_MEAN + k].tensor;
+    for (uint32_t k = 0; k < 4; k++)
+        parameters[k] = &op->inputs[DML_BN_MEAN + k].tensor;
     bool half = is_half(output);
     int threads = dml_cpu_threads(args);
     forward_problem problem = {
@@ -827,8 +842,7 @@ HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
         for (int64_t u = 0; u < count; u++) {
             double value[4];
             for (uint32_t k = 0; k < 4; k++)
-                value[k] =
-                    load(half, data[k], broadcast_offset(parameters[k], union_sizes, output->rank, (uint64_t)u));
+                value[k] = load(half, data[k], broadcast_offset(parameters[k], union_sizes, output->rank, (uint64_t)u));
             groups.v[0][u] = value[0];
             groups.v[1][u] = value[2] / sqrt(value[1] + epsilon);
             groups.v[2][u] = value[3];
@@ -851,7 +865,8 @@ HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
     dims.operands = 6;
     memcpy(dims.strides[INF_OUTPUT], output->strides, sizeof dims.strides[0]);
     memcpy(dims.strides[INF_INPUT], input->strides, sizeof dims.strides[0]);
-    for (uint32_t k = 0; k < 4; k++) broadcast_strides(parameters[k], dims.strides[INF_MEAN + k]);
+    for (uint32_t k = 0; k < 4; k++)
+        broadcast_strides(parameters[k], dims.strides[INF_MEAN + k]);
     ew_order(&dims);
     ew_run(&dims, output->element_count, inference_run, &problem, threads);
     return S_OK;
@@ -997,8 +1012,7 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
             sdy += chunk[c].sdy;
             sdyxc += chunk[c].sdyxc;
         }
-        double variance_plus_epsilon = load(half, variance_data, row_major_offset(variance, (uint64_t)j)) +
-                                       epsilon;
+        double variance_plus_epsilon = load(half, variance_data, row_major_offset(variance, (uint64_t)j)) + epsilon;
         double inv = 1.0 / sqrt(variance_plus_epsilon);
         double scale_value = load(half, scale_data, row_major_offset(scale, (uint64_t)j));
         store_double(half, bias_gradient_data, row_major_offset(bias_gradient, (uint64_t)j), sdy);

@@ -24,8 +24,8 @@ static HRESULT cpu_allocate(DMLDevice* device, uint64_t size, void** buffer) {
     (void)device;
     /* Rounded up so that aligned_alloc's size rule holds; 256 bytes covers every
      * alignment libdml requires (DML_PERSISTENT_BUFFER_ALIGNMENT). */
-    if (size > SIZE_MAX - 255) return dml_fail(E_OUTOFMEMORY, "dmlAllocateBuffer: %llu bytes is too large",
-                                               (unsigned long long)size);
+    if (size > SIZE_MAX - 255)
+        return dml_fail(E_OUTOFMEMORY, "dmlAllocateBuffer: %llu bytes is too large", (unsigned long long)size);
     *buffer = aligned_alloc(256, (size + 255) / 256 * 256);
     if (*buffer == NULL)
         return dml_fail(E_OUTOFMEMORY, "dmlAllocateBuffer: out of memory (%llu bytes)", (unsigned long long)size);

@@ -103,8 +103,9 @@ HRESULT dml_cpu_roi_pooling(const dml_kernel_args* args) {
     int64_t rows = (int64_t)f.roi_count * f.channels * f.params->pooled_height;
     /* Bins differ in size: dynamic chunks balance them; every element is
      * computed by one thread alone, so the schedule never changes a bit. */
-    int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)rows,
-                                      dml_cpu_items_per_thread(f.params->pooled_width, DML_CPU_MIN_WORK_PER_THREAD / 8));
+    int threads =
+        dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)rows,
+                            dml_cpu_items_per_thread(f.params->pooled_width, DML_CPU_MIN_WORK_PER_THREAD / 8));
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
     for (int64_t row = 0; row < rows; row++)
         pool_row(&f, (uint64_t)row);

@@ -62,7 +62,8 @@ fast_divider make_divider(uint32_t divisor) {
     fast_divider f;
     f.divisor = divisor;
     f.shift = 0;
-    while (f.shift < 32 && ((uint64_t)1 << f.shift) < divisor) f.shift++;
+    while (f.shift < 32 && ((uint64_t)1 << f.shift) < divisor)
+        f.shift++;
     /* < 2^63: (2^shift - divisor) < divisor <= 2^32 */
     uint64_t magic = (((uint64_t)1 << 32) * (((uint64_t)1 << f.shift) - divisor)) / divisor + 1;
     f.magic = (uint32_t)magic; /* <= 2^32 - 1 for every divisor */
@@ -75,8 +76,7 @@ __device__ __forceinline__ uint32_t divide(const fast_divider& f, uint32_t n) {
 }
 
 /* Dimensions (outermost first) with one stride per operand, host side. */
-template <int Ops>
-struct dim_list {
+template <int Ops> struct dim_list {
     uint32_t rank;
     uint32_t sizes[kMaxRank];
     uint64_t strides[Ops][kMaxRank];
@@ -85,8 +85,7 @@ struct dim_list {
 /* Drops size-1 dimensions and merges a dimension into the next inner one
  * wherever every operand steps through both as through one; row-major order
  * is unchanged. At least one dimension remains. */
-template <int Ops>
-void simplify(dim_list<Ops>& list) {
+template <int Ops> void simplify(dim_list<Ops>& list) {
     uint32_t rank = 0;
     for (uint32_t i = 0; i < list.rank; i++) {
         if (list.sizes[i] == 1) continue;
@@ -96,17 +95,20 @@ void simplify(dim_list<Ops>& list) {
                 mergeable = mergeable && list.strides[k][rank - 1] == list.strides[k][i] * list.sizes[i];
             if (mergeable) { /* the product stays below an element count < 2^32 */
                 list.sizes[rank - 1] *= list.sizes[i];
-                for (int k = 0; k < Ops; k++) list.strides[k][rank - 1] = list.strides[k][i];
+                for (int k = 0; k < Ops; k++)
+                    list.strides[k][rank - 1] = list.strides[k][i];
                 continue;
             }
         }
         list.sizes[rank] = list.sizes[i];
-        for (int k = 0; k < Ops; k++) list.strides[k][rank] = list.strides[k][i];
+        for (int k = 0; k < Ops; k++)
+            list.strides[k][rank] = list.strides[k][i];
         rank++;
     }
     if (rank == 0) {
         list.sizes[0] = 1;
-        for (int k = 0; k < Ops; k++) list.strides[k][0] = 0;
+        for (int k = 0; k < Ops; k++)
+            list.strides[k][0] = 0;
         rank = 1;
     }
     list.rank = rank;
@@ -114,21 +116,20 @@ void simplify(dim_list<Ops>& list) {
 
 /* The device form of a dim_list: dividers instead of sizes, 32-bit strides
  * (a dimension of size >= 2 has a stride below 2^32, T-1). */
-template <int Ops>
-struct dim_view {
+template <int Ops> struct dim_view {
     uint32_t rank;
     fast_divider sizes[kMaxRank];
     uint32_t strides[Ops][kMaxRank];
 };
 
-template <int Ops>
-dim_view<Ops> make_view(const dim_list<Ops>& list) {
+template <int Ops> dim_view<Ops> make_view(const dim_list<Ops>& list) {
     dim_view<Ops> view = {};
     view.rank = list.rank;
     for (uint32_t i = 0; i < kMaxRank; i++) {
         bool used = i < list.rank && list.sizes[i] > 1;
         view.sizes[i] = make_divider(i < list.rank ? list.sizes[i] : 1);
-        for (int k = 0; k < Ops; k++) view.strides[k][i] = used ? (uint32_t)list.strides[k][i] : 0;
+        for (int k = 0; k < Ops; k++)
+            view.strides[k][i] = used ? (uint32_t)list.strides[k][i] : 0;
     }
     return view;
 }
@@ -138,7 +139,8 @@ dim_view<Ops> make_view(const dim_list<Ops>& list) {
 template <int Ops>
 __device__ __forceinline__ void view_offsets(const dim_view<Ops>& view, uint32_t index, uint32_t offsets[Ops]) {
 #pragma unroll
-    for (int k = 0; k < Ops; k++) offsets[k] = 0;
+    for (int k = 0; k < Ops; k++)
+        offsets[k] = 0;
 #pragma unroll
     for (int i = kMaxRank - 1; i >= 0; i--) {
         if (i < (int)view.rank) {
@@ -149,7 +151,8 @@ __device__ __forceinline__ void view_offsets(const dim_view<Ops>& view, uint32_t
                 index = quotient;
             }
 #pragma unroll
-            for (int k = 0; k < Ops; k++) offsets[k] += coordinate * view.strides[k][i];
+            for (int k = 0; k < Ops; k++)
+                offsets[k] += coordinate * view.strides[k][i];
         }
     }
 }
@@ -256,7 +259,8 @@ struct reduction {
 
 uint32_t log2_ceil(uint64_t value) {
     uint32_t log2 = 0;
-    while (((uint64_t)1 << log2) < value) log2++;
+    while (((uint64_t)1 << log2) < value)
+        log2++;
     return log2;
 }
 
@@ -282,8 +286,8 @@ reduction plan_reduction(const dml_batch_norm_params* params, const dml_tensor* 
     /* Groups are the fast thread index when neighbouring groups are closer in
      * memory than neighbouring elements of a group (NHWC-like layouts). */
     uint32_t inner_groups = kept.sizes[kept.rank - 1];
-    bool interleaved = inner_groups > 1 && r.group_size > 1 &&
-                       kept.strides[0][kept.rank - 1] < reduced.strides[0][reduced.rank - 1];
+    bool interleaved =
+        inner_groups > 1 && r.group_size > 1 && kept.strides[0][kept.rank - 1] < reduced.strides[0][reduced.rank - 1];
     uint32_t gy_log2 = interleaved ? threads_log2 - min_u32(5, log2_ceil(inner_groups)) : threads_log2;
     gy_log2 = min_u32(gy_log2, log2_ceil(r.group_size)); /* no more threads per group than elements */
     r.tile = {threads_log2 - gy_log2, gy_log2};
@@ -292,19 +296,18 @@ reduction plan_reduction(const dml_batch_norm_params* params, const dml_tensor* 
     r.group_blocks = (uint32_t)(((uint64_t)r.group_count + (1u << r.tile.gx_log2) - 1) >> r.tile.gx_log2);
     uint32_t combine_log2 = min_u32(threads_log2, log2_ceil(r.chunks));
     r.combine = {threads_log2 - combine_log2, combine_log2};
-    r.finalize_blocks =
-        (uint32_t)(((uint64_t)r.group_count + (1u << r.combine.gx_log2) - 1) >> r.combine.gx_log2);
+    r.finalize_blocks = (uint32_t)(((uint64_t)r.group_count + (1u << r.combine.gx_log2) - 1) >> r.combine.gx_log2);
     return r;
 }
 
 /* Parameter tensors (all of sizes P) indexed by the group j. */
-template <int Ops>
-dim_view<Ops> parameter_view(const dml_tensor* const tensors[Ops]) {
+template <int Ops> dim_view<Ops> parameter_view(const dml_tensor* const tensors[Ops]) {
     dim_list<Ops> list = {};
     list.rank = tensors[0]->rank;
     for (uint32_t i = 0; i < list.rank; i++) {
         list.sizes[i] = tensors[0]->sizes[i];
-        for (int k = 0; k < Ops; k++) list.strides[k][i] = tensors[k]->strides[i];
+        for (int k = 0; k < Ops; k++)
+            list.strides[k][i] = tensors[k]->strides[i];
     }
     simplify(list);
     return make_view(list);
@@ -341,8 +344,7 @@ __device__ __forceinline__ tile_position tile_of_block(const reduction& r) {
 }
 
 /* TRAINING: per tile, the chunk mean and the sum of squares around it. */
-template <class V>
-__global__ void __launch_bounds__(kThreads) bn_statistics_partials(const partials_problem p) {
+template <class V> __global__ void __launch_bounds__(kThreads) bn_statistics_partials(const partials_problem p) {
     __shared__ double shared[kThreads];
     const reduction& r = p.r;
     tile_position t = tile_of_block(r);
@@ -362,7 +364,8 @@ __global__ void __launch_bounds__(kThreads) bn_statistics_partials(const partial
         }
     }
 #pragma unroll
-    for (int i = 0; i < kItems; i++) sum += (double)values[i]; /* absent elements add 0 */
+    for (int i = 0; i < kItems; i++)
+        sum += (double)values[i]; /* absent elements add 0 */
     double mean = column_sum(sum, shared, r.tile) / (double)t.length;
     double m2 = 0;
 #pragma unroll
@@ -378,8 +381,7 @@ __global__ void __launch_bounds__(kThreads) bn_statistics_partials(const partial
 }
 
 /* Both GRADs: per tile, sum dy and sum dy * (x - Mean). */
-template <class V>
-__global__ void __launch_bounds__(kThreads) bn_gradient_partials(const partials_problem p) {
+template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_partials(const partials_problem p) {
     __shared__ double shared[kThreads];
     const reduction& r = p.r;
     tile_position t = tile_of_block(r);
@@ -444,8 +446,7 @@ __device__ __forceinline__ combine_position combine_of_thread(const reduction& r
     return c;
 }
 
-template <class V>
-__global__ void __launch_bounds__(kThreads) bn_statistics_finalize(const finalize_problem f) {
+template <class V> __global__ void __launch_bounds__(kThreads) bn_statistics_finalize(const finalize_problem f) {
     __shared__ double count[kThreads], mean[kThreads], m2[kThreads];
     const reduction& r = f.r;
     combine_position c = combine_of_thread(r);
@@ -486,8 +487,7 @@ __global__ void __launch_bounds__(kThreads) bn_statistics_finalize(const finaliz
     f.groups[2 * (uint64_t)groups + c.j] = bias;
 }
 
-template <class V>
-__global__ void __launch_bounds__(kThreads) bn_gradient_finalize(const finalize_problem f) {
+template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_finalize(const finalize_problem f) {
     __shared__ double sums[2][kThreads];
     const reduction& r = f.r;
     combine_position c = combine_of_thread(r);
@@ -614,7 +614,8 @@ void swap_dims(dim_list<EW_OPERANDS>& list, uint32_t a, uint32_t b) {
  * output elements. Operands without a tensor keep stride 0. */
 dim_view<EW_OPERANDS> elementwise_view(dim_list<EW_OPERANDS>& list) {
     for (uint32_t i = 1; i < list.rank; i++)
-        for (uint32_t j = i; j > 0 && list.strides[0][j - 1] < list.strides[0][j]; j--) swap_dims(list, j - 1, j);
+        for (uint32_t j = i; j > 0 && list.strides[0][j - 1] < list.strides[0][j]; j--)
+            swap_dims(list, j - 1, j);
     simplify(list);
     return make_view(list);
 }
@@ -630,7 +631,8 @@ void packed_group_strides(const dml_tensor* parameter, uint64_t* strides) {
 
 /* A tensor's own strides, 0 where its size is 1 (broadcast by size). */
 void broadcast_strides(const dml_tensor* tensor, uint64_t* strides) {
-    for (uint32_t i = 0; i < tensor->rank; i++) strides[i] = tensor->sizes[i] == 1 ? 0 : tensor->strides[i];
+    for (uint32_t i = 0; i < tensor->rank; i++)
+        strides[i] = tensor->sizes[i] == 1 ? 0 : tensor->strides[i];
 }
 
 dim_list<EW_OPERANDS> elementwise_list(const dml_tensor* output) {
@@ -699,7 +701,8 @@ HRESULT launch_gradient(const dml_kernel_args* args, const reduction& r, partial
     DML_TRY(dml_cuda_check_launch("bn_gradient_partials"));
     bn_gradient_finalize<V><<<r.finalize_blocks, kThreads, 0, stream>>>(finalize);
     DML_TRY(dml_cuda_check_launch("bn_gradient_finalize"));
-    bn_backward_elementwise<V><<<dml_cuda_blocks(args, ew.count, kThreads), kThreads, 0, stream>>>(ew, finalize.training);
+    bn_backward_elementwise<V>
+        <<<dml_cuda_blocks(args, ew.count, kThreads), kThreads, 0, stream>>>(ew, finalize.training);
     return dml_cuda_check_launch("bn_backward_elementwise");
 }
 
@@ -726,10 +729,9 @@ HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool training)
 
     finalize_problem finalize = {};
     finalize.r = r;
-    const dml_tensor* parameters[5] = {mean, &op->inputs[DML_BN_GRAD_VARIANCE].tensor,
-                                       &op->inputs[DML_BN_GRAD_SCALE].tensor,
-                                       &op->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT].tensor,
-                                       &op->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT].tensor};
+    const dml_tensor* parameters[5] = {
+        mean, &op->inputs[DML_BN_GRAD_VARIANCE].tensor, &op->inputs[DML_BN_GRAD_SCALE].tensor,
+        &op->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT].tensor, &op->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT].tensor};
     finalize.parameters = parameter_view<5>(parameters);
     finalize.in[0] = args->inputs[DML_BN_GRAD_MEAN];
     finalize.in[1] = args->inputs[DML_BN_GRAD_VARIANCE];
@@ -777,13 +779,16 @@ HRESULT dml_cuda_batch_normalization(const dml_kernel_args* args) {
     const dml_tensor* output = &op->outputs[DML_BN_OUTPUT].tensor;
     ew_problem ew = {};
     dim_list<EW_OPERANDS> list = elementwise_list(output);
-    for (uint32_t i = 0; i < list.rank; i++) list.strides[1][i] = input->strides[i];
+    for (uint32_t i = 0; i < list.rank; i++)
+        list.strides[1][i] = input->strides[i];
     /* Spec §4, decision BN-5: Mean, Variance, Scale, Bias each through its own sizes. */
-    for (uint32_t k = 0; k < 4; k++) broadcast_strides(&op->inputs[DML_BN_MEAN + k].tensor, list.strides[2 + k]);
+    for (uint32_t k = 0; k < 4; k++)
+        broadcast_strides(&op->inputs[DML_BN_MEAN + k].tensor, list.strides[2 + k]);
     ew.dims = elementwise_view(list);
     ew.count = (uint32_t)output->element_count;
     ew.output = args->outputs[DML_BN_OUTPUT];
-    for (uint32_t k = 0; k < 5; k++) ew.in[k] = args->inputs[DML_BN_INPUT + k];
+    for (uint32_t k = 0; k < 5; k++)
+        ew.in[k] = args->inputs[DML_BN_INPUT + k];
     ew.epsilon = params->epsilon;
     ew.activation = params->activation;
     cudaStream_t stream = dml_cuda_stream(args);

@@ -16,19 +16,17 @@
 
 /* What the backend keeps per DMLDevice (DMLDevice.backend_state). */
 typedef struct dml_cuda_device {
-    int ordinal;          /* DML_DEVICE_DESC.CudaDeviceOrdinal */
-    cudaStream_t stream;  /* every copy, fill and kernel of the device runs here */
-    bool owns_stream;     /* false: the caller's DML_DEVICE_DESC.CudaStream */
-    int multiprocessors;  /* sizes grid-stride launches */
+    int ordinal;         /* DML_DEVICE_DESC.CudaDeviceOrdinal */
+    cudaStream_t stream; /* every copy, fill and kernel of the device runs here */
+    bool owns_stream;    /* false: the caller's DML_DEVICE_DESC.CudaStream */
+    int multiprocessors; /* sizes grid-stride launches */
 } dml_cuda_device;
 
 static inline dml_cuda_device* dml_cuda_state(const DMLDevice* device) {
     return (dml_cuda_device*)device->backend_state;
 }
 
-static inline cudaStream_t dml_cuda_stream(const dml_kernel_args* args) {
-    return dml_cuda_state(args->device)->stream;
-}
+static inline cudaStream_t dml_cuda_stream(const dml_kernel_args* args) { return dml_cuda_state(args->device)->stream; }
 
 /* Makes the device's GPU current on this thread for the guard's lifetime and
  * restores the caller's current GPU afterwards: libdml calls may come from any

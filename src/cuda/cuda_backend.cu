@@ -87,8 +87,10 @@ static HRESULT cuda_create(DMLDevice* device, const DML_DEVICE_DESC* desc) {
     if (error != cudaSuccess)
         return record_cuda_error(DXGI_ERROR_UNSUPPORTED, error, "dmlCreateDevice: no usable CUDA device");
     if (desc->CudaDeviceOrdinal < 0 || desc->CudaDeviceOrdinal >= count)
-        return dml_fail(E_INVALIDARG, "dmlCreateDevice: CudaDeviceOrdinal is %d but must be >= 0 and < %d (the "
-                                      "number of CUDA devices)", (int)desc->CudaDeviceOrdinal, count);
+        return dml_fail(E_INVALIDARG,
+                        "dmlCreateDevice: CudaDeviceOrdinal is %d but must be >= 0 and < %d (the "
+                        "number of CUDA devices)",
+                        (int)desc->CudaDeviceOrdinal, count);
 
     dml_cuda_device* state = (dml_cuda_device*)calloc(1, sizeof *state);
     if (state == NULL) return dml_fail(E_OUTOFMEMORY, "dmlCreateDevice: out of memory");
@@ -109,10 +111,11 @@ static HRESULT cuda_create(DMLDevice* device, const DML_DEVICE_DESC* desc) {
             state->stream = (cudaStream_t)desc->CudaStream;
 #if CUDART_VERSION >= 12080 /* cudaStreamGetDevice */
             int stream_device = -1;
-            if (cudaStreamGetDevice(state->stream, &stream_device) == cudaSuccess &&
-                stream_device != state->ordinal)
-                status = dml_fail(E_INVALIDARG, "dmlCreateDevice: CudaStream belongs to CUDA device %d but "
-                                                "CudaDeviceOrdinal is %d", stream_device, state->ordinal);
+            if (cudaStreamGetDevice(state->stream, &stream_device) == cudaSuccess && stream_device != state->ordinal)
+                status = dml_fail(E_INVALIDARG,
+                                  "dmlCreateDevice: CudaStream belongs to CUDA device %d but "
+                                  "CudaDeviceOrdinal is %d",
+                                  stream_device, state->ordinal);
             (void)cudaGetLastError();
 #endif
         } else {
@@ -148,7 +151,8 @@ static void cuda_destroy(DMLDevice* device) {
 
 static HRESULT cuda_allocate(DMLDevice* device, uint64_t size, void** buffer) {
     dml_cuda_device_guard guard(device);
-    if (guard.status() != cudaSuccess) return device_error(device, guard.status(), "dmlAllocateBuffer", "cudaSetDevice");
+    if (guard.status() != cudaSuccess)
+        return device_error(device, guard.status(), "dmlAllocateBuffer", "cudaSetDevice");
     cudaError_t error = cudaMalloc(buffer, size);
     if (error != cudaSuccess) {
         *buffer = NULL;
@@ -167,8 +171,8 @@ static void cuda_free(DMLDevice* device, void* buffer) {
 }
 
 /* Copies on the device's stream; wait says whether to wait for completion. */
-static HRESULT stream_copy(DMLDevice* device, void* dst, const void* src, uint64_t size, cudaMemcpyKind kind,
-                           bool wait, const char* function) {
+static HRESULT stream_copy(DMLDevice* device, void* dst, const void* src, uint64_t size, cudaMemcpyKind kind, bool wait,
+                           const char* function) {
     dml_cuda_device_guard guard(device);
     if (guard.status() != cudaSuccess) return device_error(device, guard.status(), function, "cudaSetDevice");
     cudaStream_t stream = dml_cuda_state(device)->stream;

@@ -119,7 +119,7 @@ struct roi_region {
 
 template <class T>
 DML_CUDA_FN roi_region region_make(const roi_source& source, uint32_t r, const dml_roi_align_params& p,
-                                  const align_shape& s) {
+                                   const align_shape& s) {
     const T* rois = (const T*)source.rois;
     uint64_t row = r * source.row_stride;
     float corners[4];
@@ -136,8 +136,7 @@ DML_CUDA_FN roi_region region_make(const roi_source& source, uint32_t r, const d
 }
 
 /* One (image, channel) plane of a {N, C, H, W} tensor. */
-template <class T>
-struct plane_view {
+template <class T> struct plane_view {
     const T* base;
     uint64_t row_stride, column_stride;
     DML_CUDA_FN float at(uint32_t y, uint32_t x) const { return load_value(base, y * row_stride + x * column_stride); }
@@ -151,15 +150,16 @@ DML_CUDA_FN plane_view<T> plane_make(const void* base, const uint64_t strides[4]
 
 /* The value of an in-bounds sample (§4.3) from its X and Y taps. */
 template <class T>
-DML_CUDA_FN float sample_value(const plane_view<T>& plane, const dml_roi_axis_sample& sx,
-                              const dml_roi_axis_sample& sy, bool linear) {
+DML_CUDA_FN float sample_value(const plane_view<T>& plane, const dml_roi_axis_sample& sx, const dml_roi_axis_sample& sy,
+                               bool linear) {
     if (!linear) return plane.at(sy.first, sx.first);
     return dml_roi_bilinear(plane.at(sy.first, sx.first), plane.at(sy.first, sx.second), plane.at(sy.second, sx.first),
                             plane.at(sy.second, sx.second), sx.fraction, sy.fraction);
 }
 
 void copy_strides(uint64_t dst[4], const dml_tensor* tensor) {
-    for (int i = 0; i < 4; i++) dst[i] = tensor->strides[i];
+    for (int i = 0; i < 4; i++)
+        dst[i] = tensor->strides[i];
 }
 
 /* ---- Forward (§4) ---- */
@@ -175,8 +175,7 @@ struct forward_problem {
     uint64_t count; /* output elements */
 };
 
-template <class T>
-DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
+template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
     const dml_roi_align_params& p = f.params;
     const align_shape& s = f.shape;
     const output_coords o = output_coords_of(s, i);
@@ -196,8 +195,8 @@ DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
         for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
             dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
             /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
-            float value = sx.outside || sy.outside ? p.out_of_bounds_value
-                                                   : sample_value(plane, sx, sy, p.interpolation_linear);
+            float value =
+                sx.outside || sy.outside ? p.out_of_bounds_value : sample_value(plane, sx, sy, p.interpolation_linear);
             if (p.reduction_max) {
                 bool take = first || dml_roi_greater(value, best);
                 best = take ? value : best;
@@ -207,12 +206,10 @@ DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
             }
         }
     }
-    store_value((T*)f.output, out,
-                p.reduction_max ? best : sum / dml_roi_sample_count(&region.x, &region.y));
+    store_value((T*)f.output, out, p.reduction_max ? best : sum / dml_roi_sample_count(&region.x, &region.y));
 }
 
-template <class T>
-__global__ void roi_align_forward(const forward_problem f) {
+template <class T> __global__ void roi_align_forward(const forward_problem f) {
     for (uint64_t i = grid_start(); i < f.count; i += grid_step())
         forward_element<T>(f, i);
 }
@@ -250,7 +247,7 @@ DML_CUDA_FN uint64_t sample_index(const dml_roi_axis& axis, bool decreasing, uin
  * NaN, or taps below it); 0: a tap of the sample is that pixel; 1: after it.
  * Non-decreasing in the position. */
 DML_CUDA_FN int reach_rank(const dml_roi_axis& axis, bool decreasing, uint64_t position, uint32_t pixel,
-                          const dml_roi_align_params& p) {
+                           const dml_roi_align_params& p) {
     dml_roi_axis_sample sample = dml_roi_axis_sample_at(&axis, sample_index(axis, decreasing, position), &p);
     if (sample.outside) return (double)sample.coord >= -1.0 ? 1 : -1;
     if (sample.second < pixel) return -1;
@@ -260,15 +257,14 @@ DML_CUDA_FN int reach_rank(const dml_roi_axis& axis, bool decreasing, uint64_t p
 
 /* -1 / 0 / 1: out of bounds low (or NaN), in bounds, out of bounds high. */
 DML_CUDA_FN int inside_rank(const dml_roi_axis& axis, bool decreasing, uint64_t position,
-                           const dml_roi_align_params& p) {
+                            const dml_roi_align_params& p) {
     dml_roi_axis_sample sample = dml_roi_axis_sample_at(&axis, sample_index(axis, decreasing, position), &p);
     if (!sample.outside) return 0;
     return (double)sample.coord >= -1.0 ? 1 : -1;
 }
 
 /* The first position in [begin, end) whose rank exceeds `above` (end if none). */
-template <class Rank>
-DML_CUDA_FN uint64_t first_above(uint64_t begin, uint64_t end, int above, Rank rank) {
+template <class Rank> DML_CUDA_FN uint64_t first_above(uint64_t begin, uint64_t end, int above, Rank rank) {
     while (begin < end) {
         uint64_t middle = begin + (end - begin) / 2;
         if (rank(middle) > above)
@@ -302,7 +298,7 @@ struct sample_run {
 };
 
 DML_CUDA_FN sample_run reach_of_pixel(const dml_roi_axis& axis, const axis_reach& reach, uint32_t pixel,
-                                     const dml_roi_align_params& p) {
+                                      const dml_roi_align_params& p) {
     sample_run run = {0, 0};
     if (pixel < reach.low || pixel > reach.high) return run;
     auto rank = [&](uint64_t position) { return reach_rank(axis, reach.decreasing, position, pixel, p); };
@@ -332,16 +328,15 @@ struct grad_problem {
     void* roi_gradient; /* NULL when absent */
     uint64_t roi_gradient_row_stride, roi_gradient_column_stride;
     /* Temporaries */
-    gradient_roi* rois;        /* [R] */
-    roi_box* boxes;            /* [R] */
-    uint64_t* selected;        /* MAX: [R, C, OH, OW] the selected sample (local index) */
-    double* channel_sums;      /* [R, C, 4] */
+    gradient_roi* rois;   /* [R] */
+    roi_box* boxes;       /* [R] */
+    uint64_t* selected;   /* MAX: [R, C, OH, OW] the selected sample (local index) */
+    double* channel_sums; /* [R, C, 4] */
     uint32_t tiles_y, tiles_x, chunks;
     uint64_t tasks;
 };
 
-template <class T>
-DML_CUDA_FN void prepare_roi(const grad_problem& g, uint64_t r) {
+template <class T> DML_CUDA_FN void prepare_roi(const grad_problem& g, uint64_t r) {
     gradient_roi info;
     info.region = region_make<T>(g.source, (uint32_t)r, g.params, g.shape);
     info.x = reach_make(info.region.x, g.params);
@@ -353,8 +348,7 @@ DML_CUDA_FN void prepare_roi(const grad_problem& g, uint64_t r) {
     g.boxes[r] = box;
 }
 
-template <class T>
-__global__ void prepare_rois(const grad_problem g) {
+template <class T> __global__ void prepare_rois(const grad_problem g) {
     for (uint64_t r = grid_start(); r < g.shape.roi_count; r += grid_step())
         prepare_roi<T>(g, r);
 }
@@ -362,8 +356,7 @@ __global__ void prepare_rois(const grad_problem g) {
 /* MAX (§7.1, RA-8): the first sample, in §4.4 order, whose value is the
  * maximum; out-of-bounds samples compare as 0. Stored as (tx - ox sX) sY +
  * (ty - oy sY). */
-template <class T>
-DML_CUDA_FN void select_max_element(const grad_problem& g, uint64_t i) {
+template <class T> DML_CUDA_FN void select_max_element(const grad_problem& g, uint64_t i) {
     const align_shape& s = g.shape;
     const dml_roi_align_params& p = g.params;
     const output_coords o = output_coords_of(s, i);
@@ -391,8 +384,7 @@ DML_CUDA_FN void select_max_element(const grad_problem& g, uint64_t i) {
     g.selected[i] = best_index;
 }
 
-template <class T>
-__global__ void select_max(const grad_problem g) {
+template <class T> __global__ void select_max(const grad_problem g) {
     const align_shape& s = g.shape;
     uint64_t count = (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width;
     for (uint64_t i = grid_start(); i < count; i += grid_step())
@@ -401,8 +393,8 @@ __global__ void select_max(const grad_problem g) {
 
 /* ---- OutputGradientTensor (§7.2) ---- */
 
-constexpr unsigned kTile = 16;                     /* pixels per tile side: kTile * kTile == kThreads */
-constexpr unsigned kChunk = 8;                     /* channels per block */
+constexpr unsigned kTile = 16;                         /* pixels per tile side: kTile * kTile == kThreads */
+constexpr unsigned kChunk = 8;                         /* channels per block */
 constexpr unsigned kRunBatch = kThreads / (2 * kTile); /* ROIs whose runs are found at once */
 static_assert(kTile * kTile == kThreads, "one thread per pixel of a tile");
 
@@ -411,8 +403,8 @@ static_assert(kTile * kTile == kThreads, "one thread per pixel of a tile");
  * top-left, top-right, bottom-left, bottom-right (coinciding taps add twice).
  * rows/columns: the samples whose taps reach y / x. */
 template <class T>
-DML_CUDA_FN __forceinline__ void gather_roi(const grad_problem& g, uint32_t r, sample_run rows, sample_run columns, uint32_t y,
-                           uint32_t x, uint32_t c0, float acc[kChunk]) {
+DML_CUDA_FN __forceinline__ void gather_roi(const grad_problem& g, uint32_t r, sample_run rows, sample_run columns,
+                                            uint32_t y, uint32_t x, uint32_t c0, float acc[kChunk]) {
     const dml_roi_align_params& p = g.params;
     const align_shape& s = g.shape;
     const roi_region region = g.rois[r].region;
@@ -524,8 +516,7 @@ DML_CUDA_FN void store_pixel(const grad_problem& g, const tile_task& t, uint32_t
             store_value((T*)g.output_gradient, pixel + (t.c0 + j) * g.dx_strides[1], acc[j]);
 }
 
-template <class T>
-__global__ void __launch_bounds__(kThreads, 2) gather_output_gradient(const grad_problem g) {
+template <class T> __global__ void __launch_bounds__(kThreads, 2) gather_output_gradient(const grad_problem g) {
     __shared__ uint32_t touching[kThreads]; /* ROIs of the image that meet the tile, increasing r */
     __shared__ uint32_t warp_counts[kThreads / 32];
     __shared__ sample_run runs[kRunBatch][2 * kTile]; /* per ROI: kTile rows, then kTile columns */
@@ -537,7 +528,8 @@ __global__ void __launch_bounds__(kThreads, 2) gather_output_gradient(const grad
         bool in_plane = y < s.height && x < s.width;
         float acc[kChunk];
 #pragma unroll
-        for (unsigned j = 0; j < kChunk; j++) acc[j] = 0.0f;
+        for (unsigned j = 0; j < kChunk; j++)
+            acc[j] = 0.0f;
 
         for (uint32_t base = 0; base < s.roi_count; base += kThreads) {
             /* The ROIs [base, base + kThreads) that meet the tile, compacted in increasing r. */
@@ -580,8 +572,8 @@ __global__ void __launch_bounds__(kThreads, 2) gather_output_gradient(const grad
  * in the floor/ceil form of §7.3). */
 template <class T>
 DML_CUDA_FN void add_box_terms(const plane_view<T>& plane, const roi_region& region, uint64_t tx, uint64_t ty,
-                              const dml_roi_axis_sample& sx, const dml_roi_axis_sample& sy, float weighted_gradient,
-                              const dml_roi_align_params& p, double sums[4]) {
+                               const dml_roi_axis_sample& sx, const dml_roi_axis_sample& sy, float weighted_gradient,
+                               const dml_roi_align_params& p, double sums[4]) {
     dml_roi_gradient_taps taps_x = dml_roi_gradient_taps_at(sx.coord, region.x.extent);
     dml_roi_gradient_taps taps_y = dml_roi_gradient_taps_at(sy.coord, region.y.extent);
     float grad_x, grad_y;
@@ -590,13 +582,13 @@ DML_CUDA_FN void add_box_terms(const plane_view<T>& plane, const roi_region& reg
                            taps_y.fraction, &grad_x, &grad_y);
     float terms[4];
     dml_roi_box_terms(&region.x, &region.y, tx, ty, &p, weighted_gradient, grad_x, grad_y, terms);
-    for (int k = 0; k < 4; k++) sums[k] += terms[k];
+    for (int k = 0; k < 4; k++)
+        sums[k] += terms[k];
 }
 
 /* One thread per (roi, channel): that channel's sums from zero, over oy, ox
  * and the weighted in-bounds samples in §4.4 order (the CPU's visit order). */
-template <class T>
-DML_CUDA_FN void channel_sums_element(const grad_problem& g, uint64_t i) {
+template <class T> DML_CUDA_FN void channel_sums_element(const grad_problem& g, uint64_t i) {
     const align_shape& s = g.shape;
     const dml_roi_align_params& p = g.params;
     uint32_t c = (uint32_t)(i % s.channels);
@@ -633,11 +625,11 @@ DML_CUDA_FN void channel_sums_element(const grad_problem& g, uint64_t i) {
             }
         }
     }
-    for (int k = 0; k < 4; k++) g.channel_sums[i * 4 + k] = sums[k];
+    for (int k = 0; k < 4; k++)
+        g.channel_sums[i * 4 + k] = sums[k];
 }
 
-template <class T>
-__global__ void roi_channel_sums(const grad_problem g) {
+template <class T> __global__ void roi_channel_sums(const grad_problem g) {
     uint64_t count = (uint64_t)g.shape.roi_count * g.shape.channels;
     for (uint64_t i = grid_start(); i < count; i += grid_step())
         channel_sums_element<T>(g, i);
@@ -645,8 +637,7 @@ __global__ void roi_channel_sums(const grad_problem g) {
 
 /* One thread per (roi, coordinate): the channel sums added in the fixed group
  * shape of roi_align_math.h, rounded once to FLOAT32 (then FLOAT16). */
-template <class T>
-DML_CUDA_FN void combine_element(const grad_problem& g, uint64_t i) {
+template <class T> DML_CUDA_FN void combine_element(const grad_problem& g, uint64_t i) {
     const align_shape& s = g.shape;
     uint32_t groups = dml_roi_gradient_groups(s.channels);
     uint32_t k = (uint32_t)(i % 4), r = (uint32_t)(i / 4);
@@ -658,26 +649,22 @@ DML_CUDA_FN void combine_element(const grad_problem& g, uint64_t i) {
             group_sum += g.channel_sums[((uint64_t)r * s.channels + c) * 4 + k];
         total += group_sum;
     }
-    store_value((T*)g.roi_gradient, r * g.roi_gradient_row_stride + k * g.roi_gradient_column_stride,
-                (float)total);
+    store_value((T*)g.roi_gradient, r * g.roi_gradient_row_stride + k * g.roi_gradient_column_stride, (float)total);
 }
 
-template <class T>
-__global__ void roi_gradient_combine(const grad_problem g) {
+template <class T> __global__ void roi_gradient_combine(const grad_problem g) {
     for (uint64_t i = grid_start(); i < (uint64_t)g.shape.roi_count * 4; i += grid_step())
         combine_element<T>(g, i);
 }
 
 /* ---- Launches ---- */
 
-template <class T>
-HRESULT launch_forward(const dml_kernel_args* args, const forward_problem& f) {
+template <class T> HRESULT launch_forward(const dml_kernel_args* args, const forward_problem& f) {
     roi_align_forward<T><<<dml_cuda_blocks(args, f.count, kThreads), kThreads, 0, dml_cuda_stream(args)>>>(f);
     return dml_cuda_check_launch("roi_align_forward");
 }
 
-template <class T>
-HRESULT launch_grad(const dml_kernel_args* args, const grad_problem& g) {
+template <class T> HRESULT launch_grad(const dml_kernel_args* args, const grad_problem& g) {
     cudaStream_t stream = dml_cuda_stream(args);
     const align_shape& s = g.shape;
     prepare_rois<T><<<dml_cuda_blocks(args, s.roi_count, kThreads), kThreads, 0, stream>>>(g);
@@ -711,11 +698,11 @@ forward_problem forward_problem_make(const dml_kernel_args* args) {
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     forward_problem f = {};
     f.params = *(const dml_roi_align_params*)op->params;
-    f.shape = {input->sizes[0], input->sizes[1], input->sizes[2], input->sizes[3],
+    f.shape = {input->sizes[0],  input->sizes[1],  input->sizes[2], input->sizes[3],
                output->sizes[0], output->sizes[2], output->sizes[3]};
-    f.source = roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
-                               &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor,
-                               args->inputs[DML_ROI_ALIGN_BATCH_INDICES]);
+    f.source =
+        roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
+                        &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor, args->inputs[DML_ROI_ALIGN_BATCH_INDICES]);
     f.input = args->inputs[DML_ROI_ALIGN_INPUT];
     f.output = args->outputs[DML_ROI_ALIGN_OUTPUT];
     copy_strides(f.in_strides, input);

@@ -30,15 +30,12 @@ struct roi_pooling_problem {
 };
 
 __host__ __device__ float load_value(const float* base, uint64_t offset) { return base[offset]; }
-__host__ __device__ float load_value(const uint16_t* base, uint64_t offset) {
-    return dml_half_to_float(base[offset]);
-}
+__host__ __device__ float load_value(const uint16_t* base, uint64_t offset) { return dml_half_to_float(base[offset]); }
 
 /* Output element i; T: float or uint16_t (binary16 bits). A host and device
  * function: the kernel is a loop around it, and a host build can replay it
  * (tests/test_cuda_roi_replay.cu). */
-template <class T>
-__host__ __device__ void pool_element(const roi_pooling_problem& f, uint64_t i) {
+template <class T> __host__ __device__ void pool_element(const roi_pooling_problem& f, uint64_t i) {
     const dml_roi_pooling_params& p = f.params;
     const T* input = (const T*)f.input;
     const T* rois = (const T*)f.rois;
@@ -78,15 +75,13 @@ __host__ __device__ void pool_element(const roi_pooling_problem& f, uint64_t i) 
     ((T*)f.output)[out] = found ? input[best_offset] : T(0);
 }
 
-template <class T>
-__global__ void roi_pooling_kernel(const roi_pooling_problem f) {
+template <class T> __global__ void roi_pooling_kernel(const roi_pooling_problem f) {
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < f.count;
          i += (uint64_t)gridDim.x * blockDim.x)
         pool_element<T>(f, i);
 }
 
-template <class T>
-HRESULT launch(const dml_kernel_args* args, const roi_pooling_problem& f) {
+template <class T> HRESULT launch(const dml_kernel_args* args, const roi_pooling_problem& f) {
     roi_pooling_kernel<T><<<dml_cuda_blocks(args, f.count, kThreads), kThreads, 0, dml_cuda_stream(args)>>>(f);
     return dml_cuda_check_launch("roi_pooling_kernel");
 }

@@ -106,8 +106,7 @@ HRESULT dml_check_fused_activation(const DMLOperator* op, const char* field, con
                         op->name, field, (unsigned)desc->Type);
     if (!dml_op_level_at_least(op, entry->introduced))
         return dml_fail(E_INVALIDARG, "%s: %s->Type %s needs feature level 0x%x but the device was created at 0x%x",
-                        op->name, field, entry->name, (unsigned)entry->introduced,
-                        (unsigned)op->device->feature_level);
+                        op->name, field, entry->name, (unsigned)entry->introduced, (unsigned)op->device->feature_level);
     if (desc->Desc == NULL)
         return dml_fail(E_INVALIDARG, "%s: %s->Desc is NULL but must point to a DML_%s_OPERATOR_DESC", op->name, field,
                         entry->name);

@@ -48,9 +48,7 @@ typedef struct dml_activation {
 } dml_activation;
 
 /* ln(1 + exp(z)) without overflow: max(z, 0) + log1p(exp(-|z|)). */
-DML_HOST_DEVICE float dml_softplus_f32(float z) {
-    return fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z)));
-}
+DML_HOST_DEVICE float dml_softplus_f32(float z) { return fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z))); }
 
 DML_HOST_DEVICE float dml_activation_elu(float x, float alpha) { return x >= 0.0f ? x : alpha * expm1f(x); }
 
@@ -77,9 +75,7 @@ DML_HOST_DEVICE float dml_activation_scaled_elu(float x, float alpha, float gamm
     return x > 0.0f ? gamma * x : gamma * (alpha * expm1f(x));
 }
 
-DML_HOST_DEVICE float dml_activation_scaled_tanh(float x, float alpha, float beta) {
-    return alpha * tanhf(beta * x);
-}
+DML_HOST_DEVICE float dml_activation_scaled_tanh(float x, float alpha, float beta) { return alpha * tanhf(beta * x); }
 
 DML_HOST_DEVICE float dml_activation_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -98,9 +94,7 @@ DML_HOST_DEVICE float dml_activation_shrink(float x, float bias, float threshold
     return 0.0f;
 }
 
-DML_HOST_DEVICE float dml_activation_gelu(float x) {
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
+DML_HOST_DEVICE float dml_activation_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
 /* f(x) for any activation type (NONE and IDENTITY: x). */
 DML_HOST_DEVICE float dml_activation_apply(const dml_activation* a, float x) {

@@ -15,7 +15,8 @@ static uint32_t float_types(void) {
  * input's rank at the feature level; its type FLOAT32 or FLOAT16). */
 static HRESULT check_types_and_ranks(const DMLOperator* op, const dml_slot* input) {
     /* BATCH_NORMALIZATION is 4-D only below FL 3.1; every other member exists from 3.1 on with 1-8. */
-    bool four_d_only = op->type == DML_OPERATOR_BATCH_NORMALIZATION && !dml_op_level_at_least(op, DML_FEATURE_LEVEL_3_1);
+    bool four_d_only =
+        op->type == DML_OPERATOR_BATCH_NORMALIZATION && !dml_op_level_at_least(op, DML_FEATURE_LEVEL_3_1);
     DML_TRY(dml_check_rank(op, input, four_d_only ? 4 : 1, four_d_only ? 4 : DML_MAX_RANK));
     DML_TRY(dml_check_type(op, input, float_types()));
     for (uint32_t i = 0; i < op->input_count; i++) {
@@ -76,7 +77,8 @@ HRESULT dml_create_batch_normalization(DMLOperator* op, const void* desc_ptr) {
     DML_TRY(check_types_and_ranks(op, input));
     DML_TRY(dml_check_same_sizes(op, &op->outputs[DML_BN_OUTPUT], input));
     /* Spec §4, decision BN-5: Mean, Variance, Scale and Bias broadcast independently. */
-    for (uint32_t i = DML_BN_MEAN; i <= DML_BN_BIAS; i++) DML_TRY(check_parameter_sizes(op, &op->inputs[i], input));
+    for (uint32_t i = DML_BN_MEAN; i <= DML_BN_BIAS; i++)
+        DML_TRY(check_parameter_sizes(op, &op->inputs[i], input));
     /* Spec §4, decision BN-2: below FL 4.0, Spatial == FALSE forbids broadcasting
      * Mean and Variance along the last two dimensions. */
     if (!desc->Spatial && !dml_op_level_at_least(op, DML_FEATURE_LEVEL_4_0)) {
@@ -137,10 +139,15 @@ HRESULT dml_create_batch_normalization_training(DMLOperator* op, const void* des
 static DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC grad_fields(DML_OPERATOR_TYPE type, const void* desc) {
     if (type == DML_OPERATOR_BATCH_NORMALIZATION_GRAD) return *(const DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC*)desc;
     const DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC* d = desc;
-    return (DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC){
-        d->InputTensor,          d->InputGradientTensor,       d->MeanTensor,
-        d->VarianceTensor,       d->ScaleTensor,               d->OutputGradientTensor,
-        d->OutputScaleGradientTensor, d->OutputBiasGradientTensor, d->Epsilon};
+    return (DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC){d->InputTensor,
+                                                        d->InputGradientTensor,
+                                                        d->MeanTensor,
+                                                        d->VarianceTensor,
+                                                        d->ScaleTensor,
+                                                        d->OutputGradientTensor,
+                                                        d->OutputScaleGradientTensor,
+                                                        d->OutputBiasGradientTensor,
+                                                        d->Epsilon};
 }
 
 HRESULT dml_create_batch_normalization_grad(DMLOperator* op, const void* desc_ptr) {

@@ -5,8 +5,8 @@
 
 #include "ops.h"
 
-static HRESULT add_slot(DMLOperator* op, dml_slot* slots, uint32_t* count, dml_tensor_role role,
-                        const char* field, const DML_TENSOR_DESC* desc, bool optional) {
+static HRESULT add_slot(DMLOperator* op, dml_slot* slots, uint32_t* count, dml_tensor_role role, const char* field,
+                        const DML_TENSOR_DESC* desc, bool optional) {
     if (*count >= DML_MAX_SLOTS) return dml_fail(E_FAIL, "%s: internal error: too many slots", op->name);
     dml_slot* slot = &slots[(*count)++];
     slot->field = field;
@@ -89,8 +89,7 @@ HRESULT dml_check_same_sizes(const DMLOperator* op, const dml_slot* slot, const 
     return S_OK;
 }
 
-HRESULT dml_check_size(const DMLOperator* op, const dml_slot* slot, uint32_t dim, uint64_t expected,
-                       const char* why) {
+HRESULT dml_check_size(const DMLOperator* op, const dml_slot* slot, uint32_t dim, uint64_t expected, const char* why) {
     if (slot->tensor.sizes[dim] == expected) return S_OK;
     return dml_fail(E_INVALIDARG, "%s: %s.Sizes[%u] is %u but must be %llu (%s)", op->name, slot->field, dim,
                     slot->tensor.sizes[dim], (unsigned long long)expected, why);

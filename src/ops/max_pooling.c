@@ -24,26 +24,27 @@ static pooling_desc normalize_desc(DML_OPERATOR_TYPE type, const void* desc) {
     switch (type) {
     case DML_OPERATOR_MAX_POOLING: {
         const DML_MAX_POOLING_OPERATOR_DESC* p = desc;
-        d = (pooling_desc){p->InputTensor, NULL, p->OutputTensor, NULL, p->DimensionCount, p->Strides,
-                           p->WindowSize, p->StartPadding, p->EndPadding, NULL};
+        d = (pooling_desc){p->InputTensor, NULL,          p->OutputTensor, NULL,          p->DimensionCount,
+                           p->Strides,     p->WindowSize, p->StartPadding, p->EndPadding, NULL};
         break;
     }
     case DML_OPERATOR_MAX_POOLING1: {
         const DML_MAX_POOLING1_OPERATOR_DESC* p = desc;
-        d = (pooling_desc){p->InputTensor, NULL, p->OutputTensor, p->OutputIndicesTensor, p->DimensionCount,
-                           p->Strides, p->WindowSize, p->StartPadding, p->EndPadding, NULL};
+        d = (pooling_desc){p->InputTensor, NULL,          p->OutputTensor, p->OutputIndicesTensor, p->DimensionCount,
+                           p->Strides,     p->WindowSize, p->StartPadding, p->EndPadding,          NULL};
         break;
     }
     case DML_OPERATOR_MAX_POOLING2: {
         const DML_MAX_POOLING2_OPERATOR_DESC* p = desc;
-        d = (pooling_desc){p->InputTensor, NULL, p->OutputTensor, p->OutputIndicesTensor, p->DimensionCount,
-                           p->Strides, p->WindowSize, p->StartPadding, p->EndPadding, p->Dilations};
+        d = (pooling_desc){p->InputTensor, NULL,          p->OutputTensor, p->OutputIndicesTensor, p->DimensionCount,
+                           p->Strides,     p->WindowSize, p->StartPadding, p->EndPadding,          p->Dilations};
         break;
     }
     default: { /* DML_OPERATOR_MAX_POOLING_GRAD */
         const DML_MAX_POOLING_GRAD_OPERATOR_DESC* p = desc;
-        d = (pooling_desc){p->InputTensor, p->InputGradientTensor, p->OutputGradientTensor, NULL, p->DimensionCount,
-                           p->Strides, p->WindowSize, p->StartPadding, p->EndPadding, p->Dilations};
+        d = (pooling_desc){
+            p->InputTensor, p->InputGradientTensor, p->OutputGradientTensor, NULL,          p->DimensionCount,
+            p->Strides,     p->WindowSize,          p->StartPadding,         p->EndPadding, p->Dilations};
         break;
     }
     }
@@ -87,12 +88,9 @@ static HRESULT read_spatial_params(const DMLOperator* op, const pooling_desc* d,
     }
     for (uint32_t i = 0; i < k; i++) {
         uint32_t dilation = d->dilations ? d->dilations[i] : 1;
-        if (d->strides[i] == 0)
-            return dml_fail(E_INVALIDARG, "%s: Strides[%u] is 0 but must be >= 1", op->name, i);
-        if (d->window[i] == 0)
-            return dml_fail(E_INVALIDARG, "%s: WindowSize[%u] is 0 but must be >= 1", op->name, i);
-        if (dilation == 0)
-            return dml_fail(E_INVALIDARG, "%s: Dilations[%u] is 0 but must be >= 1", op->name, i);
+        if (d->strides[i] == 0) return dml_fail(E_INVALIDARG, "%s: Strides[%u] is 0 but must be >= 1", op->name, i);
+        if (d->window[i] == 0) return dml_fail(E_INVALIDARG, "%s: WindowSize[%u] is 0 but must be >= 1", op->name, i);
+        if (dilation == 0) return dml_fail(E_INVALIDARG, "%s: Dilations[%u] is 0 but must be >= 1", op->name, i);
         params->strides[skip + i] = d->strides[i];
         params->window[skip + i] = d->window[i];
         params->start_padding[skip + i] = d->start_padding[i];
@@ -121,8 +119,7 @@ HRESULT dml_create_max_pooling(DMLOperator* op, const void* desc) {
     pooling_desc d = normalize_desc(op->type, desc);
     DML_TRY(dml_op_add_input(op, "InputTensor", d.input, false));
     DML_TRY(dml_op_add_output(op, "OutputTensor", d.output, false));
-    if (op->type != DML_OPERATOR_MAX_POOLING)
-        DML_TRY(dml_op_add_output(op, "OutputIndicesTensor", d.indices, true));
+    if (op->type != DML_OPERATOR_MAX_POOLING) DML_TRY(dml_op_add_output(op, "OutputIndicesTensor", d.indices, true));
     const dml_slot* input = &op->inputs[DML_POOL_INPUT];
     const dml_slot* output = &op->outputs[DML_POOL_OUTPUT];
 

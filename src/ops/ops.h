@@ -16,9 +16,9 @@ typedef HRESULT (*dml_op_create_fn)(DMLOperator* op, const void* desc);
 
 typedef struct dml_op_info {
     DML_OPERATOR_TYPE type;
-    const char* name;              /* without the DML_OPERATOR_ prefix */
-    DML_FEATURE_LEVEL introduced;  /* the first feature level that has it */
-    dml_op_create_fn create;       /* NULL: known to libdml, not implemented yet */
+    const char* name;             /* without the DML_OPERATOR_ prefix */
+    DML_FEATURE_LEVEL introduced; /* the first feature level that has it */
+    dml_op_create_fn create;      /* NULL: known to libdml, not implemented yet */
 } dml_op_info;
 
 /* The registry entry of an operator type, or NULL. */
@@ -62,7 +62,6 @@ HRESULT dml_check_same_type(const DMLOperator* op, const dml_slot* slot, const d
 HRESULT dml_check_same_rank(const DMLOperator* op, const dml_slot* slot, const dml_slot* reference);
 HRESULT dml_check_same_sizes(const DMLOperator* op, const dml_slot* slot, const dml_slot* reference);
 /* slot.Sizes[dim] == expected; why explains where expected comes from. */
-HRESULT dml_check_size(const DMLOperator* op, const dml_slot* slot, uint32_t dim, uint64_t expected,
-                       const char* why);
+HRESULT dml_check_size(const DMLOperator* op, const dml_slot* slot, uint32_t dim, uint64_t expected, const char* why);
 
 #endif

@@ -30,7 +30,7 @@ typedef struct dml_roi_axis {
 /* sX = clamp(ceil(|size| / outputs), Min, Max) in FLOAT32 (§4.1, RA-3). A NaN
  * size takes Min (its samples are all out of bounds anyway). */
 DML_HOST_DEVICE uint32_t dml_roi_samples_per_output(float size, uint32_t outputs, uint32_t min_samples,
-                                               uint32_t max_samples) {
+                                                    uint32_t max_samples) {
     float wanted = ceilf(fabsf(size) / (float)outputs);
     if (!((double)wanted > (double)min_samples)) return min_samples;
     if ((double)wanted >= (double)max_samples) return max_samples;
@@ -38,8 +38,8 @@ DML_HOST_DEVICE uint32_t dml_roi_samples_per_output(float size, uint32_t outputs
 }
 
 /* The axis of a region whose raw corners are corner1 (x1) and corner2 (x2). */
-DML_HOST_DEVICE dml_roi_axis dml_roi_axis_make(float corner1, float corner2, float scale, uint32_t outputs, uint32_t extent,
-                                          const dml_roi_align_params* p) {
+DML_HOST_DEVICE dml_roi_axis dml_roi_axis_make(float corner1, float corner2, float scale, uint32_t outputs,
+                                               uint32_t extent, const dml_roi_align_params* p) {
     dml_roi_axis axis;
     axis.start = corner1 * scale;
     axis.size = corner2 * scale - axis.start;
@@ -110,7 +110,7 @@ typedef struct dml_roi_axis_sample {
 } dml_roi_axis_sample;
 
 DML_HOST_DEVICE dml_roi_axis_sample dml_roi_axis_sample_at(const dml_roi_axis* axis, uint64_t t,
-                                                      const dml_roi_align_params* p) {
+                                                           const dml_roi_align_params* p) {
     float coord = dml_roi_sample_coord(axis, t, p);
     dml_roi_axis_sample sample;
     sample.coord = coord;
@@ -135,7 +135,7 @@ DML_HOST_DEVICE float dml_roi_sample_count(const dml_roi_axis* x, const dml_roi_
 
 /* The interpolated value from the four taps (top = first Y tap, left = first X tap). */
 DML_HOST_DEVICE float dml_roi_bilinear(float top_left, float top_right, float bottom_left, float bottom_right, float fx,
-                                  float fy) {
+                                       float fy) {
     return (1.0f - fy) * ((1.0f - fx) * top_left + fx * top_right) +
            fy * ((1.0f - fx) * bottom_left + fx * bottom_right);
 }
@@ -158,7 +158,7 @@ DML_HOST_DEVICE float dml_roi_average_weight(const dml_roi_axis* x, const dml_ro
 
 /* d(coordinate of sample t) / d(raw first corner) and / d(raw second corner). */
 DML_HOST_DEVICE void dml_roi_coord_derivatives(const dml_roi_axis* axis, uint64_t t, const dml_roi_align_params* p,
-                                          float* d_first, float* d_second) {
+                                               float* d_first, float* d_second) {
     float u;
     if (!p->align_corners)
         u = ((float)t - p->output_pixel_offset) / (float)axis->count;
@@ -196,8 +196,8 @@ DML_HOST_DEVICE dml_roi_gradient_taps dml_roi_gradient_taps_at(float coord, uint
 }
 
 /* gradX = (1 - yl)(TR - TL) + yl (BR - BL); gradY = (1 - xl)(BL - TL) + xl (BR - TR). */
-DML_HOST_DEVICE void dml_roi_image_gradient(float top_left, float top_right, float bottom_left, float bottom_right, float xl,
-                                       float yl, float* grad_x, float* grad_y) {
+DML_HOST_DEVICE void dml_roi_image_gradient(float top_left, float top_right, float bottom_left, float bottom_right,
+                                            float xl, float yl, float* grad_x, float* grad_y) {
     *grad_x = (1.0f - yl) * (top_right - top_left) + yl * (bottom_right - bottom_left);
     *grad_y = (1.0f - xl) * (bottom_left - top_left) + xl * (bottom_right - top_right);
 }
@@ -205,8 +205,8 @@ DML_HOST_DEVICE void dml_roi_image_gradient(float top_left, float top_right, flo
 /* The four terms g * w * grad * dc of one sample (§7.3), each in FLOAT32, in
  * the order d/dx1, d/dy1, d/dx2, d/dy2 (the columns of OutputROIGradient). */
 DML_HOST_DEVICE void dml_roi_box_terms(const dml_roi_axis* x, const dml_roi_axis* y, uint64_t tx, uint64_t ty,
-                                  const dml_roi_align_params* p, float weighted_gradient, float grad_x, float grad_y,
-                                  float terms[4]) {
+                                       const dml_roi_align_params* p, float weighted_gradient, float grad_x,
+                                       float grad_y, float terms[4]) {
     float dx1, dx2, dy1, dy2;
     dml_roi_coord_derivatives(x, tx, p, &dx1, &dx2);
     dml_roi_coord_derivatives(y, ty, p, &dy1, &dy2);

@@ -42,7 +42,8 @@ bool bn_ref_near_jump(const bn_ref_activation* a, double x, double band) {
 
 uint64_t bn_ref_count(uint32_t rank, const uint32_t* sizes) {
     uint64_t count = 1;
-    for (uint32_t i = 0; i < rank; i++) count *= sizes[i];
+    for (uint32_t i = 0; i < rank; i++)
+        count *= sizes[i];
     return count;
 }
 
@@ -50,7 +51,8 @@ uint64_t bn_ref_count(uint32_t rank, const uint32_t* sizes) {
  * coordinates coords: broadcast (coordinate 0) where the size is 1 (§3). */
 static uint64_t parameter_index(uint32_t rank, const uint32_t* sizes, const uint32_t* coords) {
     uint64_t index = 0;
-    for (uint32_t i = 0; i < rank; i++) index = index * sizes[i] + (sizes[i] == 1 ? 0 : coords[i]);
+    for (uint32_t i = 0; i < rank; i++)
+        index = index * sizes[i] + (sizes[i] == 1 ? 0 : coords[i]);
     return index;
 }
 
@@ -71,9 +73,8 @@ static double activate_rounded(const bn_ref_activation* activation, double value
 
 void bn_ref_inference(uint32_t rank, const uint32_t* input_sizes, const double* input, const uint32_t* mean_sizes,
                       const double* mean, const uint32_t* variance_sizes, const double* variance,
-                      const uint32_t* scale_sizes, const double* scale, const uint32_t* bias_sizes,
-                      const double* bias, double epsilon, const bn_ref_activation* activation, double* pre,
-                      double* output) {
+                      const uint32_t* scale_sizes, const double* scale, const uint32_t* bias_sizes, const double* bias,
+                      double epsilon, const bn_ref_activation* activation, double* pre, double* output) {
     uint64_t count = bn_ref_count(rank, input_sizes);
     for (uint64_t e = 0; e < count; e++) {
         uint32_t c[8];
@@ -116,13 +117,16 @@ void bn_ref_training(const bn_ref_shape* shape, const double* input, const doubl
     long double* sum = calloc(groups, sizeof *sum);
     long double* squares = calloc(groups, sizeof *squares);
     /* Two passes: the mean, then the centered sum of squares; divisor M (BN-1). */
-    for (uint64_t e = 0; e < count; e++) sum[group[e]] += input[e];
-    for (uint64_t j = 0; j < groups; j++) output_mean[j] = (double)(sum[j] / m);
+    for (uint64_t e = 0; e < count; e++)
+        sum[group[e]] += input[e];
+    for (uint64_t j = 0; j < groups; j++)
+        output_mean[j] = (double)(sum[j] / m);
     for (uint64_t e = 0; e < count; e++) {
         long double d = (long double)input[e] - output_mean[group[e]];
         squares[group[e]] += d * d;
     }
-    for (uint64_t j = 0; j < groups; j++) output_variance[j] = (double)(squares[j] / m);
+    for (uint64_t j = 0; j < groups; j++)
+        output_variance[j] = (double)(squares[j] / m);
     for (uint64_t e = 0; e < count; e++) {
         uint64_t j = group[e];
         double value = scale[j] * (input[e] - output_mean[j]) / sqrt(output_variance[j] + epsilon) + bias[j];

@@ -38,9 +38,8 @@ uint64_t bn_ref_count(uint32_t rank, const uint32_t* sizes);
  * float64 map without activation or rounding (for finite differences). */
 void bn_ref_inference(uint32_t rank, const uint32_t* input_sizes, const double* input, const uint32_t* mean_sizes,
                       const double* mean, const uint32_t* variance_sizes, const double* variance,
-                      const uint32_t* scale_sizes, const double* scale, const uint32_t* bias_sizes,
-                      const double* bias, double epsilon, const bn_ref_activation* activation, double* pre,
-                      double* output);
+                      const uint32_t* scale_sizes, const double* scale, const uint32_t* bias_sizes, const double* bias,
+                      double epsilon, const bn_ref_activation* activation, double* pre, double* output);
 
 /* BATCH_NORMALIZATION_TRAINING (§5): biased variance. fused_add may be NULL;
  * pre and activation as for inference (may be NULL). */

@@ -5,7 +5,8 @@
 
 static uint64_t element_count(uint32_t rank, const uint32_t* sizes) {
     uint64_t count = 1;
-    for (uint32_t i = 0; i < rank; i++) count *= sizes[i];
+    for (uint32_t i = 0; i < rank; i++)
+        count *= sizes[i];
     return count;
 }
 
@@ -22,7 +23,8 @@ static uint64_t window_argmax(const ref_pooling* p, const double* input, uint64_
         out_index /= p->output_sizes[i];
     }
     uint64_t taps = 1;
-    for (uint32_t i = 0; i < k; i++) taps *= p->window[i];
+    for (uint32_t i = 0; i < k; i++)
+        taps *= p->window[i];
     uint64_t best_index = UINT64_MAX;
     double best = 0;
     for (uint64_t t = 0; t < taps; t++) {
@@ -40,7 +42,8 @@ static uint64_t window_argmax(const ref_pooling* p, const double* input, uint64_
             inside &= position[i] >= 0 && position[i] < (int64_t)p->input_sizes[2 + i];
         if (!inside) continue;
         logical = (uint64_t)out_coords[0] * p->input_sizes[1] + out_coords[1];
-        for (uint32_t i = 0; i < k; i++) logical = logical * p->input_sizes[2 + i] + (uint64_t)position[i];
+        for (uint32_t i = 0; i < k; i++)
+            logical = logical * p->input_sizes[2 + i] + (uint64_t)position[i];
         if (best_index == UINT64_MAX || greater(input[logical], best)) {
             best = input[logical];
             best_index = logical;
@@ -62,7 +65,8 @@ void ref_max_pooling_grad(const ref_pooling* p, const double* input, const doubl
                           double* output_gradient) {
     uint64_t inputs = element_count(p->spatial_rank + 2, p->input_sizes);
     uint64_t outputs = element_count(p->spatial_rank + 2, p->output_sizes);
-    for (uint64_t i = 0; i < inputs; i++) output_gradient[i] = 0;
+    for (uint64_t i = 0; i < inputs; i++)
+        output_gradient[i] = 0;
     for (uint64_t o = 0; o < outputs; o++) {
         uint64_t index = window_argmax(p, input, o);
         if (index != UINT64_MAX) output_gradient[index] += input_gradient[o];

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 typedef struct ref_pooling {
-    uint32_t spatial_rank;  /* K = 2 or 3 */
+    uint32_t spatial_rank;    /* K = 2 or 3 */
     uint32_t input_sizes[5];  /* {N, C, spatial...} */
     uint32_t output_sizes[5]; /* {N, C, spatial...} (forward output / InputGradient) */
     uint32_t strides[3], window[3], start_padding[3], dilations[3];

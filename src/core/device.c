@@ -48,8 +48,9 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     if (level > DML_HIGHEST_FEATURE_LEVEL)
         return dml_fail(DXGI_ERROR_UNSUPPORTED,
                         "dmlCreateDevice: FeatureLevel 0x%x is above the highest libdml "
-                        "supports (0x%x)",
-                        (unsigned)level, (unsigned)DML_HIGHEST_FEATURE_LEVEL);
+                        "supports (" DML_LEVEL_FORMAT ", 0x%x)",
+                        (unsigned)level, DML_LEVEL_ARGS(DML_HIGHEST_FEATURE_LEVEL),
+                        (unsigned)DML_HIGHEST_FEATURE_LEVEL);
     if (!is_known_level(level))
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: FeatureLevel 0x%x is not a DML_FEATURE_LEVEL value",
                         (unsigned)level);

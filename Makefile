@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build build-asan build-tsan build-fuzz run test test-release test-asan test-tsan test-fuzz fuzz \
-	fuzz-seeds bench install clean
+	fuzz-seeds bench install package clean
 
 all: build
 
@@ -78,6 +78,10 @@ bench: build
 
 install: build
 	cmake --install $(BUILD_DIR)
+
+# The Debian package: $(BUILD_DIR)/libdml_<version>_amd64.deb.
+package: build
+	cd $(BUILD_DIR) && cpack
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

@@ -3,7 +3,10 @@
 # As root it runs apt-get itself; otherwise it prints the command to run.
 set -euo pipefail
 
-packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang libclang-rt-14-dev libomp-dev valgrind)
+# dpkg-dev and file: make package (cpack's DEB generator computes Depends with
+# dpkg-shlibdeps, which finds the binaries with file).
+packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang libclang-rt-14-dev libomp-dev valgrind
+  dpkg-dev file)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -16,9 +16,12 @@ all: build
 setup:
 	@bash scripts/setup.sh
 
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DDML_WERROR=ON $(CMAKE_FLAGS)
+COMPILE = cmake --build $(BUILD_DIR) -j $(JOBS)
+
 build: setup
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DDML_WERROR=ON $(CMAKE_FLAGS)
-	cmake --build $(BUILD_DIR) -j $(JOBS)
+	$(CONFIGURE)
+	$(COMPILE)
 
 build-asan: setup
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDML_WERROR=ON \
@@ -38,9 +41,12 @@ build-fuzz: setup
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
 
 # The main job: a short tour of the operators (dmlrun's embedded default
-# model), each dispatch timed over 20 iterations.
-run: build
-	$(BUILD_DIR)/tools/dmlrun/dmlrun --iterations 20
+# model), each dispatch timed over 20 iterations and each result checked.
+# Quiet: one line per step, a failing step's output in full.
+run: setup
+	@scripts/quiet.sh "configure ($(BUILD_DIR))" $(CONFIGURE)
+	@scripts/quiet.sh "build" $(COMPILE)
+	@$(BUILD_DIR)/tools/dmlrun/dmlrun --iterations 20
 
 test-release: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

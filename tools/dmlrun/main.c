@@ -117,6 +117,28 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
     return 0;
 }
 
+/* The tour's last lines: what it showed, and where to go next. */
+static void print_tour_summary(const dmlrun_model* model) {
+    size_t operators = 0, skipped = 0;
+    for (size_t d = 0; d < model->dispatchable_count; d++) {
+        const dmlrun_dispatchable* dispatchable = &model->dispatchables[d];
+        size_t first = 0;
+        while (model->dispatchables[first].schema->type != dispatchable->schema->type)
+            first++;
+        if (first == d) operators++; /* the first dispatchable of its operator type */
+        if (dispatchable->skipped != NULL) skipped++;
+    }
+    if (skipped == 0)
+        printf("tour: %zu operators, all results as expected\n", operators);
+    else
+        printf("tour: %zu operators, %zu not implemented in this libdml (skipped), the other results as expected\n",
+               operators, skipped);
+    printf(
+        "next: your own models (examples/models/ has one per operator: dmlrun examples/models/roi_align1_ra1.json),\n"
+        "      the documentation in docs/ (the model format: docs/dmlrun.md), and dmlrun --help;\n"
+        "      installed from the package, examples/ and docs/ are in /usr/share/doc/libdml/\n");
+}
+
 int main(int argc, char** argv) {
     dmlrun_options options = {0};
     const char* model_path = NULL;
@@ -147,6 +169,7 @@ int main(int argc, char** argv) {
             fputs(", all cores\n", stderr);
     }
     ok = ok && dmlrun_run_commands(&model, &options);
+    if (ok && model_path == NULL) print_tour_summary(&model);
     dmlrun_model_free(&model);
     return ok ? 0 : 1;
 }

@@ -190,6 +190,8 @@ static bool parse_write_file(dmlrun_model* model, dmlrun_command* command, const
     if (target == NULL) return dmlrun_fail(member_place, "required field is missing (the file to write)");
     if (!dmlrun_json_string(target, member_place, &command->target_path)) return false;
     if (command->target_path[0] == '\0') return dmlrun_fail(member_place, "is empty");
+    if (dmlrun_is_image_path(command->target_path))
+        return dmlrun_fail(member_place, "writing image files is not supported (write .npy or raw .bin/.dat files)");
     /* "shape" (libdml) or "dimensions" (DxDispatch's name): the .npy shape. */
     const char* shape_key = dmlrun_json_member(json, "shape") ? "shape" : "dimensions";
     const cJSON* shape = dmlrun_json_member(json, shape_key);

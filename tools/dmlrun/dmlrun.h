@@ -49,6 +49,8 @@ enum {
 /* Prints "dmlrun: error: PLACE: message" to stderr; returns false so that
  * callers can `return dmlrun_fail(...)`. place may be NULL or "". */
 bool dmlrun_fail(const char* place, const char* format, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "dmlrun: warning: PLACE: message" to stderr; the run goes on. */
+void dmlrun_warning(const char* place, const char* format, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "dmlrun: note: message" to stderr. */
 void dmlrun_note(const char* format, ...) __attribute__((format(printf, 1, 2)));
 /* Places of members and elements: "parent.key", "parent[index]". */
@@ -167,6 +169,9 @@ typedef struct dmlrun_model {
 bool dmlrun_load_resources(dmlrun_model* model, const cJSON* resources);
 /* Index of the resource with that name, or SIZE_MAX. */
 size_t dmlrun_find_resource(const dmlrun_model* model, const char* name);
+/* Whether path names an image file (.png, .jpg, ...), which DxDispatch reads
+ * and writes through Windows' imaging component and dmlrun does not. */
+bool dmlrun_is_image_path(const char* path);
 /* Reads a whole file (at most DMLRUN_MAX_BUFFER_BYTES). */
 bool dmlrun_read_file(const char* path, const char* place, uint8_t** bytes, size_t* size);
 /* sourcePath relative to the model's directory (or, as DxDispatch does, to

@@ -2,6 +2,7 @@
  * before anything runs) and releasing everything it holds. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "json.h"
 
@@ -69,6 +70,10 @@ static bool load_text(dmlrun_model* model, char* text, size_t length, const char
 }
 
 bool dmlrun_load_model(dmlrun_model* model, const char* path) {
+    size_t path_length = strlen(path);
+    if (path_length >= 5 && strcasecmp(path + path_length - 5, ".onnx") == 0)
+        return dmlrun_fail(path, "ONNX models are not supported: dmlrun runs JSON models of DirectML operators "
+                                 "(ONNX models need DxDispatch on Windows)");
     uint8_t* bytes;
     size_t length;
     if (!dmlrun_read_file(path, NULL, &bytes, &length)) return false;

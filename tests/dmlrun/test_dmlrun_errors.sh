@@ -99,6 +99,12 @@ args=(--iterations 0); expect_error zero_iterations --status 2 "--iterations mus
 args=(--backend tpu); expect_error bad_backend --status 2 "--backend is cpu or cuda"
 args=(--fast); expect_error unknown_option --status 2 "unknown option '--fast'"
 args=(a.json b.json); expect_error two_models --status 2 "one model at a time"
+args=(-m a.json b.json); expect_error two_models_m --status 2 "one model at a time"
+args=(-i); expect_error missing_value --status 2 "-i needs a value"
+args=(-v 3); expect_error timing_verbosity --status 2 "--timing_verbosity needs a whole number from 0 to 2"
+args=(-r 0); expect_error zero_repeat --status 2 "--dispatch_repeat must be at least 1"
+args=(-a tpu); expect_error bad_adapter --status 2 "--adapter 'tpu' matches no libdml backend"
+args=(-z); expect_error unknown_short_option --status 2 "unknown option '-z'"
 
 # ---- Resources ----
 model bad_type '"x": {"initialValuesDataType": "FLOAT33", "initialValues": [1]}' "" ""

@@ -146,16 +146,21 @@ typedef struct dmlrun_command {
 /* ---- The model and the options ---- */
 typedef struct dmlrun_options {
     DML_BACKEND backend;
-    uint32_t threads;    /* 0 = all cores */
-    uint32_t iterations; /* timed dispatches per dispatch command */
-    uint32_t warmup;     /* untimed dispatches before them */
+    uint32_t threads;             /* 0 = all cores */
+    bool debug;                   /* DML_CREATE_DEVICE_FLAG_DEBUG */
+    uint32_t iterations;          /* timed iterations per dispatch command, at least */
+    uint32_t warmup;              /* untimed iterations before them */
+    uint32_t repeat;              /* dispatches per iteration (0 means 1) */
+    uint32_t milliseconds_to_run; /* more timed iterations until this long */
+    uint32_t interval_ms;         /* at least this long from one iteration's start to the next */
+    uint32_t timing_verbosity;    /* 1: also the cold time; 2: also every sample */
     bool verbose;
     bool skip_unimplemented; /* default tour: skip operators libdml reports E_NOTIMPL for */
 } dmlrun_options;
 
 typedef struct dmlrun_model {
     cJSON* root;
-    char* directory; /* of the model file: sourcePath is relative to it */
+    char* directory; /* sourcePath is relative to it: the model file's, or set before loading */
     dmlrun_resource* resources;
     size_t resource_count;
     dmlrun_dispatchable* dispatchables;

@@ -77,8 +77,11 @@ bool dmlrun_load_model(dmlrun_model* model, const char* path) {
     uint8_t* bytes;
     size_t length;
     if (!dmlrun_read_file(path, NULL, &bytes, &length)) return false;
+    /* sourcePath is relative to the model's directory unless the caller
+     * chose another (dmlrun --input_path). */
     const char* slash = strrchr(path, '/');
-    model->directory = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
+    if (model->directory == NULL)
+        model->directory = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
     if (model->directory == NULL) {
         free(bytes);
         return dmlrun_fail(NULL, "out of memory");

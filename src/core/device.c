@@ -44,6 +44,10 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     if ((unsigned)desc->Flags & ~(unsigned)DML_CREATE_DEVICE_FLAG_DEBUG)
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: Flags 0x%x has unknown bits", (unsigned)desc->Flags);
 
+    if ((unsigned)desc->MaxCpuIsa > DML_CPU_ISA_AVX512)
+        return dml_fail(E_INVALIDARG, "dmlCreateDevice: MaxCpuIsa is %u but must be a DML_CPU_ISA value (0 to 3)",
+                        (unsigned)desc->MaxCpuIsa);
+
     DML_FEATURE_LEVEL level = desc->FeatureLevel ? desc->FeatureLevel : DML_HIGHEST_FEATURE_LEVEL;
     if (level > DML_HIGHEST_FEATURE_LEVEL)
         return dml_fail(DXGI_ERROR_UNSUPPORTED,
@@ -93,6 +97,10 @@ HRESULT dmlGetDeviceRemovedReason(const DMLDevice* device) {
 
 DML_BACKEND dmlGetDeviceBackend(const DMLDevice* device) {
     return device && device->backend != &dml_cpu_backend ? DML_BACKEND_CUDA : DML_BACKEND_CPU;
+}
+
+DML_CPU_ISA dmlGetDeviceCpuIsa(const DMLDevice* device) {
+    return device ? (DML_CPU_ISA)(DML_CPU_ISA_GENERIC + device->cpu_isa) : DML_CPU_ISA_GENERIC;
 }
 
 /* Common entry check of every device method: a usable device. */

@@ -192,7 +192,7 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
 static void forward_row_f32(const forward_problem* f, uint64_t row) { forward_row_typed(f, row, false); }
 static void forward_row_f16(const forward_problem* f, uint64_t row) { forward_row_typed(f, row, true); }
 
-HRESULT dml_cpu_roi_align(const dml_kernel_args* args) {
+static HRESULT run_roi_align(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
@@ -522,7 +522,7 @@ static HRESULT compute_roi_gradient(const grad_problem* g, int threads) {
     return S_OK;
 }
 
-HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args) {
+static HRESULT run_roi_align_grad(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
     const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
@@ -560,3 +560,8 @@ HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args) {
     if (g.roi_gradient) DML_TRY(compute_roi_gradient(&g, threads));
     return S_OK;
 }
+
+const dml_impl dml_cpu_roi_align_generic = {"roi_align/generic/strided", DML_ISA_GENERIC, NULL, run_roi_align};
+
+const dml_impl dml_cpu_roi_align_grad_generic = {"roi_align_grad/generic/strided", DML_ISA_GENERIC, NULL,
+                                                 run_roi_align_grad};

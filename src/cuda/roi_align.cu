@@ -749,14 +749,15 @@ grad_problem grad_problem_make(const dml_kernel_args* args) {
 }
 
 /* The temporaries of g in one block at `scratch` (NULL: only the size), and
- * its size in bytes. Sizes < 2^64: R * C * OH * OW < 2^32 elements. */
-uint64_t grad_scratch_layout(grad_problem& g, char* scratch) {
+ * its size in bytes; box_gradient: OutputROIGradientTensor is present.
+ * Sizes < 2^64: R * C * OH * OW < 2^32 elements. */
+uint64_t grad_scratch_layout(grad_problem& g, bool box_gradient, char* scratch) {
     const align_shape& s = g.shape;
     uint64_t outputs = (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width;
     uint64_t rois_bytes = align_up((uint64_t)s.roi_count * sizeof(gradient_roi));
     uint64_t boxes_bytes = align_up((uint64_t)s.roi_count * sizeof(roi_box));
     uint64_t selected_bytes = g.params.reduction_max ? align_up(outputs * sizeof(uint64_t)) : 0;
-    uint64_t sums_bytes = g.roi_gradient ? align_up((uint64_t)s.roi_count * s.channels * 4 * sizeof(double)) : 0;
+    uint64_t sums_bytes = box_gradient ? align_up((uint64_t)s.roi_count * s.channels * 4 * sizeof(double)) : 0;
     if (scratch != NULL) {
         g.rois = (gradient_roi*)scratch;
         g.boxes = (roi_box*)(scratch + rois_bytes);
@@ -766,9 +767,7 @@ uint64_t grad_scratch_layout(grad_problem& g, char* scratch) {
     return rois_bytes + boxes_bytes + selected_bytes + sums_bytes;
 }
 
-} // namespace
-
-HRESULT dml_cuda_roi_align(const dml_kernel_args* args) {
+HRESULT run_forward(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     forward_problem f = forward_problem_make(args);
@@ -777,21 +776,31 @@ HRESULT dml_cuda_roi_align(const dml_kernel_args* args) {
                : launch_forward<float>(args, f);
 }
 
-HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args) {
+bool has_box_gradient(const DMLOperator* op) {
+    return op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor.present;
+}
+
+/* The gradient's workspace (grad_scratch_layout), sized from the shapes alone. */
+HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    dml_kernel_args shapes_only = {};
+    shapes_only.op = op;
+    shapes_only.device = device;
+    grad_problem g = grad_problem_make(&shapes_only);
+    plan->temporary_size = grad_scratch_layout(g, has_box_gradient(op), NULL);
+    return S_OK;
+}
+
+HRESULT run_grad(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     grad_problem g = grad_problem_make(args);
-    /* One stream-ordered temporary: allocated and freed in stream order, so
-     * nothing waits here. */
-    cudaStream_t stream = dml_cuda_stream(args);
-    char* scratch = NULL;
-    cudaError_t error = cudaMallocAsync((void**)&scratch, grad_scratch_layout(g, NULL), stream);
-    if (error != cudaSuccess) return dml_cuda_kernel_error(error, "ROI_ALIGN_GRAD: cudaMallocAsync");
-    grad_scratch_layout(g, scratch);
+    grad_scratch_layout(g, has_box_gradient(args->op), (char*)args->temporary);
     bool half = args->op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    HRESULT status = half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
-    error = cudaFreeAsync(scratch, stream);
-    if (SUCCEEDED(status) && error != cudaSuccess)
-        status = dml_cuda_kernel_error(error, "ROI_ALIGN_GRAD: cudaFreeAsync");
-    return status;
+    return half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
 }
+
+} // namespace
+
+const dml_impl dml_cuda_roi_align_generic = {"roi_align/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
+const dml_impl dml_cuda_roi_align_grad_generic = {"roi_align_grad/cuda/strided", DML_ISA_GENERIC, plan_grad, run_grad};

@@ -489,7 +489,7 @@ static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispat
 }
 
 bool dmlrun_prepare(dmlrun_model* model, const dmlrun_options* options) {
-    DML_DEVICE_DESC desc = {options->backend, DML_CREATE_DEVICE_FLAG_NONE, 0, options->threads, NULL, 0};
+    DML_DEVICE_DESC desc = {.Backend = options->backend, .ThreadCount = options->threads};
     HRESULT status = dmlCreateDevice(&desc, &model->device);
     if (FAILED(status))
         return dmlrun_fail(NULL, "cannot create the %s device: %s (%s)", backend_name(options->backend),

@@ -67,7 +67,7 @@ using align_replay::kTile;
  * between the barriers. */
 template <class T> static void replay_gather(const grad_problem& g) {
     const align_replay::align_shape& s = g.shape;
-    static float acc[kThreads][kChunk];
+    static double acc[kThreads][kChunk];
     for (uint64_t task = 0; task < g.tasks; task++) {
         align_replay::tile_task t = align_replay::tile_task_at(g, task);
         memset(acc, 0, sizeof acc);

@@ -63,7 +63,15 @@ typedef struct DML_DEVICE_DESC {
     void* CudaStream;      /* CUDA: a cudaStream_t to dispatch on; NULL = the device's own */
     INT CudaDeviceOrdinal; /* CUDA: which GPU */
     DML_CPU_ISA MaxCpuIsa; /* CPU: the highest instruction set kernels may use (see DML_CPU_ISA) */
+    /* ROI_ALIGN, ROI_ALIGN1, ROI_ALIGN_GRAD: the most samples per output
+     * element along each axis, the bound of their cost and precision
+     * (docs/operators/roi_align.md). 0 = DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
+     * at most DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS. */
+    UINT RoiAlignMaxSamplesPerAxis;
 } DML_DEVICE_DESC;
+
+#define DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS 4096u /* 2^24 samples per output element */
+#define DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS 65536u    /* 2^32 samples per output element */
 
 /* Everything bound for one dispatch, in DirectML's slot order (spec
  * tensors.md §6.1): one entry per input slot and per output slot, absent

@@ -58,11 +58,20 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: FeatureLevel 0x%x is not a DML_FEATURE_LEVEL value",
                         (unsigned)level);
 
+    UINT samples_per_axis =
+        desc->RoiAlignMaxSamplesPerAxis ? desc->RoiAlignMaxSamplesPerAxis : DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
+    if (samples_per_axis > DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS)
+        return dml_fail(E_INVALIDARG,
+                        "dmlCreateDevice: RoiAlignMaxSamplesPerAxis is %u but must be <= %u (2^32 samples per "
+                        "output element, the most whose sums stay exact enough)",
+                        samples_per_axis, DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS);
+
     DMLDevice* created = calloc(1, sizeof *created);
     if (created == NULL) return dml_fail(E_OUTOFMEMORY, "dmlCreateDevice: out of memory");
     created->backend = backend;
     created->feature_level = level;
     created->flags = desc->Flags;
+    created->roi_align_samples_per_axis = samples_per_axis;
     atomic_init(&created->removed_reason, S_OK);
     HRESULT status = backend->create(created, desc);
     if (FAILED(status)) {

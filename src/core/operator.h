@@ -159,10 +159,11 @@ struct DMLDevice {
     const dml_backend* backend;
     DML_FEATURE_LEVEL feature_level;
     DML_CREATE_DEVICE_FLAGS flags;
-    uint32_t threads;                  /* CPU worker threads (>= 1) */
-    dml_isa cpu_isa;                   /* CPU implementations up to this level may run */
-    void* backend_state;               /* owned by the backend */
-    dml_atomic_hresult removed_reason; /* S_OK while healthy */
+    uint32_t threads;                    /* CPU worker threads (>= 1) */
+    dml_isa cpu_isa;                     /* CPU implementations up to this level may run */
+    uint32_t roi_align_samples_per_axis; /* DML_DEVICE_DESC.RoiAlignMaxSamplesPerAxis, resolved */
+    void* backend_state;                 /* owned by the backend */
+    dml_atomic_hresult removed_reason;   /* S_OK while healthy */
 };
 
 /* Puts the device into the removed state (spec tensors.md §7.3) and returns

@@ -3,13 +3,14 @@
  * The per-sample math (sample positions, rounding, clamping, weights) is in
  * src/ops/roi_align_math.h, shared with the other backends.
  *
- * Forward: parallel over output rows (roi, channel, oy); each element sums or
- * maximises its samples in the spec's order (X outer, Y inner) in FLOAT32.
+ * Forward: parallel over output rows (roi, channel, oy); each element sums
+ * (in FLOAT64, RA-16) or maximises its samples in the spec's order (X outer,
+ * Y inner).
  *
  * Gradient, deterministic without atomics:
  * - OutputGradientTensor: one task per (image, channel) plane, or per band of
  *   rows of it when there are fewer planes than threads. A task accumulates,
- *   into a FLOAT32 plane of its own, every contribution that lands in its rows,
+ *   into a FLOAT64 plane of its own (RA-16), every contribution that lands in its rows,
  *   in the fixed order r (ROIs of that image, increasing), oy, ox, sample,
  *   tap. Each pixel therefore sees the same sequence of additions whatever the
  *   thread count or banding.
@@ -156,7 +157,6 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
     }
     plane_view plane = plane_make(f->input, f->in_strides, region.batch, c, f->height, f->width, half);
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
-    float samples = dml_roi_sample_count(&region.x, &region.y);
     uint64_t y_begin = oy * per_y;
     /* The Y samples are the same for every ox and tx of the row: computed
      * once when they fit. */
@@ -167,7 +167,8 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
         y_cache[j] = dml_roi_axis_sample_at(&region.y, y_begin + j, p);
     bool linear = p->interpolation_linear;
     for (uint32_t ox = 0; ox < f->out_width; ox++) {
-        float sum = 0.0f, best = 0.0f;
+        double sum = 0.0;
+        float best = 0.0f;
         bool first = true;
         for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
             dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, p);
@@ -185,7 +186,8 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
                 }
             }
         }
-        store_value(f->output, out_row + ox * f->out_strides[3], half, p->reduction_max ? best : sum / samples);
+        store_value(f->output, out_row + ox * f->out_strides[3], half,
+                    p->reduction_max ? best : dml_roi_average(sum, &region.x, &region.y));
     }
 }
 
@@ -301,9 +303,9 @@ static void for_each_weighted_sample(const grad_problem* g, const plane_view* in
 
 /* ---- OutputGradientTensor (§7.2) ---- */
 
-/* Rows [row_begin, row_end) of one plane, accumulated in FLOAT32. */
+/* Rows [row_begin, row_end) of one plane, accumulated in FLOAT64 (RA-16). */
 typedef struct gradient_band {
-    float* acc;
+    double* acc;
     uint32_t row_begin, row_end, width, height;
     bool linear;
 } gradient_band;
@@ -324,12 +326,12 @@ static void scatter_sample(void* context, const roi_region* region, uint64_t tx,
     /* Taps in the order top-left, top-right, bottom-left, bottom-right;
      * coinciding taps (clamped edges) simply add up. */
     if (sy->first >= band->row_begin && sy->first < band->row_end) {
-        float* row = band->acc + (uint64_t)(sy->first - band->row_begin) * band->width;
+        double* row = band->acc + (uint64_t)(sy->first - band->row_begin) * band->width;
         row[sx->first] += weighted_gradient * weights[0];
         row[sx->second] += weighted_gradient * weights[1];
     }
     if (sy->second >= band->row_begin && sy->second < band->row_end) {
-        float* row = band->acc + (uint64_t)(sy->second - band->row_begin) * band->width;
+        double* row = band->acc + (uint64_t)(sy->second - band->row_begin) * band->width;
         row[sx->first] += weighted_gradient * weights[2];
         row[sx->second] += weighted_gradient * weights[3];
     }
@@ -372,7 +374,7 @@ static uint32_t first_roi_of_image(const roi_of_image* sorted, uint32_t count, u
 
 /* One task: plane (n, c), rows [row_begin, row_end). */
 static void gradient_band_task(const grad_problem* g, const roi_of_image* sorted, uint32_t sorted_count, uint32_t n,
-                               uint32_t c, uint32_t row_begin, uint32_t row_end, bool banded, float* acc) {
+                               uint32_t c, uint32_t row_begin, uint32_t row_end, bool banded, double* acc) {
     const dml_roi_align_params* p = g->params;
     gradient_band band = {acc, row_begin, row_end, g->width, g->height, p->interpolation_linear};
     memset(acc, 0, (size_t)(row_end - row_begin) * g->width * sizeof *acc);
@@ -393,9 +395,10 @@ static void gradient_band_task(const grad_problem* g, const roi_of_image* sorted
     }
     uint64_t dx_plane = (uint64_t)n * g->dx_strides[0] + (uint64_t)c * g->dx_strides[1];
     for (uint32_t y = row_begin; y < row_end; y++) {
-        const float* row = acc + (uint64_t)(y - row_begin) * g->width;
+        const double* row = acc + (uint64_t)(y - row_begin) * g->width;
         for (uint32_t x = 0; x < g->width; x++)
-            store_value(g->output_gradient, dx_plane + y * g->dx_strides[2] + x * g->dx_strides[3], g->half, row[x]);
+            store_value(g->output_gradient, dx_plane + y * g->dx_strides[2] + x * g->dx_strides[3], g->half,
+                        (float)row[x]);
     }
 }
 
@@ -419,7 +422,7 @@ static HRESULT compute_output_gradient(const grad_problem* g, int threads) {
     uint64_t band_rows = (g->height + bands - 1) / bands;
     int64_t tasks = (int64_t)(planes * bands);
     if (tasks < threads) threads = (int)tasks;
-    float* scratch = malloc((size_t)threads * band_rows * g->width * sizeof(float));
+    double* scratch = malloc((size_t)threads * band_rows * g->width * sizeof(double));
     if (scratch == NULL) {
         free(sorted);
         return E_OUTOFMEMORY;
@@ -430,7 +433,7 @@ static HRESULT compute_output_gradient(const grad_problem* g, int threads) {
 #ifdef _OPENMP
         thread = omp_get_thread_num();
 #endif
-        float* acc = scratch + (size_t)thread * band_rows * g->width;
+        double* acc = scratch + (size_t)thread * band_rows * g->width;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             uint64_t band = (uint64_t)task % bands, plane = (uint64_t)task / bands;

@@ -11,7 +11,7 @@
  * - Every sum adds the same terms in the same order as the CPU.
  *
  * Forward: one thread per output element (ox fastest), its samples in §4.4
- * order (X outer, Y inner), summed or maximised in FLOAT32.
+ * order (X outer, Y inner), summed (in FLOAT64, RA-16) or maximised.
  *
  * Gradient, deterministic without atomics:
  * - prepare_rois: per ROI its region, and per axis the samples that are in
@@ -23,7 +23,7 @@
  *   RA-8), as the CPU selects it.
  * - gather_output_gradient (OutputGradientTensor): one block per (image, tile
  *   of 16x16 pixels, 8 channels); each thread owns one pixel and accumulates
- *   its 8 channels in FLOAT32 registers. The block walks the ROIs of its image
+ *   its 8 channels in FLOAT64 registers (RA-16). The block walks the ROIs of its image
  *   in increasing r, keeps those whose bounding box meets the tile, finds for
  *   each tile row and column the run of samples that reach it, and each thread
  *   then adds, in the order oy, ox, tx, ty, tap, the contributions that land on
@@ -188,7 +188,8 @@ template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, ui
     }
     plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
-    float sum = 0.0f, best = 0.0f;
+    double sum = 0.0;
+    float best = 0.0f;
     bool first = true;
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
         dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
@@ -206,7 +207,7 @@ template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, ui
             }
         }
     }
-    store_value((T*)f.output, out, p.reduction_max ? best : sum / dml_roi_sample_count(&region.x, &region.y));
+    store_value((T*)f.output, out, p.reduction_max ? best : dml_roi_average(sum, &region.x, &region.y));
 }
 
 template <class T> __global__ void roi_align_forward(const forward_problem f) {
@@ -404,7 +405,7 @@ static_assert(kTile * kTile == kThreads, "one thread per pixel of a tile");
  * rows/columns: the samples whose taps reach y / x. */
 template <class T>
 DML_CUDA_FN __forceinline__ void gather_roi(const grad_problem& g, uint32_t r, sample_run rows, sample_run columns,
-                                            uint32_t y, uint32_t x, uint32_t c0, float acc[kChunk]) {
+                                            uint32_t y, uint32_t x, uint32_t c0, double acc[kChunk]) {
     const dml_roi_align_params& p = g.params;
     const align_shape& s = g.shape;
     const roi_region region = g.rois[r].region;
@@ -505,15 +506,15 @@ DML_CUDA_FN sample_run tile_run(const grad_problem& g, const gradient_roi& info,
     return run;
 }
 
-/* The FLOAT32 sums of one pixel, rounded once (RA-13); channels past C are
- * not stored. */
+/* The FLOAT64 sums of one pixel, rounded to FLOAT32 (then FLOAT16) as the
+ * CPU rounds them; channels past C are not stored. */
 template <class T>
 DML_CUDA_FN void store_pixel(const grad_problem& g, const tile_task& t, uint32_t y, uint32_t x,
-                             const float acc[kChunk]) {
+                             const double acc[kChunk]) {
     uint64_t pixel = (uint64_t)t.n * g.dx_strides[0] + y * g.dx_strides[2] + x * g.dx_strides[3];
     for (unsigned j = 0; j < kChunk; j++)
         if ((uint64_t)t.c0 + j < g.shape.channels)
-            store_value((T*)g.output_gradient, pixel + (t.c0 + j) * g.dx_strides[1], acc[j]);
+            store_value((T*)g.output_gradient, pixel + (t.c0 + j) * g.dx_strides[1], (float)acc[j]);
 }
 
 template <class T> __global__ void __launch_bounds__(kThreads, 2) gather_output_gradient(const grad_problem g) {
@@ -526,10 +527,10 @@ template <class T> __global__ void __launch_bounds__(kThreads, 2) gather_output_
         tile_task t = tile_task_at(g, task);
         uint64_t y = (uint64_t)t.y0 + thread / kTile, x = (uint64_t)t.x0 + thread % kTile;
         bool in_plane = y < s.height && x < s.width;
-        float acc[kChunk];
+        double acc[kChunk];
 #pragma unroll
         for (unsigned j = 0; j < kChunk; j++)
-            acc[j] = 0.0f;
+            acc[j] = 0.0;
 
         for (uint32_t base = 0; base < s.roi_count; base += kThreads) {
             /* The ROIs [base, base + kThreads) that meet the tile, compacted in increasing r. */

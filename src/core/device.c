@@ -26,21 +26,16 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     DML_DEVICE_DESC defaults = {0};
     if (desc == NULL) desc = &defaults;
 
-    const dml_backend* backend = NULL;
-    if (desc->Backend == DML_BACKEND_CPU) {
-        backend = &dml_cpu_backend;
-    } else if (desc->Backend == DML_BACKEND_CUDA) {
-        backend = dml_cuda_backend();
-        if (backend == NULL)
-            return dml_fail(DXGI_ERROR_UNSUPPORTED,
-                            "dmlCreateDevice: Backend is DML_BACKEND_CUDA but this libdml was built without CUDA "
-                            "(configure with -DDML_CUDA=ON where nvcc is installed)");
-    } else {
+    if (desc->Backend != DML_BACKEND_CPU && desc->Backend != DML_BACKEND_CUDA)
         return dml_fail(E_INVALIDARG,
                         "dmlCreateDevice: Backend is %u but must be DML_BACKEND_CPU (0) or "
                         "DML_BACKEND_CUDA (1)",
                         (unsigned)desc->Backend);
-    }
+    const dml_backend* backend = dml_backend_find(desc->Backend);
+    if (backend == NULL)
+        return dml_fail(DXGI_ERROR_UNSUPPORTED,
+                        "dmlCreateDevice: Backend is DML_BACKEND_CUDA but this libdml was built without CUDA "
+                        "(configure with -DDML_CUDA=ON where nvcc is installed)");
     if ((unsigned)desc->Flags & ~(unsigned)DML_CREATE_DEVICE_FLAG_DEBUG)
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: Flags 0x%x has unknown bits", (unsigned)desc->Flags);
 
@@ -69,6 +64,7 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     DMLDevice* created = calloc(1, sizeof *created);
     if (created == NULL) return dml_fail(E_OUTOFMEMORY, "dmlCreateDevice: out of memory");
     created->backend = backend;
+    created->backend_kind = desc->Backend;
     created->feature_level = level;
     created->flags = desc->Flags;
     created->roi_align_samples_per_axis = samples_per_axis;
@@ -104,9 +100,7 @@ HRESULT dmlGetDeviceRemovedReason(const DMLDevice* device) {
     return atomic_load(&((DMLDevice*)device)->removed_reason);
 }
 
-DML_BACKEND dmlGetDeviceBackend(const DMLDevice* device) {
-    return device && device->backend != &dml_cpu_backend ? DML_BACKEND_CUDA : DML_BACKEND_CPU;
-}
+DML_BACKEND dmlGetDeviceBackend(const DMLDevice* device) { return device ? device->backend_kind : DML_BACKEND_CPU; }
 
 DML_CPU_ISA dmlGetDeviceCpuIsa(const DMLDevice* device) {
     return device ? (DML_CPU_ISA)(DML_CPU_ISA_GENERIC + device->cpu_isa) : DML_CPU_ISA_GENERIC;

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/ops.h"
 #include "checked.h"
+#include "operator.h"
 #include "status.h"
 
 struct DMLCompiledOperator {
@@ -21,6 +21,16 @@ struct DMLCompiledOperator {
 static void release_params(DMLOperator* op) {
     free(op->params);
     op->params = NULL;
+}
+
+HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size) {
+    void* copy = malloc(size);
+    if (copy == NULL) return dml_fail(E_OUTOFMEMORY, "%s: out of memory", op->name);
+    memcpy(copy, params, size);
+    free(op->params);
+    op->params = copy;
+    op->params_size = size;
+    return S_OK;
 }
 
 void* dml_plan_state(dml_plan* plan, size_t size) {

@@ -138,9 +138,25 @@ typedef struct dml_backend {
     const dml_impl* const* impls[DML_KERNEL_COUNT];
 } dml_backend;
 
-extern const dml_backend dml_cpu_backend;
-/* The CUDA backend, or NULL when libdml was built without CUDA. */
-const dml_backend* dml_cuda_backend(void);
+/* The backend of a DML_BACKEND value, or NULL when this libdml has none
+ * (src/backends.c). */
+const dml_backend* dml_backend_find(DML_BACKEND kind);
+
+/* ---- The operator registry (defined by src/ops/registry.c) ---- */
+typedef HRESULT (*dml_op_create_fn)(DMLOperator* op, const void* desc);
+
+typedef struct dml_op_info {
+    DML_OPERATOR_TYPE type;
+    const char* name;             /* without the DML_OPERATOR_ prefix */
+    DML_FEATURE_LEVEL introduced; /* the first feature level that has it */
+    dml_op_create_fn create;      /* validates a description and fills the DMLOperator */
+} dml_op_info;
+
+/* The registry entry of an operator type, or NULL. */
+const dml_op_info* dml_op_info_find(DML_OPERATOR_TYPE type);
+
+/* Copies a family's parameter struct (no pointers inside) into the operator. */
+HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size);
 
 /* The removed reason is atomic: any thread may remove the device while others
  * query it. C++ (the CUDA backend) sees std::atomic of the same size and
@@ -157,6 +173,7 @@ _Static_assert(sizeof(dml_atomic_hresult) == sizeof(HRESULT) && _Alignof(dml_ato
 
 struct DMLDevice {
     const dml_backend* backend;
+    DML_BACKEND backend_kind;
     DML_FEATURE_LEVEL feature_level;
     DML_CREATE_DEVICE_FLAGS flags;
     uint32_t threads;                    /* CPU worker threads (>= 1) */

@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "../backends.h"
 #include "../core/status.h"
 #include "cpu.h"
 

@@ -3,7 +3,7 @@
 # As root it runs apt-get itself; otherwise it prints the command to run.
 set -euo pipefail
 
-packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang libclang-rt-14-dev libomp-dev valgrind)
+packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang clang-format libclang-rt-14-dev libomp-dev valgrind)
 
 missing=()
 for package in "${packages[@]}"; do

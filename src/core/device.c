@@ -66,7 +66,6 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     created->backend = backend;
     created->backend_kind = desc->Backend;
     created->feature_level = level;
-    created->flags = desc->Flags;
     created->roi_align_samples_per_axis = samples_per_axis;
     atomic_init(&created->removed_reason, S_OK);
     HRESULT status = backend->create(created, desc);

@@ -175,7 +175,6 @@ struct DMLDevice {
     const dml_backend* backend;
     DML_BACKEND backend_kind;
     DML_FEATURE_LEVEL feature_level;
-    DML_CREATE_DEVICE_FLAGS flags;
     uint32_t threads;                    /* CPU worker threads (>= 1) */
     dml_isa cpu_isa;                     /* CPU implementations up to this level may run */
     uint32_t roi_align_samples_per_axis; /* DML_DEVICE_DESC.RoiAlignMaxSamplesPerAxis, resolved */

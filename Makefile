@@ -8,7 +8,7 @@ FUZZ_DIR ?= build-fuzz
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build build-asan build-tsan build-fuzz run test test-release test-asan test-tsan test-fuzz fuzz \
+.PHONY: all setup build build-asan build-tsan build-fuzz run test test-format test-release test-asan test-tsan test-fuzz fuzz \
 	fuzz-seeds bench install package clean
 
 all: build
@@ -74,9 +74,13 @@ fuzz-seeds: build-fuzz
 	rm -f fuzz/corpus/*/seed_*
 	$(FUZZ_DIR)/fuzz/make_seeds fuzz/corpus
 
-# Every test: in the release build, under ASan + UBSan, and under
-# ThreadSanitizer (OpenMP kernels included); then the fuzz targets.
-test: test-release test-asan test-tsan test-fuzz
+# The sources match .clang-format (scripts/check_format.sh).
+test-format: setup
+	bash scripts/check_format.sh
+
+# Every test: the format check, then the release build, under ASan + UBSan,
+# and under ThreadSanitizer (OpenMP kernels included); then the fuzz targets.
+test: test-format test-release test-asan test-tsan test-fuzz
 
 # Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
 bench: build

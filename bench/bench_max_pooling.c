@@ -50,8 +50,10 @@ static uint32_t output_size(uint32_t in, const pooling_shape* s) {
 typedef struct dml_job {
     DMLCompiledOperator* compiled;
     DML_DISPATCH_BINDINGS bindings;
-    DML_BUFFER_BINDING buffers[4];
+    DML_BUFFER_BINDING buffers[4], temporary_buffer;
     DML_BINDING_DESC inputs[2], outputs[2];
+    void* temporary; /* the workspace the plan asked for (TemporaryResourceSize) */
+    char implementation[64];
 } dml_job;
 
 static void run_dml(void* context) {
@@ -88,6 +90,20 @@ static void bind(dml_job* job, int inputs, int outputs, void* const* buffers, co
                                              &job->buffers[inputs + i]};
     job->bindings =
         (DML_DISPATCH_BINDINGS){(UINT)inputs, job->inputs, (UINT)outputs, job->outputs, {0, NULL}, {0, NULL}};
+    DML_COMPILED_OPERATOR_INFO info;
+    CHECK_DML(dmlGetCompiledOperatorInfo(job->compiled, &info));
+    snprintf(job->implementation, sizeof job->implementation, "%s", info.ImplementationName);
+    job->temporary = NULL;
+    if (info.TemporaryResourceSize > 0) {
+        job->temporary = malloc(info.TemporaryResourceSize);
+        job->temporary_buffer = (DML_BUFFER_BINDING){job->temporary, 0, info.TemporaryResourceSize};
+        job->bindings.TemporaryResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &job->temporary_buffer};
+    }
+}
+
+static void release(dml_job* job) {
+    dmlReleaseCompiledOperator(job->compiled);
+    free(job->temporary);
 }
 
 static void* filled(uint64_t bytes) {
@@ -246,27 +262,27 @@ int main(void) {
             dilations};
         DML_OPERATOR_DESC forward_desc = {DML_OPERATOR_MAX_POOLING2, &forward};
 
-        dml_job job;
+        dml_job job, job_indices, job_grad;
         job.compiled = compile(device, &forward_desc);
         bind(&job, 1, 2, (void*[]){src, dst, NULL}, (uint64_t[]){in_bytes, out_bytes, 0});
         double plain = bench_median_seconds(run_dml, &job, 3, 21);
-        dmlReleaseCompiledOperator(job.compiled);
+        release(&job);
 
         forward.OutputIndicesTensor = tensor(&idx_buffer, &idx_desc, DML_TENSOR_DATA_TYPE_UINT32, out_sizes);
-        job.compiled = compile(device, &forward_desc);
-        bind(&job, 1, 2, (void*[]){src, dst, indices}, (uint64_t[]){in_bytes, out_bytes, out_bytes});
-        double with_indices = bench_median_seconds(run_dml, &job, 3, 21);
-        dmlReleaseCompiledOperator(job.compiled);
+        job_indices.compiled = compile(device, &forward_desc);
+        bind(&job_indices, 1, 2, (void*[]){src, dst, indices}, (uint64_t[]){in_bytes, out_bytes, out_bytes});
+        double with_indices = bench_median_seconds(run_dml, &job_indices, 3, 21);
+        release(&job_indices);
 
         DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {
             &in_desc, &out_desc, tensor(&grad_buffer, &grad_desc, DML_TENSOR_DATA_TYPE_FLOAT32, in_sizes),
             2,        strides,   window,
             padding,  padding,   dilations};
         DML_OPERATOR_DESC grad_desc_op = {DML_OPERATOR_MAX_POOLING_GRAD, &grad};
-        job.compiled = compile(device, &grad_desc_op);
-        bind(&job, 2, 1, (void*[]){src, diff_dst, diff_src}, (uint64_t[]){in_bytes, out_bytes, in_bytes});
-        double backward = bench_median_seconds(run_dml, &job, 3, 21);
-        dmlReleaseCompiledOperator(job.compiled);
+        job_grad.compiled = compile(device, &grad_desc_op);
+        bind(&job_grad, 2, 1, (void*[]){src, diff_dst, diff_src}, (uint64_t[]){in_bytes, out_bytes, in_bytes});
+        double backward = bench_median_seconds(run_dml, &job_grad, 3, 21);
+        release(&job_grad);
 
         double peer_inference = 0, peer_training = 0, peer_backward = 0;
 #ifdef DML_BENCH_HAVE_ONEDNN
@@ -276,11 +292,15 @@ int main(void) {
         peer_backward = peer.backward;
 #endif
         printf("%s\n", s->name);
-        bench_report("  libdml forward", plain, (double)(in_bytes + out_bytes), bandwidth, peer_inference);
-        bench_report("  libdml forward + UINT32 indices (peer: training)", with_indices,
-                     (double)(in_bytes + 2 * out_bytes), bandwidth, peer_training);
-        bench_report("  libdml gradient (peer: backward from workspace)", backward, (double)(2 * in_bytes + out_bytes),
-                     bandwidth, peer_backward);
+        char label[160];
+        snprintf(label, sizeof label, "  libdml forward [%s]", job.implementation);
+        bench_report(label, plain, (double)(in_bytes + out_bytes), bandwidth, peer_inference);
+        snprintf(label, sizeof label, "  libdml forward + UINT32 indices [%s] (peer: training)",
+                 job_indices.implementation);
+        bench_report(label, with_indices, (double)(in_bytes + 2 * out_bytes), bandwidth, peer_training);
+        snprintf(label, sizeof label, "  libdml gradient [%s] (peer: backward from workspace)",
+                 job_grad.implementation);
+        bench_report(label, backward, (double)(2 * in_bytes + out_bytes), bandwidth, peer_backward);
 #ifdef DML_BENCH_HAVE_ONEDNN
         bench_report("  oneDNN forward inference", peer.inference, (double)(in_bytes + out_bytes), bandwidth, 0);
         bench_report("  oneDNN forward training", peer.training, peer.training_bytes, bandwidth, 0);

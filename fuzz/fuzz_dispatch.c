@@ -402,12 +402,12 @@ typedef struct region {
 typedef struct pool {
     uint8_t* bytes;
     uint64_t size;
-    region regions[MAX_BINDINGS + 2]; /* input slots, output slots, persistent, spare */
+    region regions[MAX_BINDINGS + 3]; /* input slots, output slots, persistent, spare, temporary */
     uint32_t region_count;
 } pool;
 
 static void pool_layout(pool* p, const uint64_t* sizes, uint32_t count) {
-    uint64_t offsets[MAX_BINDINGS + 2], end = 0;
+    uint64_t offsets[MAX_BINDINGS + 3], end = 0;
     for (uint32_t i = 0; i < count; i++) {
         offsets[i] = (end + GUARD_BYTES + REGION_ALIGNMENT - 1) / REGION_ALIGNMENT * REGION_ALIGNMENT;
         end = offsets[i] + sizes[i];
@@ -665,7 +665,8 @@ static bool slot_bound(const slots* s, uint32_t kind, uint32_t i) {
 
 /* Dispatch with bindings, then checks what it wrote; returns its status. */
 static HRESULT dispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* bindings, const slots* s, pool* p,
-                        uint8_t* before, uint8_t* after, uint8_t* mask, uint64_t persistent_size, const char* name) {
+                        uint8_t* before, uint8_t* after, uint8_t* mask, uint64_t persistent_size,
+                        uint64_t temporary_size, const char* name) {
     memcpy(before, p->bytes, p->size);
     HRESULT status = dmlDispatch(compiled, bindings);
     memcpy(after, p->bytes, p->size);
@@ -697,6 +698,16 @@ static HRESULT dispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDIN
         for (uint32_t other = o + 1; other < output_ranges; other++)
             FUZZ_CHECK(!overlap(outputs[o], outputs[other]), "accepted two overlapping outputs");
     }
+    /* The workspace is the dispatch's alone, and its contents are nobody's concern. */
+    if (temporary_size > 0) {
+        range temporary = bound_range(bindings->TemporaryResource.Desc, temporary_size);
+        for (uint32_t i = 0; i < input_ranges; i++)
+            FUZZ_CHECK(!overlap(temporary, inputs[i]), "accepted a temporary resource that overlaps an input");
+        for (uint32_t o = 0; o < output_ranges; o++)
+            FUZZ_CHECK(!overlap(temporary, outputs[o]), "accepted a temporary resource that overlaps an output");
+        uint64_t offset = (uint64_t)(temporary.begin - p->bytes);
+        memcpy(after + offset, before + offset, temporary_size);
+    }
     /* Written: only the addressed elements of the outputs. */
     memset(mask, 0, p->size);
     for (uint32_t i = 0; i < s->count[1]; i++) {
@@ -709,13 +720,15 @@ static HRESULT dispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDIN
 }
 
 static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const char* name, const tensor_info* info,
-                         uint32_t tensor_count, uint32_t input_count, uint32_t output_count, uint64_t persistent_size) {
-    /* Regions: input slots, output slots, the persistent resource, a spare one. */
+                         uint32_t tensor_count, uint32_t input_count, uint32_t output_count, uint64_t persistent_size,
+                         uint64_t temporary_size) {
+    /* Regions: input slots, output slots, the persistent resource, a spare
+     * one, the temporary resource. */
     slots s;
     memset(&s, 0, sizeof s);
     s.count[0] = input_count;
     s.count[1] = output_count;
-    uint64_t sizes[MAX_BINDINGS + 2];
+    uint64_t sizes[MAX_BINDINGS + 3];
     uint32_t region_count = 0;
     for (uint32_t kind = 0; kind < 2; kind++)
         for (uint32_t i = 0; i < s.count[kind]; i++) {
@@ -725,9 +738,10 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
             s.region[kind][i] = region_count;
             sizes[region_count++] = ti && ti->present ? ti->total_bytes + 16u * (fuzz_u8(in) % 4) : 64;
         }
-    uint32_t persistent_region = region_count, spare_region = region_count + 1;
+    uint32_t persistent_region = region_count, spare_region = region_count + 1, temporary_region = region_count + 2;
     sizes[region_count++] = persistent_size + 256;
     sizes[region_count++] = 256;
+    sizes[region_count++] = temporary_size + 256;
     pool p;
     pool_layout(&p, sizes, region_count);
 
@@ -805,14 +819,24 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
         bind_buffer(&persistent, 0, p.regions[spare_region].base, 0, 256); /* not wanted */
     canonical &= persistent_mode < 5;
     bind_none(&temporary, 0);
-    if (fuzz_u8(in) % 16 == 15) {
-        bind_buffer(&temporary, 0, p.regions[spare_region].base, 0, 256); /* TemporaryResourceSize is 0 */
+    uint8_t temporary_mode = fuzz_u8(in) % 16;
+    if (temporary_size > 0 && temporary_mode < 13) {
+        bind_buffer(&temporary, 0, p.regions[temporary_region].base, 0, temporary_size);
+    } else if (temporary_size > 0 && temporary_mode == 13) {
+        bind_buffer(&temporary, 0, p.regions[temporary_region].base, 0, temporary_size - 1); /* too small */
+        canonical = false;
+    } else if (temporary_size > 0 && temporary_mode == 14) {
+        bind_buffer(&temporary, 0, p.regions[temporary_region].base, 64, temporary_size); /* misaligned */
+        canonical = false;
+    } else if (temporary_size > 0 || temporary_mode == 15) {
+        /* Unbound though needed, or bound though TemporaryResourceSize is 0. */
+        if (temporary_size == 0) bind_buffer(&temporary, 0, p.regions[spare_region].base, 0, 256);
         canonical = false;
     }
     DML_DISPATCH_BINDINGS bindings = {dispatch_inputs,    inputs_null ? NULL : inputs.descs,
                                       dispatch_outputs,   outputs_null ? NULL : outputs.descs,
                                       temporary.descs[0], persistent.descs[0]};
-    status = dispatch(compiled, &bindings, &s, &p, before, after, mask, persistent_size, name);
+    status = dispatch(compiled, &bindings, &s, &p, before, after, mask, persistent_size, temporary_size, name);
     FUZZ_CHECK(SUCCEEDED(status) || !(canonical && initialized), "the canonical dispatch failed");
     if (SUCCEEDED(status)) {
         /* Again with every output byte inverted first (inputs unchanged: no
@@ -820,7 +844,7 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
         memcpy(first, after, p.size);
         for (uint64_t i = 0; i < p.size; i++)
             p.bytes[i] = mask[i] ? (uint8_t)~before[i] : before[i];
-        status = dispatch(compiled, &bindings, &s, &p, before, after, mask, persistent_size, name);
+        status = dispatch(compiled, &bindings, &s, &p, before, after, mask, persistent_size, temporary_size, name);
         FUZZ_CHECK(status == S_OK, "the same dispatch failed the second time");
         for (uint64_t i = 0; i < p.size; i++) {
             if (!mask[i] || first[i] == after[i]) continue;
@@ -901,10 +925,9 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         dmlReleaseOperator(op); /* the compiled operator holds its own copy */
         DML_BINDING_PROPERTIES properties;
         FUZZ_CHECK(dmlGetBindingProperties(compiled, &properties) == S_OK, "dmlGetBindingProperties failed");
-        FUZZ_CHECK(properties.TemporaryResourceSize == 0, "a temporary resource is needed");
         if (small)
             run_operator(&in, compiled, name, info, d.tensor_count, d.input_count, d.output_count,
-                         properties.PersistentResourceSize);
+                         properties.PersistentResourceSize, properties.TemporaryResourceSize);
         dmlReleaseCompiledOperator(compiled);
     }
     FUZZ_CHECK(dmlGetDeviceRemovedReason(device) == S_OK, "the device was removed");

@@ -5,7 +5,7 @@ set -euo pipefail
 
 # dpkg-dev and file: make package (cpack's DEB generator computes Depends with
 # dpkg-shlibdeps, which finds the binaries with file).
-packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang libclang-rt-14-dev libomp-dev valgrind
+packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang clang-format libclang-rt-14-dev libomp-dev valgrind
   dpkg-dev file)
 
 missing=()

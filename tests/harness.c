@@ -58,6 +58,26 @@ void test_expect_status(const char* file, int line, HRESULT status, HRESULT expe
             test_fail(file, line, "message does not mention \"%s\": %s", *needle, message);
 }
 
+/* The implementations test_run compiled to, with how often: printed at the
+ * end, so a run at each DML_CPU_ISA level shows which fast paths it checked. */
+enum { MAX_IMPLEMENTATIONS = 64 };
+static struct {
+    const char* name;
+    unsigned runs;
+} implementations[MAX_IMPLEMENTATIONS];
+static int implementation_count;
+
+void test_note_implementation(const char* name) {
+    for (int i = 0; i < implementation_count; i++)
+        if (strcmp(implementations[i].name, name) == 0) {
+            implementations[i].runs++;
+            return;
+        }
+    if (implementation_count == MAX_IMPLEMENTATIONS) return;
+    implementations[implementation_count].name = name; /* a string literal of the library */
+    implementations[implementation_count++].runs = 1;
+}
+
 int test_main(int argc, char** argv) {
     const char* fixed = getenv("DML_TEST_SEED");
     seed = fixed && *fixed ? strtoull(fixed, NULL, 10) : ((uint64_t)time(NULL) << 20) ^ (uint64_t)clock();
@@ -77,6 +97,13 @@ int test_main(int argc, char** argv) {
             failed++;
         else
             passed++;
+    }
+    if (implementation_count > 0) {
+        const char* isa = getenv("DML_CPU_ISA");
+        printf("implementations run (DML_CPU_ISA=%s):", isa && *isa ? isa : "unset");
+        for (int i = 0; i < implementation_count; i++)
+            printf(" %s x%u", implementations[i].name, implementations[i].runs);
+        printf("\n");
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
@@ -358,6 +385,21 @@ DMLDevice* test_cuda_device(void) {
     return device;
 }
 
+/* A run asked for one instruction-set level (DML_CPU_ISA) must test at
+ * that level, not below it: on a CPU without it the run is skipped. */
+static void skip_unless_requested_isa(const DMLDevice* device) {
+    static const char* const names[] = {"generic", "avx2", "avx512"};
+    const char* requested = getenv("DML_CPU_ISA");
+    if (requested == NULL || *requested == '\0') return;
+    for (int level = 0; level < 3; level++)
+        if (strcmp(requested, names[level]) == 0) {
+            if (dmlGetDeviceCpuIsa(device) == (DML_CPU_ISA)(DML_CPU_ISA_GENERIC + level)) return;
+            printf("SKIPPED: DML_CPU_ISA=%s but this CPU lacks it\n", requested);
+            fflush(stdout);
+            exit(TEST_SKIP_EXIT_CODE);
+        }
+}
+
 DMLDevice* test_device(uint32_t threads) {
     if (test_backend_is_cuda()) return test_cuda_device();
     DML_DEVICE_DESC desc = {.Backend = DML_BACKEND_CPU, .ThreadCount = threads};
@@ -367,6 +409,7 @@ DMLDevice* test_device(uint32_t threads) {
         fprintf(stderr, "dmlCreateDevice failed: %s\n", dmlGetLastErrorMessage());
         exit(2);
     }
+    skip_unless_requested_isa(device);
     return device;
 }
 
@@ -452,18 +495,30 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     if (SUCCEEDED(status)) status = dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled);
     dmlReleaseOperator(op);
     if (SUCCEEDED(status)) status = dmlInitializeOperator(compiled, 0, NULL, NULL);
+    /* The workspace the plan asked for, guarded and poisoned: a kernel may
+     * not expect it zeroed, nor write past it. */
+    test_buffer temporary = {0};
+    DML_BUFFER_BINDING temporary_buffer;
+    DML_BINDING_DESC temporary_binding = {DML_BINDING_TYPE_NONE, NULL};
+    if (SUCCEEDED(status)) {
+        DML_COMPILED_OPERATOR_INFO info;
+        status = dmlGetCompiledOperatorInfo(compiled, &info);
+        if (SUCCEEDED(status)) test_note_implementation(info.ImplementationName);
+        if (SUCCEEDED(status) && info.TemporaryResourceSize > 0) {
+            test_buffer_alloc(&temporary, info.TemporaryResourceSize);
+            test_buffer_poison(&temporary);
+            test_buffer* temporaries[1] = {&temporary};
+            status = bind_buffers(&run, 1, temporaries, &temporary_buffer, &temporary_binding);
+        }
+    }
     if (SUCCEEDED(status)) {
         DML_BUFFER_BINDING in_buffers[8], out_buffers[8];
         DML_BINDING_DESC in_bindings[8], out_bindings[8];
         status = bind_buffers(&run, input_count, inputs, in_buffers, in_bindings);
         if (SUCCEEDED(status)) status = bind_buffers(&run, output_count, outputs, out_buffers, out_bindings);
         if (SUCCEEDED(status)) {
-            DML_DISPATCH_BINDINGS bindings = {input_count,
-                                              in_bindings,
-                                              output_count,
-                                              out_bindings,
-                                              {DML_BINDING_TYPE_NONE, NULL},
-                                              {DML_BINDING_TYPE_NONE, NULL}};
+            DML_DISPATCH_BINDINGS bindings = {input_count,  in_bindings,       output_count,
+                                              out_bindings, temporary_binding, {DML_BINDING_TYPE_NONE, NULL}};
             status = dmlDispatch(compiled, &bindings);
         }
         if (SUCCEEDED(status)) status = dmlSynchronize(device);
@@ -473,6 +528,12 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     dmlReleaseCompiledOperator(compiled);
     /* Nothing is written outside the outputs' buffers, whatever the result. */
     const char* name = dmlOperatorTypeName(desc->Type) ? dmlOperatorTypeName(desc->Type) : "unknown operator";
+    if (temporary.block != NULL) {
+        char what[96];
+        snprintf(what, sizeof what, "%s: TemporaryResource", name);
+        test_buffer_check_guards(&temporary, what);
+        test_buffer_free(&temporary);
+    }
     for (uint32_t o = 0; o < output_count; o++) {
         if (outputs[o] == NULL) continue;
         char what[96];

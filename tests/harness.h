@@ -146,6 +146,10 @@ DMLDevice* test_cuda_device(void);
 HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t input_count, test_buffer** inputs,
                  uint32_t output_count, test_buffer** outputs);
 
+/* Records that a dispatch ran implementation `name` (test_run does it; the
+ * summary lists them). Call from the main thread. */
+void test_note_implementation(const char* name);
+
 /* Compares b (through t) with expected[logical index]:
  * |got - expected| <= abs + rel * |expected|; NaN matches NaN. Reports the
  * first mismatch and returns whether all matched. */

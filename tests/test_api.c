@@ -1,6 +1,8 @@
 /* The API around operators: devices, feature levels and queries, buffers,
  * the lifecycle, binding validation at dispatch (decision T-8), OWNED_BY_DML
  * inputs and the persistent resource, and the removed state. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,5 +308,106 @@ TEST_CASE(buffers_round_trip) {
     EXPECT(out[0] == 7 && out[99] == 7, "fill");
     EXPECT_STATUS(dmlUpload(device, NULL, in, 4), E_POINTER, "NULL");
     dmlFreeBuffer(device, buffer);
+    dmlReleaseDevice(device);
+}
+
+/* Instruction-set levels: MaxCpuIsa and DML_CPU_ISA cap what may run. */
+TEST_CASE(cpu_isa_levels) {
+    DMLDevice* device = NULL;
+    DML_DEVICE_DESC desc = {.MaxCpuIsa = (DML_CPU_ISA)5};
+    EXPECT_STATUS(dmlCreateDevice(&desc, &device), E_INVALIDARG, "MaxCpuIsa");
+
+    char saved[32] = "";
+    const char* environment = getenv("DML_CPU_ISA");
+    bool had_environment = environment != NULL;
+    if (had_environment) snprintf(saved, sizeof saved, "%s", environment);
+    unsetenv("DML_CPU_ISA");
+    EXPECT_STATUS(dmlCreateDevice(NULL, &device), S_OK, NULL);
+    DML_CPU_ISA machine = dmlGetDeviceCpuIsa(device);
+    EXPECT(machine >= DML_CPU_ISA_GENERIC && machine <= DML_CPU_ISA_AVX512, "a level: %d", (int)machine);
+    dmlReleaseDevice(device);
+
+    desc.MaxCpuIsa = DML_CPU_ISA_GENERIC;
+    EXPECT_STATUS(dmlCreateDevice(&desc, &device), S_OK, NULL);
+    EXPECT(dmlGetDeviceCpuIsa(device) == DML_CPU_ISA_GENERIC, "MaxCpuIsa caps the level");
+    pool_op p;
+    pool_op_init(&p, true);
+    DMLCompiledOperator* compiled = compile(device, &p.op);
+    DML_COMPILED_OPERATOR_INFO info = {0};
+    EXPECT_STATUS(dmlGetCompiledOperatorInfo(compiled, &info), S_OK, NULL);
+    EXPECT(info.ImplementationName && strcmp(info.ImplementationName, "max_pooling/generic/strided") == 0,
+           "a generic device runs the generic kernel, got %s", info.ImplementationName);
+    dmlReleaseCompiledOperator(compiled);
+    dmlReleaseDevice(device);
+
+    desc.MaxCpuIsa = DML_CPU_ISA_AVX512;
+    EXPECT_STATUS(dmlCreateDevice(&desc, &device), S_OK, NULL);
+    EXPECT(dmlGetDeviceCpuIsa(device) == machine, "a cap above the machine's level changes nothing");
+    dmlReleaseDevice(device);
+
+    setenv("DML_CPU_ISA", "sse9", 1);
+    EXPECT_STATUS(dmlCreateDevice(NULL, &device), E_INVALIDARG, "DML_CPU_ISA", "sse9");
+    setenv("DML_CPU_ISA", "generic", 1);
+    EXPECT_STATUS(dmlCreateDevice(NULL, &device), S_OK, NULL);
+    EXPECT(dmlGetDeviceCpuIsa(device) == DML_CPU_ISA_GENERIC, "DML_CPU_ISA caps the level");
+    dmlReleaseDevice(device);
+    if (had_environment)
+        setenv("DML_CPU_ISA", saved, 1);
+    else
+        unsetenv("DML_CPU_ISA");
+    EXPECT_STATUS(dmlGetCompiledOperatorInfo(NULL, &info), E_POINTER, "dmlGetCompiledOperatorInfo");
+}
+
+/* MAX_POOLING_GRAD plans a workspace: the TemporaryResource rules at dispatch. */
+TEST_CASE(temporary_resource_binding) {
+    DMLDevice* device = test_device(2);
+    pool_op p;
+    pool_op_init(&p, false);
+    DML_BUFFER_TENSOR_DESC grad_out = p.in;
+    DML_TENSOR_DESC grad_out_desc = {DML_TENSOR_TYPE_BUFFER, &grad_out};
+    DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {&p.in_desc, &p.out_desc, &grad_out_desc, 2,          p.strides,
+                                               p.window,   p.padding,   p.padding,      p.dilations};
+    DML_OPERATOR_DESC desc = {DML_OPERATOR_MAX_POOLING_GRAD, &grad};
+    DMLCompiledOperator* compiled = compile(device, &desc);
+    if (!compiled) return;
+    DML_COMPILED_OPERATOR_INFO info;
+    DML_BINDING_PROPERTIES properties;
+    EXPECT_STATUS(dmlGetCompiledOperatorInfo(compiled, &info), S_OK, NULL);
+    EXPECT_STATUS(dmlGetBindingProperties(compiled, &properties), S_OK, NULL);
+    EXPECT(strncmp(info.ImplementationName, "max_pooling_grad/", 17) == 0, "implementation %s",
+           info.ImplementationName);
+    EXPECT(info.TemporaryResourceSize > 0 && info.TemporaryResourceSize == properties.TemporaryResourceSize,
+           "the workspace is reported alike: %llu and %llu", (unsigned long long)info.TemporaryResourceSize,
+           (unsigned long long)properties.TemporaryResourceSize);
+
+    float input[16], dy[4] = {1, 2, 3, 4}, dx[16];
+    for (int i = 0; i < 16; i++)
+        input[i] = (float)i;
+    uint64_t temporary_size = info.TemporaryResourceSize;
+    uint8_t* temporary = aligned_alloc(256, (temporary_size + 256 + 255) / 256 * 256);
+    DML_BUFFER_BINDING in = {input, 0, sizeof input}, gradient = {dy, 0, sizeof dy}, out = {dx, 0, sizeof dx};
+    DML_BUFFER_BINDING scratch = {temporary, 0, temporary_size};
+    DML_BINDING_DESC inputs[2] = {{DML_BINDING_TYPE_BUFFER, &in}, {DML_BINDING_TYPE_BUFFER, &gradient}};
+    DML_BINDING_DESC outputs[1] = {{DML_BINDING_TYPE_BUFFER, &out}};
+    DML_DISPATCH_BINDINGS bindings = {2, inputs, 1, outputs, {DML_BINDING_TYPE_NONE, NULL}, {0, NULL}};
+    EXPECT_STATUS(dmlDispatch(compiled, &bindings), E_INVALIDARG, "MAX_POOLING_GRAD",
+                  "TemporaryResource must be bound");
+    bindings.TemporaryResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &scratch};
+    scratch.SizeInBytes = temporary_size - 1;
+    EXPECT_STATUS(dmlDispatch(compiled, &bindings), E_INVALIDARG, "TemporaryResource", "SizeInBytes");
+    scratch = (DML_BUFFER_BINDING){temporary, 16, temporary_size};
+    EXPECT_STATUS(dmlDispatch(compiled, &bindings), E_INVALIDARG, "TemporaryResource", "Offset");
+    scratch = (DML_BUFFER_BINDING){dx, 0, temporary_size};
+    EXPECT_STATUS(dmlDispatch(compiled, &bindings), E_INVALIDARG, "TemporaryResource overlaps", "OutputGradient");
+    scratch = (DML_BUFFER_BINDING){temporary, 256, temporary_size}; /* any 256-aligned offset */
+    memset(temporary, 0xCD, temporary_size + 256);                  /* the workspace need not be zeroed */
+    EXPECT_STATUS(dmlDispatch(compiled, &bindings), S_OK, NULL);
+    /* Each 2x2 window's maximum is its last element (5, 7, 13, 15). */
+    for (int i = 0; i < 16; i++) {
+        float expected = i == 5 ? 1 : i == 7 ? 2 : i == 13 ? 3 : i == 15 ? 4 : 0;
+        EXPECT(dx[i] == expected, "dx[%d] is %g, expected %g", i, dx[i], expected);
+    }
+    free(temporary);
+    dmlReleaseCompiledOperator(compiled);
     dmlReleaseDevice(device);
 }

@@ -350,6 +350,16 @@ static void dispatch_and_compare(const workload* w, DMLCompiledOperator* compile
         out_bindings[i] = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &buffers[MAX_INPUTS + i]};
     }
     DML_DISPATCH_BINDINGS bindings = {w->input_count, in_bindings, w->output_count, out_bindings, {0, NULL}, {0, NULL}};
+    /* Concurrent dispatches of one compiled operator share its plan, never a workspace. */
+    DML_BINDING_PROPERTIES properties = {0};
+    dmlGetBindingProperties(compiled, &properties);
+    test_buffer temporary = {0};
+    DML_BUFFER_BINDING temporary_buffer;
+    if (properties.TemporaryResourceSize > 0) {
+        test_buffer_alloc(&temporary, properties.TemporaryResourceSize);
+        temporary_buffer = (DML_BUFFER_BINDING){temporary.data, 0, temporary.size};
+        bindings.TemporaryResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &temporary_buffer};
+    }
     if (FAILED(dmlDispatch(compiled, &bindings))) {
         fprintf(stderr, "%s: %s\n", w->name, dmlGetLastErrorMessage());
         atomic_fetch_add(&failures, 1);
@@ -360,6 +370,7 @@ static void dispatch_and_compare(const workload* w, DMLCompiledOperator* compile
             atomic_fetch_add(&mismatches, 1);
         test_buffer_free(&outputs[i]);
     }
+    if (temporary.block) test_buffer_free(&temporary);
     dmlReleaseCompiledOperator(own);
 }
 

@@ -67,7 +67,7 @@ using align_replay::kTile;
  * between the barriers. */
 template <class T> static void replay_gather(const grad_problem& g) {
     const align_replay::align_shape& s = g.shape;
-    static float acc[kThreads][kChunk];
+    static double acc[kThreads][kChunk];
     for (uint64_t task = 0; task < g.tasks; task++) {
         align_replay::tile_task t = align_replay::tile_task_at(g, task);
         memset(acc, 0, sizeof acc);
@@ -108,8 +108,9 @@ template <class T> static void replay_gather(const grad_problem& g) {
 /* The kernels of launch_grad, in its order. */
 template <class T> static void replay_grad(const dml_kernel_args* args) {
     grad_problem g = align_replay::grad_problem_make(args);
-    char* scratch = (char*)malloc(align_replay::grad_scratch_layout(g, NULL));
-    align_replay::grad_scratch_layout(g, scratch);
+    bool box_gradient = g.roi_gradient != NULL;
+    char* scratch = (char*)malloc(align_replay::grad_scratch_layout(g, box_gradient, NULL));
+    align_replay::grad_scratch_layout(g, box_gradient, scratch);
     const align_replay::align_shape& s = g.shape;
     for (uint64_t r = 0; r < s.roi_count; r++)
         align_replay::prepare_roi<T>(g, r);

@@ -77,6 +77,7 @@ typedef struct instance {
     bool is_output[MAX_TENSORS], present[MAX_TENSORS];
     test_tensor tensors[MAX_TENSORS];
     test_buffer buffers[MAX_TENSORS];
+    test_buffer temporary; /* the compiled operator's TemporaryResource, when it needs one */
 } instance;
 
 static const DML_BUFFER_TENSOR_DESC* template_tensor(const instance* in, uint32_t t) {
@@ -136,6 +137,14 @@ static void instance_init(instance* in, const dmlrun_dispatchable* template, DML
 static void instance_free(instance* in) {
     for (uint32_t t = 0; t < in->tensor_count; t++)
         if (in->present[t]) test_buffer_free(&in->buffers[t]);
+    if (in->temporary.block) test_buffer_free(&in->temporary);
+}
+
+/* Allocates the TemporaryResource that `compiled` reports, if any. */
+static void instance_allocate_temporary(instance* in, const DMLCompiledOperator* compiled) {
+    DML_BINDING_PROPERTIES properties;
+    EXPECT_STATUS(dmlGetBindingProperties(compiled, &properties), S_OK, NULL);
+    if (properties.TemporaryResourceSize > 0) test_buffer_alloc(&in->temporary, properties.TemporaryResourceSize);
 }
 
 /* test_run over the instance's buffers (absent tensors bound as NONE). */
@@ -305,7 +314,7 @@ static void creation_errors(DMLDevice* device, const dmlrun_dispatchable* templa
 
 /* Bindings of every present tensor of in (owned inputs left NONE). */
 typedef struct manual_bindings {
-    DML_BUFFER_BINDING buffers[MAX_TENSORS];
+    DML_BUFFER_BINDING buffers[MAX_TENSORS], temporary;
     DML_BINDING_DESC inputs[MAX_TENSORS + 1], outputs[MAX_TENSORS + 1];
     DML_DISPATCH_BINDINGS bindings;
 } manual_bindings;
@@ -321,6 +330,10 @@ static void bind_all(manual_bindings* b, instance* in, uint32_t owned) {
     }
     b->bindings = (DML_DISPATCH_BINDINGS){
         i, b->inputs, o, b->outputs, {DML_BINDING_TYPE_NONE, NULL}, {DML_BINDING_TYPE_NONE, NULL}};
+    if (in->temporary.block) {
+        b->temporary = (DML_BUFFER_BINDING){in->temporary.data, 0, in->temporary.size};
+        b->bindings.TemporaryResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &b->temporary};
+    }
 }
 
 /* Create, failing compile, compile, release the operator, failing
@@ -340,10 +353,19 @@ static void plain_lifecycle(DMLDevice* device, const dmlrun_dispatchable* templa
         return;
     }
     EXPECT_STATUS(dmlInitializeOperator(compiled, 0, NULL, NULL), S_OK, NULL);
+    instance_allocate_temporary(&in, compiled);
     manual_bindings b;
     bind_all(&b, &in, MAX_TENSORS);
     b.bindings.InputCount++;
     EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), E_INVALIDARG, name, "bindings given");
+    if (in.temporary.block) { /* a workspace is required */
+        bind_all(&b, &in, MAX_TENSORS);
+        b.bindings.TemporaryResource = (DML_BINDING_DESC){DML_BINDING_TYPE_NONE, NULL};
+        EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), E_INVALIDARG, name, "TemporaryResource must be bound");
+        bind_all(&b, &in, MAX_TENSORS);
+        b.temporary.SizeInBytes--;
+        EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), E_INVALIDARG, name, "TemporaryResource", "SizeInBytes");
+    }
     bind_all(&b, &in, MAX_TENSORS);
     uint32_t first_output = 0;
     while (!in.is_output[first_output] || !in.present[first_output])
@@ -411,6 +433,7 @@ static void owned_lifecycle(DMLDevice* device, const dmlrun_dispatchable* templa
            "%s: PersistentResourceSize %llu", name, (unsigned long long)properties.PersistentResourceSize);
     test_buffer persistent;
     test_buffer_alloc(&persistent, properties.PersistentResourceSize);
+    instance_allocate_temporary(&in, compiled);
     DML_BUFFER_BINDING persistent_buffer = {persistent.data, 0, persistent.size};
     DML_BINDING_DESC persistent_binding = {DML_BINDING_TYPE_BUFFER, &persistent_buffer};
 

@@ -1577,8 +1577,17 @@ static void check_common_rules(DMLDevice* device, DML_OPERATOR_TYPE type, const 
     d.min_samples = 3;
     d.max_samples = 2;
     EXPECT_INVALID(device, &d, name, "MinimumSamplesPerOutput is 3", "MaximumSamplesPerOutput");
+    /* RA-16: Min up to the device's limit (default 4096 per axis); a larger
+     * Max (ONNX's adaptive UINT_MAX) is clamped, not an error. */
     valid_descs(&d, type);
+    d.min_samples = d.max_samples = DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
+    EXPECT_STATUS(create_descs(device, &d), S_OK, NULL);
+    d.min_samples = d.max_samples = DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS + 1;
+    EXPECT_INVALID(device, &d, name, "MinimumSamplesPerOutput is 4097", "<= 4096",
+                   "DML_DEVICE_DESC.RoiAlignMaxSamplesPerAxis");
     d.min_samples = d.max_samples = 4294967295u;
+    EXPECT_INVALID(device, &d, name, "MinimumSamplesPerOutput is 4294967295", "RoiAlignMaxSamplesPerAxis");
+    d.min_samples = 1;
     EXPECT_STATUS(create_descs(device, &d), S_OK, NULL);
 
     /* Every allowed ROI / batch-index shape is accepted. */
@@ -1727,4 +1736,149 @@ TEST_CASE(feature_levels) {
         dmlReleaseDevice(below);
         dmlReleaseDevice(at);
     }
+}
+
+/* ---- Cost and precision bound (RA-16) ---- */
+
+/* A CPU device whose limit of samples per axis is `limit` (0: the default). */
+static DMLDevice* device_with_sample_limit(UINT limit) {
+    DML_DEVICE_DESC desc = {.RoiAlignMaxSamplesPerAxis = limit};
+    DMLDevice* device = NULL;
+    EXPECT_STATUS(dmlCreateDevice(&desc, &device), S_OK, NULL);
+    return device;
+}
+
+TEST_CASE(sample_limit_of_the_device) {
+    DMLDevice* device = NULL;
+    DML_DEVICE_DESC desc = {.RoiAlignMaxSamplesPerAxis = DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS + 1};
+    EXPECT_STATUS(dmlCreateDevice(&desc, &device), E_INVALIDARG, "dmlCreateDevice",
+                  "RoiAlignMaxSamplesPerAxis is 65537", "<= 65536");
+    EXPECT(device == NULL, "no device on failure");
+    /* A raised limit admits what the default rejects, up to itself. */
+    device = device_with_sample_limit(DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS);
+    align_descs d;
+    const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_ROI_ALIGN, DML_OPERATOR_ROI_ALIGN1, DML_OPERATOR_ROI_ALIGN_GRAD};
+    for (int i = 0; device && i < 3; i++) {
+        valid_descs(&d, types[i]);
+        d.min_samples = d.max_samples = DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS;
+        EXPECT_STATUS(create_descs(device, &d), S_OK, NULL);
+        d.min_samples = d.max_samples = DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS + 1;
+        EXPECT_INVALID(device, &d, "MinimumSamplesPerOutput is 65537", "<= 65536", "RoiAlignMaxSamplesPerAxis");
+    }
+    dmlReleaseDevice(device);
+}
+
+/* One ROI of image 0 over a 1-channel FLOAT32 image of height x width,
+ * ROI_ALIGN1 with packed tensors, one output row of out_width elements and
+ * scales 1; callers set the rest. */
+static align_problem one_roi_problem(uint32_t height, uint32_t width, uint32_t out_width, const double* roi) {
+    static const double batch_index = 0;
+    align_problem p = {.forward_type = DML_OPERATOR_ROI_ALIGN1,
+                       .type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = DML_TENSOR_DATA_TYPE_UINT32,
+                       .batch = 1,
+                       .channels = 1,
+                       .height = height,
+                       .width = width,
+                       .roi_count = 1,
+                       .out_height = 1,
+                       .out_width = out_width,
+                       .roi_rank = 2,
+                       .batch_rank = 1,
+                       .scale_x = 1,
+                       .scale_y = 1,
+                       .rois = roi,
+                       .batch_indices = &batch_index};
+    packed_layouts(&p);
+    return p;
+}
+
+/* A box wider than the limit: X samples clamped to the limit (data-driven
+ * counts never fail). MAX over a ramp reads the last in-bounds sample, whose
+ * position depends on the sample count, so the result tells the count. */
+static void check_clamped_count(DMLDevice* device, uint32_t limit) {
+    static const double ramp[4] = {0, 10, 20, 30};
+    static const double roi[4] = {-4998.0, 0.25, 2.0, 0.75};
+    align_problem p = one_roi_problem(1, 4, 1, roi);
+    p.reduction = DML_REDUCE_FUNCTION_MAX;
+    p.interpolation = DML_INTERPOLATION_MODE_LINEAR;
+    p.output_pixel_offset = -0.5f;
+    p.out_of_bounds_value = -1;
+    p.min_samples = 1;
+    p.max_samples = 4294967295u;
+    p.input = ramp;
+    align_run run = run_forward(device, &p);
+    EXPECT_STATUS(run.status, S_OK, NULL);
+    if (SUCCEEDED(run.status)) {
+        double clamped, unclamped;
+        ref_roi_align r = reference_problem(&p, &run, true);
+        r.max_samples = limit;
+        ref_roi_align_forward(&r, &clamped, NULL);
+        r.max_samples = 5000; /* ceil(|sizeX| / OW): what no limit would take */
+        ref_roi_align_forward(&r, &unclamped, NULL);
+        EXPECT(clamped != unclamped, "the case must tell %u samples from 5000", limit);
+        EXPECT(run.output[0] == clamped, "limit %u: output %.9g but expected %.9g (%u samples; 5000 give %.9g)", limit,
+               run.output[0], clamped, limit, unclamped);
+    }
+    align_run_free(&run);
+}
+
+TEST_CASE(data_driven_sample_counts_are_clamped) {
+    DMLDevice* device = test_device(0);
+    check_clamped_count(device, DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS);
+    dmlReleaseDevice(device);
+    if (!test_backend_is_cuda()) {
+        device = device_with_sample_limit(4500);
+        if (device) check_clamped_count(device, 4500);
+        dmlReleaseDevice(device);
+    }
+}
+
+/* The average of 2^24 samples (4096 x 4096, the default limit) of a 3x3 box:
+ * a FLOAT32 running sum stalls far from it (RA-16), the FLOAT64 one does not. */
+TEST_CASE(average_at_the_sample_limit) {
+    DMLDevice* device = test_device(0);
+    static const double roi[4] = {0.4, 0.3, 3.4, 3.3};
+    double input[16];
+    for (int i = 0; i < 16; i++)
+        input[i] = test_rand_double(1, 10);
+    for (int type = 0; type < 2; type++) {
+        align_problem p = one_roi_problem(4, 4, 1, roi);
+        p.type = type ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        p.reduction = DML_REDUCE_FUNCTION_AVERAGE;
+        p.interpolation = DML_INTERPOLATION_MODE_LINEAR;
+        p.input_pixel_offset = 0.5f;
+        p.output_pixel_offset = -0.5f;
+        p.min_samples = p.max_samples = DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
+        p.input = input;
+        check_forward(device, &p, "2^24 samples per output");
+    }
+    dmlReleaseDevice(device);
+}
+
+/* The feature gradient of one pixel that receives 2^25 contributions (a 1x1
+ * image, two outputs of 2^24 samples each, all reading it): §7.1 gives
+ * every sample w = 1/S, so the pixel's gradient is g0 + g1. A FLOAT32
+ * accumulator stalls at about g0 + 2^-24 * 2^24 ulp; FLOAT64 does not. */
+TEST_CASE(feature_gradient_past_2_24_contributions) {
+    DMLDevice* device = test_device(0);
+    static const double roi[4] = {-0.5, -0.5, 0.5, 0.5};
+    double input_gradient[2] = {test_rand_double(0.5, 1.5), test_rand_double(0.5, 1.5)};
+    align_problem p = one_roi_problem(1, 1, 2, roi);
+    p.reduction = DML_REDUCE_FUNCTION_AVERAGE;
+    p.interpolation = DML_INTERPOLATION_MODE_NEAREST_NEIGHBOR;
+    p.output_pixel_offset = -0.5f;
+    p.min_samples = p.max_samples = DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
+    p.input_gradient = input_gradient;
+    align_run run = run_grad(device, &p, false, true, false);
+    EXPECT_STATUS(run.status, S_OK, NULL);
+    if (SUCCEEDED(run.status)) {
+        /* Every sample lies in (-0.5, 0.5): in bounds, nearest pixel 0. */
+        double expected = run.input_gradient[0] + run.input_gradient[1];
+        EXPECT(fabs(run.output_gradient[0] - expected) <= 1e-6 * expected,
+               "OutputGradientTensor[0] is %.9g but expected %.9g (2^25 contributions)", run.output_gradient[0],
+               expected);
+    }
+    align_run_free(&run);
+    dmlReleaseDevice(device);
 }

@@ -43,6 +43,17 @@ typedef enum DML_BACKEND {
     DML_BACKEND_CUDA = 1 /* NVIDIA GPUs; only when libdml was built with CUDA */
 } DML_BACKEND;
 
+/* CPU instruction-set levels for DML_DEVICE_DESC.MaxCpuIsa, like oneDNN's
+ * ONEDNN_MAX_CPU_ISA: implementations that need more than the level are not
+ * chosen. DEFAULT: the most the machine has, capped by the environment
+ * variable DML_CPU_ISA=generic|avx2|avx512 when it is set. */
+typedef enum DML_CPU_ISA {
+    DML_CPU_ISA_DEFAULT = 0,
+    DML_CPU_ISA_GENERIC = 1, /* plain C, any x86-64 */
+    DML_CPU_ISA_AVX2 = 2,    /* AVX2 + FMA + F16C */
+    DML_CPU_ISA_AVX512 = 3   /* AVX-512 F/BW/VL/DQ */
+} DML_CPU_ISA;
+
 typedef struct DML_DEVICE_DESC {
     DML_BACKEND Backend;
     DML_CREATE_DEVICE_FLAGS Flags;
@@ -53,7 +64,16 @@ typedef struct DML_DEVICE_DESC {
     UINT ThreadCount;      /* CPU: worker threads; 0 = all cores */
     void* CudaStream;      /* CUDA: a cudaStream_t to dispatch on; NULL = the device's own */
     INT CudaDeviceOrdinal; /* CUDA: which GPU */
+    DML_CPU_ISA MaxCpuIsa; /* CPU: the highest instruction set kernels may use (see DML_CPU_ISA) */
+    /* ROI_ALIGN, ROI_ALIGN1, ROI_ALIGN_GRAD: the most samples per output
+     * element along each axis, the bound of their cost and precision
+     * (docs/operators/roi_align.md). 0 = DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
+     * at most DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS. */
+    UINT RoiAlignMaxSamplesPerAxis;
 } DML_DEVICE_DESC;
+
+#define DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS 4096u /* 2^24 samples per output element */
+#define DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS 65536u    /* 2^32 samples per output element */
 
 /* Everything bound for one dispatch, in DirectML's slot order (spec
  * tensors.md §6.1): one entry per input slot and per output slot, absent
@@ -85,6 +105,9 @@ HRESULT dmlGetDeviceRemovedReason(const DMLDevice* device);
 HRESULT dmlCheckFeatureSupport(const DMLDevice* device, DML_FEATURE feature, UINT featureQueryDataSize,
                                const void* featureQueryData, UINT featureSupportDataSize, void* featureSupportData);
 DML_BACKEND dmlGetDeviceBackend(const DMLDevice* device);
+/* The instruction set the device's CPU implementations may use: the
+ * machine's, capped by DML_CPU_ISA and MaxCpuIsa (GENERIC for NULL). */
+DML_CPU_ISA dmlGetDeviceCpuIsa(const DMLDevice* device);
 
 /* ---- Buffers in the device's memory ---- */
 HRESULT dmlAllocateBuffer(DMLDevice* device, UINT64 sizeInBytes, void** buffer);
@@ -106,6 +129,17 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
 void dmlReleaseCompiledOperator(DMLCompiledOperator* compiled);
 HRESULT dmlGetBindingProperties(const DMLCompiledOperator* compiled, DML_BINDING_PROPERTIES* properties);
 
+/* What dmlCompileOperator chose: the first implementation of the backend's
+ * ordered list that accepted the problem, and the resources it needs. */
+typedef struct DML_COMPILED_OPERATOR_INFO {
+    /* "<kernel>/<isa>/<layout>", e.g. "max_pooling/avx2/nchw" or
+     * "max_pooling/generic"; valid while the compiled operator lives. */
+    const char* ImplementationName;
+    UINT64 TemporaryResourceSize;  /* as dmlGetBindingProperties reports */
+    UINT64 PersistentResourceSize; /* likewise */
+} DML_COMPILED_OPERATOR_INFO;
+HRESULT dmlGetCompiledOperatorInfo(const DMLCompiledOperator* compiled, DML_COMPILED_OPERATOR_INFO* info);
+
 /* Captures OWNED_BY_DML inputs into the persistent resource. inputs holds
  * one entry per input slot (only OWNED_BY_DML tensors are bound, others are
  * NONE) and may be NULL with inputCount 0 when there are none. persistent is
@@ -115,7 +149,11 @@ HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, co
                               const DML_BINDING_DESC* persistent);
 
 /* Validates every binding (count, type, size, alignment, overlap; spec T-8),
- * then runs the operator. On failure nothing is written. May return before
+ * then runs the operator. A TemporaryResource of at least
+ * TemporaryResourceSize bytes (Offset a multiple of
+ * DML_TEMPORARY_BUFFER_ALIGNMENT) is bound when that size is not 0; its
+ * contents need not survive between dispatches, and dispatches that may run
+ * at the same time need one each. On failure nothing is written. May return before
  * the work completes (CUDA); dmlSynchronize waits for it. */
 HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* bindings);
 

@@ -1,18 +1,18 @@
 /* Operator lifecycle: create (validate, deep-copy), compile (choose the
- * kernel, lay out the persistent resource), initialize (capture OWNED_BY_DML
- * inputs), dispatch (validate bindings, run). */
+ * implementation and plan it, lay out the persistent resource), initialize
+ * (capture OWNED_BY_DML inputs), dispatch (validate bindings, run). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/ops.h"
 #include "checked.h"
+#include "operator.h"
 #include "status.h"
 
 struct DMLCompiledOperator {
     DMLDevice* device;
     DMLOperator op; /* a private copy: the caller may release its DMLOperator */
     DML_EXECUTION_FLAGS flags;
-    dml_kernel_fn kernel;
+    dml_plan plan; /* the chosen implementation and what it precomputed */
     uint64_t persistent_size;
     uint64_t persistent_offsets[DML_MAX_SLOTS]; /* of each OWNED_BY_DML input */
     bool initialized;
@@ -21,6 +21,45 @@ struct DMLCompiledOperator {
 static void release_params(DMLOperator* op) {
     free(op->params);
     op->params = NULL;
+}
+
+HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size) {
+    void* copy = malloc(size);
+    if (copy == NULL) return dml_fail(E_OUTOFMEMORY, "%s: out of memory", op->name);
+    memcpy(copy, params, size);
+    free(op->params);
+    op->params = copy;
+    op->params_size = size;
+    return S_OK;
+}
+
+void* dml_plan_state(dml_plan* plan, size_t size) {
+    free(plan->state);
+    plan->state = calloc(1, size ? size : 1);
+    return plan->state;
+}
+
+/* The first implementation of the backend's ordered list that the device's
+ * CPU level allows and whose plan accepts the problem (as oneDNN walks its
+ * implementation lists). The generic strided one, last, accepts everything. */
+static HRESULT choose_implementation(DMLCompiledOperator* compiled, const dml_impl* const* impls) {
+    for (const dml_impl* const* entry = impls; *entry != NULL; entry++) {
+        const dml_impl* impl = *entry;
+        if (impl->isa > compiled->device->cpu_isa) continue;
+        dml_plan plan = {.impl = impl};
+        HRESULT status = impl->plan ? impl->plan(&compiled->op, compiled->device, compiled->flags, &plan) : S_OK;
+        if (status == S_OK) {
+            compiled->plan = plan;
+            return S_OK;
+        }
+        free(plan.state);
+        if (FAILED(status))
+            return status == E_OUTOFMEMORY
+                       ? dml_fail(status, "%s: out of memory planning %s", compiled->op.name, impl->name)
+                       : status;
+    }
+    return dml_fail(E_NOTIMPL, "%s: no implementation on the %s backend takes this problem", compiled->op.name,
+                    compiled->device->backend->name);
 }
 
 HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLOperator** op) {
@@ -83,8 +122,8 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
                                  DML_EXECUTION_FLAG_DISABLE_META_COMMANDS | DML_EXECUTION_FLAG_DESCRIPTORS_VOLATILE;
     if ((unsigned)flags & ~known_flags)
         return dml_fail(E_INVALIDARG, "%s: execution flags 0x%x have unknown bits", op->name, (unsigned)flags);
-    dml_kernel_fn kernel = device->backend->kernels[op->kernel];
-    if (kernel == NULL)
+    const dml_impl* const* impls = device->backend->impls[op->kernel];
+    if (impls == NULL)
         return dml_fail(E_NOTIMPL, "%s: not implemented yet on the %s backend", op->name, device->backend->name);
 
     DMLCompiledOperator* result = calloc(1, sizeof *result);
@@ -92,12 +131,14 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
     result->device = device;
     result->op = *op;
     result->op.params = NULL;
-    if (op->params_size > 0 && FAILED(dml_op_set_params(&result->op, op->params, op->params_size))) {
-        free(result);
-        return E_OUTOFMEMORY;
-    }
     result->flags = flags;
-    result->kernel = kernel;
+    HRESULT status = S_OK;
+    if (op->params_size > 0) status = dml_op_set_params(&result->op, op->params, op->params_size);
+    if (SUCCEEDED(status)) status = choose_implementation(result, impls);
+    if (FAILED(status)) {
+        dmlReleaseCompiledOperator(result);
+        return status;
+    }
     /* OWNED_BY_DML inputs live in the persistent resource, each 256-aligned. */
     for (uint32_t i = 0; i < op->input_count; i++) {
         const dml_tensor* tensor = &op->inputs[i].tensor;
@@ -113,6 +154,7 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
 void dmlReleaseCompiledOperator(DMLCompiledOperator* compiled) {
     if (compiled == NULL) return;
     release_params(&compiled->op);
+    free(compiled->plan.state);
     free(compiled);
 }
 
@@ -120,8 +162,17 @@ HRESULT dmlGetBindingProperties(const DMLCompiledOperator* compiled, DML_BINDING
     dml_clear_error();
     if (compiled == NULL || properties == NULL) return dml_fail(E_POINTER, "dmlGetBindingProperties: NULL argument");
     properties->RequiredDescriptorCount = compiled->op.input_count + compiled->op.output_count;
-    properties->TemporaryResourceSize = 0;
+    properties->TemporaryResourceSize = compiled->plan.temporary_size;
     properties->PersistentResourceSize = compiled->persistent_size;
+    return S_OK;
+}
+
+HRESULT dmlGetCompiledOperatorInfo(const DMLCompiledOperator* compiled, DML_COMPILED_OPERATOR_INFO* info) {
+    dml_clear_error();
+    if (compiled == NULL || info == NULL) return dml_fail(E_POINTER, "dmlGetCompiledOperatorInfo: NULL argument");
+    info->ImplementationName = compiled->plan.impl->name;
+    info->TemporaryResourceSize = compiled->plan.temporary_size;
+    info->PersistentResourceSize = compiled->persistent_size;
     return S_OK;
 }
 
@@ -219,22 +270,29 @@ static HRESULT bind_slots(const DMLCompiledOperator* compiled, bool outputs, UIN
     return S_OK;
 }
 
-/* The persistent resource bound for initialization or dispatch. */
-static HRESULT bind_persistent(const DMLCompiledOperator* compiled, const char* what, const DML_BINDING_DESC* binding,
-                               byte_range* range) {
+/* The temporary or persistent resource (`field`) of `size` bytes bound for
+ * initialization or dispatch: NONE when size is 0, else a large enough
+ * buffer at an offset aligned to 256 (DML_*_BUFFER_ALIGNMENT). */
+static HRESULT bind_resource(const DMLCompiledOperator* compiled, const char* what, const char* field,
+                             const DML_BINDING_DESC* binding, uint64_t size, byte_range* range) {
     const DMLOperator* op = &compiled->op;
+    const char* size_field = field[0] == 'T' ? "TemporaryResourceSize" : "PersistentResourceSize";
     memset(range, 0, sizeof *range);
-    if (compiled->persistent_size == 0) {
+    if (size == 0) {
         if (!is_unbound(binding))
-            return dml_fail(E_INVALIDARG, "%s: %s: PersistentResource is bound but PersistentResourceSize is 0",
-                            op->name, what);
+            return dml_fail(E_INVALIDARG, "%s: %s: %s is bound but %s is 0", op->name, what, field, size_field);
         return S_OK;
     }
     if (is_unbound(binding))
-        return dml_fail(E_INVALIDARG, "%s: %s: PersistentResource must be bound (PersistentResourceSize is %llu)",
-                        op->name, what, (unsigned long long)compiled->persistent_size);
-    return check_buffer(op->name, what, "PersistentResource", binding, compiled->persistent_size,
-                        DML_PERSISTENT_BUFFER_ALIGNMENT, 1, range);
+        return dml_fail(E_INVALIDARG, "%s: %s: %s must be bound (%s is %llu)", op->name, what, field, size_field,
+                        (unsigned long long)size);
+    _Static_assert(DML_TEMPORARY_BUFFER_ALIGNMENT == DML_PERSISTENT_BUFFER_ALIGNMENT, "one alignment rule");
+    return check_buffer(op->name, what, field, binding, size, DML_PERSISTENT_BUFFER_ALIGNMENT, 1, range);
+}
+
+static HRESULT bind_persistent(const DMLCompiledOperator* compiled, const char* what, const DML_BINDING_DESC* binding,
+                               byte_range* range) {
+    return bind_resource(compiled, what, "PersistentResource", binding, compiled->persistent_size, range);
 }
 
 HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, const DML_BINDING_DESC* inputs,
@@ -297,6 +355,15 @@ HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, co
     return S_OK;
 }
 
+/* The temporary resource overlaps none of `ranges`. */
+static HRESULT check_temporary_apart(const DMLOperator* op, const byte_range* temporary, const byte_range* ranges,
+                                     uint32_t count) {
+    for (uint32_t i = 0; i < count; i++)
+        if (ranges_overlap(temporary, &ranges[i]))
+            return dml_fail(E_INVALIDARG, "%s: dispatch: the TemporaryResource overlaps %s", op->name, ranges[i].field);
+    return S_OK;
+}
+
 HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* bindings) {
     dml_clear_error();
     if (compiled == NULL || bindings == NULL) return dml_fail(E_POINTER, "dmlDispatch: NULL argument");
@@ -308,13 +375,16 @@ HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* 
                         "(call dmlInitializeOperator first)",
                         op->name);
 
-    byte_range persistent;
+    byte_range persistent, temporary;
     DML_TRY(bind_persistent(compiled, "dispatch", &bindings->PersistentResource, &persistent));
-    if (!is_unbound(&bindings->TemporaryResource))
-        return dml_fail(E_INVALIDARG, "%s: dispatch: TemporaryResource is bound but TemporaryResourceSize is 0",
-                        op->name);
+    DML_TRY(bind_resource(compiled, "dispatch", "TemporaryResource", &bindings->TemporaryResource,
+                          compiled->plan.temporary_size, &temporary));
 
-    dml_kernel_args args = {.op = op, .flags = compiled->flags, .device = compiled->device};
+    dml_kernel_args args = {.op = op,
+                            .plan = &compiled->plan,
+                            .temporary = (void*)temporary.begin,
+                            .flags = compiled->flags,
+                            .device = compiled->device};
     byte_range inputs[DML_MAX_SLOTS], outputs[DML_MAX_SLOTS];
     uint32_t input_ranges = 0, output_ranges = 0;
     DML_TRY(bind_slots(compiled, false, bindings->InputCount, bindings->Inputs, (void*)persistent.begin, args.inputs,
@@ -322,7 +392,8 @@ HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* 
     DML_TRY(bind_slots(compiled, true, bindings->OutputCount, bindings->Outputs, NULL, args.outputs, outputs,
                        &output_ranges));
 
-    /* Overlap rules (spec §6.4, decision T-4): no operator here runs in place. */
+    /* Overlap rules (spec §6.4, decision T-4): no operator here runs in place,
+     * and the temporary resource is the dispatch's alone. */
     for (uint32_t o = 0; o < output_ranges; o++) {
         for (uint32_t i = 0; i < input_ranges; i++)
             if (ranges_overlap(&outputs[o], &inputs[i]))
@@ -338,10 +409,13 @@ HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* 
             return dml_fail(E_INVALIDARG, "%s: dispatch: output %s overlaps the PersistentResource", op->name,
                             outputs[o].field);
     }
+    DML_TRY(check_temporary_apart(op, &temporary, inputs, input_ranges));
+    DML_TRY(check_temporary_apart(op, &temporary, outputs, output_ranges));
+    DML_TRY(check_temporary_apart(op, &temporary, &persistent, 1));
 
     /* A kernel fails only for lack of resources or a backend fault; DirectML
      * then removes the device (spec §7.3). */
-    HRESULT status = compiled->kernel(&args);
+    HRESULT status = compiled->plan.impl->run(&args);
     if (FAILED(status)) return dml_device_remove(compiled->device, status, op->name);
     return status;
 }

@@ -25,10 +25,8 @@
  * output type (§8.2). Every other output is rounded once from FLOAT64. */
 #include <math.h>
 #include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "../core/checked.h"
 #include "../core/half.h"
 #include "../ops/batch_normalization.h"
 #include "cpu.h"
@@ -94,13 +92,6 @@ static uint64_t row_major_offset(const dml_tensor* tensor, uint64_t index) {
 }
 
 static bool is_half(const dml_tensor* tensor) { return tensor->type == DML_TENSOR_DATA_TYPE_FLOAT16; }
-
-/* malloc of count elements, NULL on overflow or failure. */
-static void* allocate_array(uint64_t count, size_t element_size) {
-    uint64_t bytes;
-    if (!dml_mul_u64(count, element_size, &bytes) || bytes > SIZE_MAX) return NULL;
-    return malloc(bytes ? (size_t)bytes : 1);
-}
 
 /* ---- Walking a row-major index range in runs along the innermost dimension ---- */
 
@@ -317,14 +308,13 @@ typedef struct group_values {
     double* v[4];
 } group_values;
 
-static bool group_values_alloc(group_values* g, uint64_t count) {
-    double* block = allocate_array(count, 4 * sizeof(double));
+/* The four arrays of `count` groups, one after the other from block. */
+static group_values group_values_at(void* block, uint64_t count) {
+    group_values g;
     for (int k = 0; k < 4; k++)
-        g->v[k] = block ? block + (uint64_t)k * count : NULL;
-    return block != NULL;
+        g.v[k] = (double*)block + (uint64_t)k * count;
+    return g;
 }
-
-static void group_values_free(group_values* g) { free(g->v[0]); }
 
 typedef struct forward_problem {
     bool half;
@@ -799,16 +789,90 @@ static uint64_t broadcast_offset(const dml_tensor* tensor, const uint32_t* sizes
     return offset;
 }
 
-HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
-    const DMLOperator* op = args->op;
-    const dml_batch_norm_params* params = op->params;
+/* ---- Plans: everything but the data, decided at compile time ---- */
+
+/* Each operator's workspace (the temporary resource): the chunk partials of
+ * the reduction, then the per-group values of the element-wise pass. Both
+ * are a few FLOAT64 per group, so at most 7 doubles (56 bytes) per element
+ * when no axis is reduced, and a few bytes per group otherwise. */
+typedef struct bn_plan {
+    reduce_plan reduce;      /* TRAINING and the gradients */
+    uint64_t partials_bytes; /* start of the group values in the workspace (64-aligned) */
+    uint64_t group_count;    /* entries of each group_values array */
+    dim_list elementwise;    /* the element-wise pass's operands, ordered (ew_order) */
+    uint64_t element_count;
+    int threads;
+    /* BATCH_NORMALIZATION: whether {mean, factor, bias} are precomputed per
+     * combination of U, the union of the parameters' shapes (spec §4, BN-5). */
+    bool grouped;
+    uint32_t union_sizes[BN_MAX_RANK];
+} bn_plan;
+
+static uint64_t align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+/* Sizes the workspace: `partial_size` bytes per tile chunk, then the groups. */
+static void plan_workspace(bn_plan* plan, dml_plan* result, size_t partial_size) {
+    plan->partials_bytes = align64(plan->reduce.group_count * plan->reduce.chunks * partial_size);
+    plan->group_count = plan->reduce.group_count;
+    result->temporary_size = plan->partials_bytes + plan->group_count * 4 * sizeof(double);
+}
+
+static bn_plan* plan_begin(const DMLDevice* device, dml_plan* result, const dml_tensor* output, uint32_t operands) {
+    bn_plan* plan = dml_plan_state(result, sizeof *plan);
+    if (plan == NULL) return NULL;
+    plan->threads = (int)device->threads;
+    plan->element_count = output->element_count;
+    plan->elementwise.rank = output->rank;
+    plan->elementwise.operands = operands;
+    memcpy(plan->elementwise.sizes, output->sizes, sizeof plan->elementwise.sizes);
+    return plan;
+}
+
+static HRESULT plan_inference(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                              dml_plan* result) {
+    (void)flags;
     const dml_tensor* input = &op->inputs[DML_BN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_BN_OUTPUT].tensor;
-    const dml_tensor* parameters[4];
-    for (uint32_t k = 0; k < 4; k++)
-        parameters[k] = &op->inputs[DML_BN_MEAN + k].tensor;
+    uint64_t union_count = 1;
+    uint32_t union_sizes[BN_MAX_RANK];
+    for (uint32_t i = 0; i < output->rank; i++) {
+        union_sizes[i] = 1;
+        for (uint32_t k = 0; k < 4; k++)
+            if (op->inputs[DML_BN_MEAN + k].tensor.sizes[i] > union_sizes[i])
+                union_sizes[i] = op->inputs[DML_BN_MEAN + k].tensor.sizes[i];
+        union_count *= union_sizes[i];
+    }
+    /* Few combinations: precompute them; else read the parameters in place. */
+    bool grouped = union_count * 8 <= output->element_count;
+    bn_plan* plan = plan_begin(device, result, output, grouped ? 4 : 6);
+    if (plan == NULL) return E_OUTOFMEMORY;
+    dim_list* dims = &plan->elementwise;
+    memcpy(dims->strides[FWD_OUTPUT], output->strides, sizeof dims->strides[0]);
+    memcpy(dims->strides[FWD_INPUT], input->strides, sizeof dims->strides[0]);
+    plan->grouped = grouped;
+    if (grouped) {
+        memcpy(plan->union_sizes, union_sizes, sizeof union_sizes);
+        plan->group_count = union_count;
+        result->temporary_size = union_count * 4 * sizeof(double);
+        uint64_t stride = 1; /* packed over U, 0 where U is 1 */
+        for (uint32_t i = output->rank; i-- > 0;) {
+            dims->strides[FWD_GROUP][i] = union_sizes[i] == 1 ? 0 : stride;
+            stride *= union_sizes[i];
+        }
+    } else {
+        for (uint32_t k = 0; k < 4; k++)
+            broadcast_strides(&op->inputs[DML_BN_MEAN + k].tensor, dims->strides[INF_MEAN + k]);
+    }
+    ew_order(dims);
+    return S_OK;
+}
+
+static HRESULT run_inference(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    const bn_plan* plan = DML_PLAN_STATE(args, bn_plan);
+    const dml_batch_norm_params* params = op->params;
+    const dml_tensor* output = &op->outputs[DML_BN_OUTPUT].tensor;
     bool half = is_half(output);
-    int threads = dml_cpu_threads(args);
     forward_problem problem = {
         .half = half,
         .input = args->inputs[DML_BN_INPUT],
@@ -820,111 +884,98 @@ HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args) {
         .epsilon = params->epsilon,
         .activation = params->activation,
     };
-    /* Spec §4, decision BN-5: each parameter tensor is indexed through its own
-     * sizes. U, the union of their shapes, indexes every distinct combination. */
-    uint32_t union_sizes[BN_MAX_RANK];
-    uint64_t union_count = 1;
-    for (uint32_t i = 0; i < output->rank; i++) {
-        union_sizes[i] = 1;
-        for (uint32_t k = 0; k < 4; k++)
-            if (parameters[k]->sizes[i] > union_sizes[i]) union_sizes[i] = parameters[k]->sizes[i];
-        union_count *= union_sizes[i];
-    }
-    dim_list dims = {.rank = output->rank};
-    memcpy(dims.sizes, output->sizes, sizeof dims.sizes);
-    group_values groups = {{NULL}};
-    /* Few combinations: precompute {mean, factor, bias} per combination. */
-    if (union_count * 8 <= output->element_count && group_values_alloc(&groups, union_count)) {
-        const void* data[4] = {problem.mean, problem.variance, problem.scale, problem.bias};
-        double epsilon = params->epsilon;
-        int64_t count = (int64_t)union_count;
-#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, union_count, GROUPS_PER_THREAD)) schedule(static)
-        for (int64_t u = 0; u < count; u++) {
-            double value[4];
-            for (uint32_t k = 0; k < 4; k++)
-                value[k] = load(half, data[k], broadcast_offset(parameters[k], union_sizes, output->rank, (uint64_t)u));
-            groups.v[0][u] = value[0];
-            groups.v[1][u] = value[2] / sqrt(value[1] + epsilon);
-            groups.v[2][u] = value[3];
-        }
-        problem.groups = groups;
-        dims.operands = 4;
-        memcpy(dims.strides[FWD_OUTPUT], output->strides, sizeof dims.strides[0]);
-        memcpy(dims.strides[FWD_INPUT], input->strides, sizeof dims.strides[0]);
-        uint64_t stride = 1; /* packed over U, 0 where U is 1 */
-        for (uint32_t i = output->rank; i-- > 0;) {
-            dims.strides[FWD_GROUP][i] = union_sizes[i] == 1 ? 0 : stride;
-            stride *= union_sizes[i];
-        }
-        ew_order(&dims);
-        ew_run(&dims, output->element_count, grouped_run, &problem, threads);
-        group_values_free(&groups);
+    if (!plan->grouped) {
+        ew_run(&plan->elementwise, plan->element_count, inference_run, &problem, plan->threads);
         return S_OK;
     }
-    /* Parameters (nearly) per element: read them in place. */
-    dims.operands = 6;
-    memcpy(dims.strides[INF_OUTPUT], output->strides, sizeof dims.strides[0]);
-    memcpy(dims.strides[INF_INPUT], input->strides, sizeof dims.strides[0]);
-    for (uint32_t k = 0; k < 4; k++)
-        broadcast_strides(parameters[k], dims.strides[INF_MEAN + k]);
-    ew_order(&dims);
-    ew_run(&dims, output->element_count, inference_run, &problem, threads);
+    group_values groups = group_values_at(args->temporary, plan->group_count);
+    const void* data[4] = {problem.mean, problem.variance, problem.scale, problem.bias};
+    double epsilon = params->epsilon;
+    int64_t count = (int64_t)plan->group_count;
+#pragma omp parallel for num_threads(dml_cpu_threads_for(plan->threads, plan->group_count, GROUPS_PER_THREAD))         \
+    schedule(static)
+    for (int64_t u = 0; u < count; u++) {
+        double value[4];
+        for (uint32_t k = 0; k < 4; k++)
+            value[k] = load(
+                half, data[k],
+                broadcast_offset(&op->inputs[DML_BN_MEAN + k].tensor, plan->union_sizes, output->rank, (uint64_t)u));
+        groups.v[0][u] = value[0];
+        groups.v[1][u] = value[2] / sqrt(value[1] + epsilon);
+        groups.v[2][u] = value[3];
+    }
+    problem.groups = groups;
+    ew_run(&plan->elementwise, plan->element_count, grouped_run, &problem, plan->threads);
     return S_OK;
 }
 
-HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
+static HRESULT plan_training(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                             dml_plan* result) {
+    (void)flags;
+    const dml_tensor* input = &op->inputs[DML_BN_TRAINING_INPUT].tensor;
+    const dml_tensor* fused_add = &op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor;
+    const dml_tensor* output = &op->outputs[DML_BN_TRAINING_OUTPUT].tensor;
+    bn_plan* plan = plan_begin(device, result, output, 4);
+    if (plan == NULL) return E_OUTOFMEMORY;
+    const dml_tensor* operands[1] = {input};
+    plan_reduction(&plan->reduce, op->params, operands, 1);
+    plan_workspace(plan, result, sizeof(stats_partial));
+    dim_list* dims = &plan->elementwise;
+    memcpy(dims->strides[FWD_OUTPUT], output->strides, sizeof dims->strides[0]);
+    memcpy(dims->strides[FWD_INPUT], input->strides, sizeof dims->strides[0]);
+    if (fused_add->present) memcpy(dims->strides[FWD_FUSED_ADD], fused_add->strides, sizeof dims->strides[0]);
+    /* group j is row-major over P */
+    packed_broadcast_strides(&op->inputs[DML_BN_TRAINING_SCALE].tensor, dims->strides[FWD_GROUP]);
+    ew_order(dims);
+    return S_OK;
+}
+
+static HRESULT run_training(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
+    const bn_plan* plan = DML_PLAN_STATE(args, bn_plan);
+    const reduce_plan* reduce = &plan->reduce;
     const dml_batch_norm_params* params = op->params;
     const dml_tensor* input = &op->inputs[DML_BN_TRAINING_INPUT].tensor;
     const dml_tensor* scale = &op->inputs[DML_BN_TRAINING_SCALE].tensor;
     const dml_tensor* bias = &op->inputs[DML_BN_TRAINING_BIAS].tensor;
     const dml_tensor* fused_add = &op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor;
-    const dml_tensor* output = &op->outputs[DML_BN_TRAINING_OUTPUT].tensor;
     const dml_tensor* out_mean = &op->outputs[DML_BN_TRAINING_OUTPUT_MEAN].tensor;
     const dml_tensor* out_variance = &op->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE].tensor;
     bool half = is_half(input);
-    int threads = dml_cpu_threads(args);
-
-    reduce_plan plan;
-    const dml_tensor* operands[1] = {input};
-    plan_reduction(&plan, params, operands, 1);
-    stats_partial* partials = allocate_array(plan.group_count * plan.chunks, sizeof *partials);
-    group_values groups = {{NULL}};
-    if (partials == NULL || !group_values_alloc(&groups, plan.group_count)) {
-        free(partials);
-        group_values_free(&groups);
-        return E_OUTOFMEMORY;
-    }
+    int threads = plan->threads;
+    stats_partial* partials = args->temporary;
+    group_values groups = group_values_at((char*)args->temporary + plan->partials_bytes, plan->group_count);
 
     /* 1. Chunk statistics, in parallel over every tile. */
     const void* x = args->inputs[DML_BN_TRAINING_INPUT];
-    int64_t tiles = (int64_t)plan_tiles(&plan);
+    int64_t tiles = (int64_t)plan_tiles(reduce);
 #pragma omp parallel for num_threads(dml_cpu_threads_for(threads, (uint64_t)tiles, 1)) schedule(static)
     for (int64_t index = 0; index < tiles; index++) {
-        stats_tile(half, &plan, x, (uint64_t)index, partials);
+        stats_tile(half, reduce, x, (uint64_t)index, partials);
     }
 
     /* 2. Per group: Chan's merge of the chunks in chunk order, the biased
      * variance (divisor M, decision BN-1), OutputMean/OutputVariance and the
      * values of the element-wise pass. */
-    int64_t group_count = (int64_t)plan.group_count;
+    int64_t group_count = (int64_t)reduce->group_count;
     const void* scale_data = args->inputs[DML_BN_TRAINING_SCALE];
     const void* bias_data = args->inputs[DML_BN_TRAINING_BIAS];
     void* mean_data = args->outputs[DML_BN_TRAINING_OUTPUT_MEAN];
     void* variance_data = args->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE];
     double epsilon = params->epsilon;
-#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, reduce->group_count, GROUPS_PER_THREAD))             \
+    schedule(static)
     for (int64_t j = 0; j < group_count; j++) {
-        const stats_partial* chunk = partials + (uint64_t)j * plan.chunks;
+        const stats_partial* chunk = partials + (uint64_t)j * reduce->chunks;
         double count = chunk[0].count, mean = chunk[0].mean, m2 = chunk[0].m2;
-        for (uint64_t c = 1; c < plan.chunks; c++) {
+        for (uint64_t c = 1; c < reduce->chunks; c++) {
             double merged = count + chunk[c].count;
             double delta = chunk[c].mean - mean;
             mean += delta * (chunk[c].count / merged);
             m2 += chunk[c].m2 + delta * delta * (count * chunk[c].count / merged);
             count = merged;
         }
-        double variance = m2 / (double)plan.group_size;
+        double variance = m2 / (double)reduce->group_size;
         store_double(half, mean_data, row_major_offset(out_mean, (uint64_t)j), mean);
         store_double(half, variance_data, row_major_offset(out_variance, (uint64_t)j), variance);
         double scale_value = load(half, scale_data, row_major_offset(scale, (uint64_t)j));
@@ -933,7 +984,6 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
         groups.v[1][j] = scale_value / sqrt(variance + epsilon);
         groups.v[2][j] = bias_value;
     }
-    free(partials);
 
     /* 3. The normalized output, element-wise. */
     forward_problem problem = {
@@ -944,57 +994,61 @@ HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args) {
         .groups = groups,
         .activation = params->activation,
     };
-    dim_list dims = {.rank = output->rank, .operands = 4};
-    memcpy(dims.sizes, output->sizes, sizeof dims.sizes);
-    memcpy(dims.strides[FWD_OUTPUT], output->strides, sizeof dims.strides[0]);
-    memcpy(dims.strides[FWD_INPUT], input->strides, sizeof dims.strides[0]);
-    if (fused_add->present) memcpy(dims.strides[FWD_FUSED_ADD], fused_add->strides, sizeof dims.strides[0]);
-    packed_broadcast_strides(scale, dims.strides[FWD_GROUP]); /* group j is row-major over P */
-    ew_order(&dims);
-    ew_run(&dims, output->element_count, grouped_run, &problem, threads);
-    group_values_free(&groups);
+    ew_run(&plan->elementwise, plan->element_count, grouped_run, &problem, threads);
     return S_OK;
 }
 
 /* BATCH_NORMALIZATION_GRAD (Mean/Variance constants, spec §6) and
  * BATCH_NORMALIZATION_TRAINING_GRAD (through the batch statistics, §7). */
-static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool training) {
-    const DMLOperator* op = args->op;
-    const dml_batch_norm_params* params = op->params;
+static HRESULT plan_gradient(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                             dml_plan* result) {
+    (void)flags;
     const dml_tensor* input = &op->inputs[DML_BN_GRAD_INPUT].tensor;
     const dml_tensor* input_gradient = &op->inputs[DML_BN_GRAD_INPUT_GRADIENT].tensor;
+    const dml_tensor* output_gradient = &op->outputs[DML_BN_GRAD_OUTPUT_GRADIENT].tensor;
+    bn_plan* plan = plan_begin(device, result, output_gradient, 4);
+    if (plan == NULL) return E_OUTOFMEMORY;
+    const dml_tensor* operands[2] = {input, input_gradient};
+    plan_reduction(&plan->reduce, op->params, operands, 2);
+    plan_workspace(plan, result, sizeof(grad_partial));
+    dim_list* dims = &plan->elementwise;
+    memcpy(dims->strides[BWD_OUTPUT_GRADIENT], output_gradient->strides, sizeof dims->strides[0]);
+    memcpy(dims->strides[BWD_INPUT], input->strides, sizeof dims->strides[0]);
+    memcpy(dims->strides[BWD_INPUT_GRADIENT], input_gradient->strides, sizeof dims->strides[0]);
+    packed_broadcast_strides(&op->inputs[DML_BN_GRAD_MEAN].tensor, dims->strides[BWD_GROUP]);
+    ew_order(dims);
+    return S_OK;
+}
+
+static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
+    const DMLOperator* op = args->op;
+    const bn_plan* plan = DML_PLAN_STATE(args, bn_plan);
+    const reduce_plan* reduce = &plan->reduce;
+    const dml_batch_norm_params* params = op->params;
+    const dml_tensor* input = &op->inputs[DML_BN_GRAD_INPUT].tensor;
     const dml_tensor* mean = &op->inputs[DML_BN_GRAD_MEAN].tensor;
     const dml_tensor* variance = &op->inputs[DML_BN_GRAD_VARIANCE].tensor;
     const dml_tensor* scale = &op->inputs[DML_BN_GRAD_SCALE].tensor;
-    const dml_tensor* output_gradient = &op->outputs[DML_BN_GRAD_OUTPUT_GRADIENT].tensor;
     const dml_tensor* scale_gradient = &op->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT].tensor;
     const dml_tensor* bias_gradient = &op->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT].tensor;
     bool half = is_half(input);
-    int threads = dml_cpu_threads(args);
-
-    reduce_plan plan;
-    const dml_tensor* operands[2] = {input, input_gradient};
-    plan_reduction(&plan, params, operands, 2);
-    grad_partial* partials = allocate_array(plan.group_count * plan.chunks, sizeof *partials);
-    group_values groups = {{NULL}};
-    if (partials == NULL || !group_values_alloc(&groups, plan.group_count)) {
-        free(partials);
-        group_values_free(&groups);
-        return E_OUTOFMEMORY;
-    }
-    int64_t group_count = (int64_t)plan.group_count;
+    int threads = plan->threads;
+    grad_partial* partials = args->temporary;
+    group_values groups = group_values_at((char*)args->temporary + plan->partials_bytes, plan->group_count);
+    int64_t group_count = (int64_t)reduce->group_count;
     const void* mean_data = args->inputs[DML_BN_GRAD_MEAN];
-#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, reduce->group_count, GROUPS_PER_THREAD))             \
+    schedule(static)
     for (int64_t j = 0; j < group_count; j++)
         groups.v[0][j] = load(half, mean_data, row_major_offset(mean, (uint64_t)j));
 
     /* 1. Chunk sums of dy and dy * (x - Mean), in parallel over every tile. */
     const void* x = args->inputs[DML_BN_GRAD_INPUT];
     const void* dy = args->inputs[DML_BN_GRAD_INPUT_GRADIENT];
-    int64_t tiles = (int64_t)plan_tiles(&plan);
+    int64_t tiles = (int64_t)plan_tiles(reduce);
 #pragma omp parallel for num_threads(dml_cpu_threads_for(threads, (uint64_t)tiles, 1)) schedule(static)
     for (int64_t index = 0; index < tiles; index++) {
-        grad_tile(half, &plan, x, dy, groups.v[0], (uint64_t)index, partials);
+        grad_tile(half, reduce, x, dy, groups.v[0], (uint64_t)index, partials);
     }
 
     /* 2. Per group: the sums in chunk order, the parameter gradients and the
@@ -1003,12 +1057,13 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
     const void* scale_data = args->inputs[DML_BN_GRAD_SCALE];
     void* scale_gradient_data = args->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT];
     void* bias_gradient_data = args->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT];
-    double epsilon = params->epsilon, group_size = (double)plan.group_size;
-#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, plan.group_count, GROUPS_PER_THREAD)) schedule(static)
+    double epsilon = params->epsilon, group_size = (double)reduce->group_size;
+#pragma omp parallel for num_threads(dml_cpu_threads_for(threads, reduce->group_count, GROUPS_PER_THREAD))             \
+    schedule(static)
     for (int64_t j = 0; j < group_count; j++) {
-        const grad_partial* chunk = partials + (uint64_t)j * plan.chunks;
+        const grad_partial* chunk = partials + (uint64_t)j * reduce->chunks;
         double sdy = 0, sdyxc = 0;
-        for (uint64_t c = 0; c < plan.chunks; c++) {
+        for (uint64_t c = 0; c < reduce->chunks; c++) {
             sdy += chunk[c].sdy;
             sdyxc += chunk[c].sdyxc;
         }
@@ -1021,7 +1076,6 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
         groups.v[2][j] = training ? sdy / group_size : 0.0;
         groups.v[3][j] = training ? sdyxc / group_size / variance_plus_epsilon : 0.0;
     }
-    free(partials);
 
     /* 3. The input gradient, element-wise. */
     backward_problem problem = {
@@ -1032,22 +1086,19 @@ static HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool tr
         .groups = groups,
         .uses_input = training,
     };
-    dim_list dims = {.rank = output_gradient->rank, .operands = 4};
-    memcpy(dims.sizes, output_gradient->sizes, sizeof dims.sizes);
-    memcpy(dims.strides[BWD_OUTPUT_GRADIENT], output_gradient->strides, sizeof dims.strides[0]);
-    memcpy(dims.strides[BWD_INPUT], input->strides, sizeof dims.strides[0]);
-    memcpy(dims.strides[BWD_INPUT_GRADIENT], input_gradient->strides, sizeof dims.strides[0]);
-    packed_broadcast_strides(mean, dims.strides[BWD_GROUP]);
-    ew_order(&dims);
-    ew_run(&dims, output_gradient->element_count, backward_run, &problem, threads);
-    group_values_free(&groups);
+    ew_run(&plan->elementwise, plan->element_count, backward_run, &problem, threads);
     return S_OK;
 }
 
-HRESULT dml_cpu_batch_normalization_grad(const dml_kernel_args* args) {
-    return batch_normalization_gradient(args, false);
-}
+static HRESULT run_gradient_constant_statistics(const dml_kernel_args* args) { return run_gradient(args, false); }
 
-HRESULT dml_cpu_batch_normalization_training_grad(const dml_kernel_args* args) {
-    return batch_normalization_gradient(args, true);
-}
+static HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return run_gradient(args, true); }
+
+const dml_impl dml_cpu_batch_normalization_generic = {"batch_normalization/generic/strided", DML_ISA_GENERIC,
+                                                      plan_inference, run_inference};
+const dml_impl dml_cpu_batch_normalization_training_generic = {"batch_normalization_training/generic/strided",
+                                                               DML_ISA_GENERIC, plan_training, run_training};
+const dml_impl dml_cpu_batch_normalization_grad_generic = {"batch_normalization_grad/generic/strided", DML_ISA_GENERIC,
+                                                           plan_gradient, run_gradient_constant_statistics};
+const dml_impl dml_cpu_batch_normalization_training_grad_generic = {
+    "batch_normalization_training_grad/generic/strided", DML_ISA_GENERIC, plan_gradient, run_gradient_batch_statistics};

@@ -4,15 +4,25 @@
 
 #include "../core/operator.h"
 
-HRESULT dml_cpu_max_pooling(const dml_kernel_args* args);
-HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args);
-HRESULT dml_cpu_batch_normalization(const dml_kernel_args* args);
-HRESULT dml_cpu_batch_normalization_training(const dml_kernel_args* args);
-HRESULT dml_cpu_batch_normalization_grad(const dml_kernel_args* args);
-HRESULT dml_cpu_batch_normalization_training_grad(const dml_kernel_args* args);
-HRESULT dml_cpu_roi_pooling(const dml_kernel_args* args);
-HRESULT dml_cpu_roi_align(const dml_kernel_args* args);
-HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args);
+/* Each kernel's generic strided implementation (one file per family), the
+ * last entry of its list and the reference of every fast path. */
+#define DML_CPU_GENERIC_IMPL(ID, name) extern const dml_impl dml_cpu_##name##_generic;
+DML_KERNEL_LIST(DML_CPU_GENERIC_IMPL)
+#undef DML_CPU_GENERIC_IMPL
+
+/* Each kernel's implementation list, in order of preference (cpu_impl_list.c). */
+#define DML_CPU_IMPL_LIST(ID, name) extern const dml_impl* const dml_cpu_##name##_impls[];
+DML_KERNEL_LIST(DML_CPU_IMPL_LIST)
+#undef DML_CPU_IMPL_LIST
+
+/* ---- Instruction sets (cpu_isa.c) ---- */
+/* What this machine has, detected once per process. */
+dml_isa dml_cpu_machine_isa(void);
+/* The level a new device may use: the machine's, capped by the environment
+ * variable DML_CPU_ISA and by `requested` (E_INVALIDARG for a bad variable). */
+HRESULT dml_cpu_device_isa(DML_CPU_ISA requested, dml_isa* isa);
+/* "generic", "avx2", "avx512". */
+const char* dml_isa_name(dml_isa isa);
 
 /* Worker threads for one dispatch (the device's ThreadCount). */
 static inline int dml_cpu_threads(const dml_kernel_args* args) { return (int)args->device->threads; }

@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "../backends.h"
 #include "../core/status.h"
 #include "cpu.h"
 
@@ -15,7 +16,7 @@ static HRESULT cpu_create(DMLDevice* device, const DML_DEVICE_DESC* desc) {
     if (threads == 0) threads = (unsigned)omp_get_num_procs();
 #endif
     device->threads = threads ? threads : 1;
-    return S_OK;
+    return dml_cpu_device_isa(desc->MaxCpuIsa, &device->cpu_isa);
 }
 
 static void cpu_destroy(DMLDevice* device) { (void)device; }
@@ -65,16 +66,10 @@ const dml_backend dml_cpu_backend = {
     .copy = cpu_copy,
     .fill = cpu_fill,
     .synchronize = cpu_synchronize,
-    .kernels =
+    .impls =
         {
-            [DML_KERNEL_MAX_POOLING] = dml_cpu_max_pooling,
-            [DML_KERNEL_MAX_POOLING_GRAD] = dml_cpu_max_pooling_grad,
-            [DML_KERNEL_BATCH_NORMALIZATION] = dml_cpu_batch_normalization,
-            [DML_KERNEL_BATCH_NORMALIZATION_TRAINING] = dml_cpu_batch_normalization_training,
-            [DML_KERNEL_BATCH_NORMALIZATION_GRAD] = dml_cpu_batch_normalization_grad,
-            [DML_KERNEL_BATCH_NORMALIZATION_TRAINING_GRAD] = dml_cpu_batch_normalization_training_grad,
-            [DML_KERNEL_ROI_POOLING] = dml_cpu_roi_pooling,
-            [DML_KERNEL_ROI_ALIGN] = dml_cpu_roi_align,
-            [DML_KERNEL_ROI_ALIGN_GRAD] = dml_cpu_roi_align_grad,
+#define DML_CPU_IMPLS(ID, name) [DML_KERNEL_##ID] = dml_cpu_##name##_impls,
+            DML_KERNEL_LIST(DML_CPU_IMPLS)
+#undef DML_CPU_IMPLS
         },
 };

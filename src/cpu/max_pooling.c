@@ -7,7 +7,6 @@
  * in increasing output order, so results never depend on the thread count. */
 #include <math.h>
 #include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -158,33 +157,57 @@ static forward_row_fn forward_row_for(DML_TENSOR_DATA_TYPE type) {
     }
 }
 
-HRESULT dml_cpu_max_pooling(const dml_kernel_args* args) {
-    const DMLOperator* op = args->op;
+/* What the forward pass precomputes at compile time. */
+typedef struct forward_plan {
+    dml_pool_view in, out, idx;
+    bool has_indices, indices_64;
+    forward_row_fn row_fn;
+    int64_t rows; /* N * C * OD * OH */
+    int threads;
+} forward_plan;
+
+static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    forward_plan* f = dml_plan_state(plan, sizeof *f);
+    if (f == NULL) return E_OUTOFMEMORY;
+    f->in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT].tensor);
+    f->out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
     const dml_tensor* indices =
         op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : NULL;
-    forward_problem f = {
-        .params = op->params,
-        .in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT].tensor),
-        .out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor),
-        .input = args->inputs[DML_POOL_INPUT],
-        .output = args->outputs[DML_POOL_OUTPUT],
-    };
     if (indices && indices->present) {
-        f.idx = dml_pool_view_5d(indices);
-        f.indices = args->outputs[DML_POOL_OUTPUT_INDICES];
-        f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
+        f->has_indices = true;
+        f->idx = dml_pool_view_5d(indices);
+        f->indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
     }
-    forward_row_fn row_fn = forward_row_for(op->inputs[DML_POOL_INPUT].tensor.type);
-    int64_t rows = (int64_t)f.out.sizes[0] * f.out.sizes[1] * f.out.sizes[2] * f.out.sizes[3];
-    const dml_pooling_params* p = f.params;
-    uint64_t row_cost = (uint64_t)f.out.sizes[4] * p->window[0] * p->window[1] * p->window[2];
-    int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)rows,
-                                      dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t row = 0; row < rows; row++)
-        row_fn(&f, (uint64_t)row);
+    f->row_fn = forward_row_for(op->inputs[DML_POOL_INPUT].tensor.type);
+    f->rows = (int64_t)f->out.sizes[0] * f->out.sizes[1] * f->out.sizes[2] * f->out.sizes[3];
+    const dml_pooling_params* p = op->params;
+    uint64_t row_cost = (uint64_t)f->out.sizes[4] * p->window[0] * p->window[1] * p->window[2];
+    f->threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f->rows,
+                                     dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
     return S_OK;
 }
+
+static HRESULT run_forward(const dml_kernel_args* args) {
+    const forward_plan* plan = DML_PLAN_STATE(args, forward_plan);
+    forward_problem f = {
+        .params = args->op->params,
+        .in = plan->in,
+        .out = plan->out,
+        .idx = plan->idx,
+        .input = args->inputs[DML_POOL_INPUT],
+        .output = args->outputs[DML_POOL_OUTPUT],
+        .indices = plan->has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL,
+        .indices_64 = plan->indices_64,
+    };
+#pragma omp parallel for num_threads(plan->threads) schedule(static)
+    for (int64_t row = 0; row < plan->rows; row++)
+        plan->row_fn(&f, (uint64_t)row);
+    return S_OK;
+}
+
+const dml_impl dml_cpu_max_pooling_generic = {"max_pooling/generic/strided", DML_ISA_GENERIC, plan_forward,
+                                              run_forward};
 
 /* ---- Gradient ---- */
 
@@ -252,54 +275,78 @@ typedef struct grad_band {
 DEFINE_GRAD_BAND(f32, float, FLOAT_IDENTITY, FLOAT_IDENTITY)
 DEFINE_GRAD_BAND(f16, uint16_t, dml_half_to_float, dml_float_to_half)
 
-HRESULT dml_cpu_max_pooling_grad(const dml_kernel_args* args) {
-    const DMLOperator* op = args->op;
+/* What the gradient precomputes at compile time: the banding of planes into
+ * tasks, the thread team, and one accumulator band per thread in the
+ * temporary resource. */
+typedef struct grad_plan {
+    dml_pool_view in, grad_in, grad_out;
+    bool half;
+    uint32_t bands, band_rows;
+    int64_t tasks;
+    int threads;
+    uint64_t band_size; /* floats per accumulator band */
+} grad_plan;
+
+static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    grad_plan* g = dml_plan_state(plan, sizeof *g);
+    if (g == NULL) return E_OUTOFMEMORY;
+    g->in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT].tensor);
+    g->grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
+    g->grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
+    g->half = op->inputs[DML_POOL_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    uint64_t plane_size = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];
+    uint64_t planes = (uint64_t)g->in.sizes[0] * g->in.sizes[1];
+    const dml_pooling_params* p = op->params;
+    uint64_t plane_cost = plane_size + (uint64_t)g->grad_in.sizes[2] * g->grad_in.sizes[3] * g->grad_in.sizes[4] *
+                                           p->window[0] * p->window[1] * p->window[2];
+    int threads = (int)device->threads;
+    /* Fewer planes than threads: split each plane into bands of rows. */
+    uint32_t bands = planes >= (uint64_t)threads ? 1 : (uint32_t)(((uint64_t)threads + planes - 1) / planes);
+    if (bands > g->in.sizes[3]) bands = g->in.sizes[3];
+    g->band_rows = (g->in.sizes[3] + bands - 1) / bands;
+    g->bands = (g->in.sizes[3] + g->band_rows - 1) / g->band_rows;
+    g->tasks = (int64_t)(planes * g->bands);
+    g->threads = dml_cpu_threads_for(threads, (uint64_t)g->tasks,
+                                     dml_cpu_items_per_thread(plane_cost / g->bands, DML_CPU_MIN_WORK_PER_THREAD));
+    g->band_size = (uint64_t)g->in.sizes[2] * g->band_rows * g->in.sizes[4];
+    plan->temporary_size = (uint64_t)g->threads * g->band_size * sizeof(float);
+    return S_OK;
+}
+
+static HRESULT run_grad(const dml_kernel_args* args) {
+    const grad_plan* plan = DML_PLAN_STATE(args, grad_plan);
     grad_problem g = {
-        .params = op->params,
-        .in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT].tensor),
-        .grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor),
-        .grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor),
+        .params = args->op->params,
+        .in = plan->in,
+        .grad_in = plan->grad_in,
+        .grad_out = plan->grad_out,
         .input = args->inputs[DML_POOL_INPUT],
         .input_gradient = args->inputs[DML_POOL_INPUT_GRADIENT],
         .output_gradient = args->outputs[DML_POOL_OUTPUT],
     };
-    bool half = op->inputs[DML_POOL_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    uint64_t plane_size = (uint64_t)g.in.sizes[2] * g.in.sizes[3] * g.in.sizes[4];
-    uint64_t planes = (uint64_t)g.in.sizes[0] * g.in.sizes[1];
-    const dml_pooling_params* p = g.params;
-    uint64_t plane_cost = plane_size + (uint64_t)g.grad_in.sizes[2] * g.grad_in.sizes[3] * g.grad_in.sizes[4] *
-                                           p->window[0] * p->window[1] * p->window[2];
-    int threads = dml_cpu_threads(args);
-    /* Fewer planes than threads: split each plane into bands of rows. */
-    uint32_t bands = planes >= (uint64_t)threads ? 1 : (uint32_t)(((uint64_t)threads + planes - 1) / planes);
-    if (bands > g.in.sizes[3]) bands = g.in.sizes[3];
-    uint32_t band_rows = (g.in.sizes[3] + bands - 1) / bands;
-    bands = (g.in.sizes[3] + band_rows - 1) / band_rows;
-    int64_t tasks = (int64_t)(planes * bands);
-    threads = dml_cpu_threads_for(threads, (uint64_t)tasks,
-                                  dml_cpu_items_per_thread(plane_cost / bands, DML_CPU_MIN_WORK_PER_THREAD));
-    /* One accumulator band per thread. */
-    uint64_t band_size = (uint64_t)g.in.sizes[2] * band_rows * g.in.sizes[4];
-    float* scratch = malloc((size_t)threads * band_size * sizeof(float));
-    if (scratch == NULL) return E_OUTOFMEMORY;
-#pragma omp parallel num_threads(threads)
+    float* scratch = args->temporary;
+#pragma omp parallel num_threads(plan->threads)
     {
         int thread = 0;
 #ifdef _OPENMP
         thread = omp_get_thread_num();
 #endif
-        float* acc = scratch + (size_t)thread * band_size;
+        float* acc = scratch + (size_t)thread * plan->band_size;
 #pragma omp for schedule(static)
-        for (int64_t task = 0; task < tasks; task++) {
-            uint32_t band_index = (uint32_t)((uint64_t)task % bands);
-            grad_band band = {(uint64_t)task / bands, band_index * band_rows, band_index * band_rows + band_rows};
+        for (int64_t task = 0; task < plan->tasks; task++) {
+            uint32_t band_index = (uint32_t)((uint64_t)task % plan->bands);
+            grad_band band = {(uint64_t)task / plan->bands, band_index * plan->band_rows,
+                              band_index * plan->band_rows + plan->band_rows};
             if (band.h_end > g.in.sizes[3]) band.h_end = g.in.sizes[3];
-            if (half)
+            if (plan->half)
                 grad_band_f16(&g, band, acc);
             else
                 grad_band_f32(&g, band, acc);
         }
     }
-    free(scratch);
     return S_OK;
 }
+
+const dml_impl dml_cpu_max_pooling_grad_generic = {"max_pooling_grad/generic/strided", DML_ISA_GENERIC, plan_grad,
+                                                   run_grad};

@@ -3,13 +3,14 @@
  * The per-sample math (sample positions, rounding, clamping, weights) is in
  * src/ops/roi_align_math.h, shared with the other backends.
  *
- * Forward: parallel over output rows (roi, channel, oy); each element sums or
- * maximises its samples in the spec's order (X outer, Y inner) in FLOAT32.
+ * Forward: parallel over output rows (roi, channel, oy); each element sums
+ * (in FLOAT64, RA-16) or maximises its samples in the spec's order (X outer,
+ * Y inner).
  *
  * Gradient, deterministic without atomics:
  * - OutputGradientTensor: one task per (image, channel) plane, or per band of
  *   rows of it when there are fewer planes than threads. A task accumulates,
- *   into a FLOAT32 plane of its own, every contribution that lands in its rows,
+ *   into a FLOAT64 plane of its own (RA-16), every contribution that lands in its rows,
  *   in the fixed order r (ROIs of that image, increasing), oy, ox, sample,
  *   tap. Each pixel therefore sees the same sequence of additions whatever the
  *   thread count or banding.
@@ -156,7 +157,6 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
     }
     plane_view plane = plane_make(f->input, f->in_strides, region.batch, c, f->height, f->width, half);
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
-    float samples = dml_roi_sample_count(&region.x, &region.y);
     uint64_t y_begin = oy * per_y;
     /* The Y samples are the same for every ox and tx of the row: computed
      * once when they fit. */
@@ -167,7 +167,8 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
         y_cache[j] = dml_roi_axis_sample_at(&region.y, y_begin + j, p);
     bool linear = p->interpolation_linear;
     for (uint32_t ox = 0; ox < f->out_width; ox++) {
-        float sum = 0.0f, best = 0.0f;
+        double sum = 0.0;
+        float best = 0.0f;
         bool first = true;
         for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
             dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, p);
@@ -185,14 +186,15 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
                 }
             }
         }
-        store_value(f->output, out_row + ox * f->out_strides[3], half, p->reduction_max ? best : sum / samples);
+        store_value(f->output, out_row + ox * f->out_strides[3], half,
+                    p->reduction_max ? best : dml_roi_average(sum, &region.x, &region.y));
     }
 }
 
 static void forward_row_f32(const forward_problem* f, uint64_t row) { forward_row_typed(f, row, false); }
 static void forward_row_f16(const forward_problem* f, uint64_t row) { forward_row_typed(f, row, true); }
 
-HRESULT dml_cpu_roi_align(const dml_kernel_args* args) {
+static HRESULT run_roi_align(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
@@ -301,9 +303,9 @@ static void for_each_weighted_sample(const grad_problem* g, const plane_view* in
 
 /* ---- OutputGradientTensor (§7.2) ---- */
 
-/* Rows [row_begin, row_end) of one plane, accumulated in FLOAT32. */
+/* Rows [row_begin, row_end) of one plane, accumulated in FLOAT64 (RA-16). */
 typedef struct gradient_band {
-    float* acc;
+    double* acc;
     uint32_t row_begin, row_end, width, height;
     bool linear;
 } gradient_band;
@@ -324,12 +326,12 @@ static void scatter_sample(void* context, const roi_region* region, uint64_t tx,
     /* Taps in the order top-left, top-right, bottom-left, bottom-right;
      * coinciding taps (clamped edges) simply add up. */
     if (sy->first >= band->row_begin && sy->first < band->row_end) {
-        float* row = band->acc + (uint64_t)(sy->first - band->row_begin) * band->width;
+        double* row = band->acc + (uint64_t)(sy->first - band->row_begin) * band->width;
         row[sx->first] += weighted_gradient * weights[0];
         row[sx->second] += weighted_gradient * weights[1];
     }
     if (sy->second >= band->row_begin && sy->second < band->row_end) {
-        float* row = band->acc + (uint64_t)(sy->second - band->row_begin) * band->width;
+        double* row = band->acc + (uint64_t)(sy->second - band->row_begin) * band->width;
         row[sx->first] += weighted_gradient * weights[2];
         row[sx->second] += weighted_gradient * weights[3];
     }
@@ -372,7 +374,7 @@ static uint32_t first_roi_of_image(const roi_of_image* sorted, uint32_t count, u
 
 /* One task: plane (n, c), rows [row_begin, row_end). */
 static void gradient_band_task(const grad_problem* g, const roi_of_image* sorted, uint32_t sorted_count, uint32_t n,
-                               uint32_t c, uint32_t row_begin, uint32_t row_end, bool banded, float* acc) {
+                               uint32_t c, uint32_t row_begin, uint32_t row_end, bool banded, double* acc) {
     const dml_roi_align_params* p = g->params;
     gradient_band band = {acc, row_begin, row_end, g->width, g->height, p->interpolation_linear};
     memset(acc, 0, (size_t)(row_end - row_begin) * g->width * sizeof *acc);
@@ -393,46 +395,43 @@ static void gradient_band_task(const grad_problem* g, const roi_of_image* sorted
     }
     uint64_t dx_plane = (uint64_t)n * g->dx_strides[0] + (uint64_t)c * g->dx_strides[1];
     for (uint32_t y = row_begin; y < row_end; y++) {
-        const float* row = acc + (uint64_t)(y - row_begin) * g->width;
+        const double* row = acc + (uint64_t)(y - row_begin) * g->width;
         for (uint32_t x = 0; x < g->width; x++)
-            store_value(g->output_gradient, dx_plane + y * g->dx_strides[2] + x * g->dx_strides[3], g->half, row[x]);
+            store_value(g->output_gradient, dx_plane + y * g->dx_strides[2] + x * g->dx_strides[3], g->half,
+                        (float)row[x]);
     }
 }
 
-static HRESULT compute_output_gradient(const grad_problem* g, int threads) {
+/* What the gradient decides at compile time: the banding of the feature
+ * gradient's planes, its threads, and where its scratch lies in the
+ * workspace (the temporary resource). */
+typedef struct grad_plan {
+    uint64_t bands, band_rows;
+    int64_t tasks;
+    int threads;
+    uint64_t sorted_offset, accumulator_offset, partial_offset; /* bytes into the workspace */
+} grad_plan;
+
+static void compute_output_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
     /* The valid ROIs sorted by (image, roi): each plane visits its own in increasing r. */
-    roi_of_image* sorted = malloc(((size_t)g->roi_count + 1) * sizeof *sorted);
-    if (sorted == NULL) return E_OUTOFMEMORY;
+    roi_of_image* sorted = (roi_of_image*)(workspace + plan->sorted_offset);
     uint32_t sorted_count = 0;
     for (uint32_t r = 0; r < g->roi_count; r++) {
         roi_region region = region_make(&g->source, r, g->params, g->out_height, g->out_width, g->height, g->width);
         if (region.batch < g->batch) sorted[sorted_count++] = (roi_of_image){(uint32_t)region.batch, r};
     }
     qsort(sorted, sorted_count, sizeof *sorted, compare_roi_of_image);
-
-    /* Fewer planes than threads: split planes into bands of rows. Banding
-     * never changes a result (each pixel's additions keep their order). */
-    uint64_t planes = (uint64_t)g->batch * g->channels;
-    uint64_t bands = 1;
-    if (planes < 2 * (uint64_t)threads) bands = (2 * (uint64_t)threads + planes - 1) / planes;
-    if (bands > g->height) bands = g->height;
-    uint64_t band_rows = (g->height + bands - 1) / bands;
-    int64_t tasks = (int64_t)(planes * bands);
-    if (tasks < threads) threads = (int)tasks;
-    float* scratch = malloc((size_t)threads * band_rows * g->width * sizeof(float));
-    if (scratch == NULL) {
-        free(sorted);
-        return E_OUTOFMEMORY;
-    }
-#pragma omp parallel num_threads(threads)
+    double* accumulators = (double*)(workspace + plan->accumulator_offset);
+    uint64_t bands = plan->bands;
+#pragma omp parallel num_threads(plan->threads)
     {
         int thread = 0;
 #ifdef _OPENMP
         thread = omp_get_thread_num();
 #endif
-        float* acc = scratch + (size_t)thread * band_rows * g->width;
+        double* acc = accumulators + (size_t)thread * plan->band_rows * g->width;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
+        for (int64_t task = 0; task < plan->tasks; task++) {
             uint64_t band = (uint64_t)task % bands, plane = (uint64_t)task / bands;
             uint32_t row_begin = (uint32_t)(band * g->height / bands);
             uint32_t row_end = (uint32_t)((band + 1) * g->height / bands);
@@ -440,9 +439,6 @@ static HRESULT compute_output_gradient(const grad_problem* g, int threads) {
                                (uint32_t)(plane % g->channels), row_begin, row_end, bands > 1, acc);
         }
     }
-    free(scratch);
-    free(sorted);
-    return S_OK;
 }
 
 /* ---- OutputROIGradientTensor (§7.3) ---- */
@@ -496,13 +492,12 @@ static void roi_gradient_task(const grad_problem* g, uint32_t r, uint32_t c_begi
     }
 }
 
-static HRESULT compute_roi_gradient(const grad_problem* g, int threads) {
+static void compute_roi_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
     /* Channel groups fixed by C alone: the order never depends on the thread count. */
     uint32_t groups = dml_roi_gradient_groups(g->channels);
     int64_t tasks = (int64_t)g->roi_count * groups;
-    double(*partial)[4] = malloc((size_t)tasks * sizeof *partial);
-    if (partial == NULL) return E_OUTOFMEMORY;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    double(*partial)[4] = (double(*)[4])(workspace + plan->partial_offset);
+#pragma omp parallel for num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1)) schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; task++) {
         uint32_t r = (uint32_t)(task / groups), group = (uint32_t)(task % groups);
         uint32_t c_begin = dml_roi_gradient_group_begin(group, groups, g->channels);
@@ -518,12 +513,10 @@ static HRESULT compute_roi_gradient(const grad_problem* g, int threads) {
             store_value(g->roi_gradient, r * g->roi_gradient_row_stride + k * g->roi_gradient_column_stride, g->half,
                         (float)total[k]);
     }
-    free(partial);
-    return S_OK;
 }
 
-HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args) {
-    const DMLOperator* op = args->op;
+/* The problem of a dispatch (args) or, with args NULL, its shapes alone. */
+static grad_problem grad_problem_make(const DMLOperator* op, const dml_kernel_args* args) {
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
     const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
     const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
@@ -532,9 +525,6 @@ HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args) {
     const dml_tensor* image = input->present ? input : output_gradient;
     grad_problem g = {
         .params = op->params,
-        .source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
-                                  &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
-                                  args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]),
         .half = input_gradient->type == DML_TENSOR_DATA_TYPE_FLOAT16,
         .batch = image->sizes[0],
         .channels = input_gradient->sizes[1],
@@ -543,10 +533,6 @@ HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args) {
         .out_height = input_gradient->sizes[2],
         .out_width = input_gradient->sizes[3],
         .roi_count = input_gradient->sizes[0],
-        .input = input->present ? args->inputs[DML_ROI_ALIGN_GRAD_INPUT] : NULL,
-        .input_gradient = args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT],
-        .output_gradient = output_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT] : NULL,
-        .roi_gradient = roi_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT] : NULL,
     };
     if (input->present) copy_strides(g.in_strides, input);
     copy_strides(g.dy_strides, input_gradient);
@@ -555,8 +541,61 @@ HRESULT dml_cpu_roi_align_grad(const dml_kernel_args* args) {
         g.roi_gradient_row_stride = roi_gradient->strides[roi_gradient->rank - 2];
         g.roi_gradient_column_stride = roi_gradient->strides[roi_gradient->rank - 1];
     }
-    int threads = dml_cpu_threads(args);
-    if (g.output_gradient) DML_TRY(compute_output_gradient(&g, threads));
-    if (g.roi_gradient) DML_TRY(compute_roi_gradient(&g, threads));
+    if (args == NULL) return g;
+    g.source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
+                               &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
+                               args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]);
+    g.input = input->present ? args->inputs[DML_ROI_ALIGN_GRAD_INPUT] : NULL;
+    g.input_gradient = args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT];
+    g.output_gradient = output_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT] : NULL;
+    g.roi_gradient = roi_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT] : NULL;
+    return g;
+}
+
+static uint64_t align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+static HRESULT plan_roi_align_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                                   dml_plan* result) {
+    (void)flags;
+    grad_plan* plan = dml_plan_state(result, sizeof *plan);
+    if (plan == NULL) return E_OUTOFMEMORY;
+    grad_problem g = grad_problem_make(op, NULL);
+    int threads = (int)device->threads;
+    uint64_t workspace = 0;
+    if (op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor.present) {
+        /* Fewer planes than threads: split planes into bands of rows. Banding
+         * never changes a result (each pixel's additions keep their order). */
+        uint64_t planes = (uint64_t)g.batch * g.channels;
+        plan->bands = 1;
+        if (planes < 2 * (uint64_t)threads) plan->bands = (2 * (uint64_t)threads + planes - 1) / planes;
+        if (plan->bands > g.height) plan->bands = g.height;
+        plan->band_rows = (g.height + plan->bands - 1) / plan->bands;
+        plan->tasks = (int64_t)(planes * plan->bands);
+        plan->threads = plan->tasks < threads ? (int)plan->tasks : threads;
+        plan->sorted_offset = workspace;
+        workspace += align64(((uint64_t)g.roi_count + 1) * sizeof(roi_of_image));
+        plan->accumulator_offset = workspace;
+        workspace += align64((uint64_t)plan->threads * plan->band_rows * g.width * sizeof(double));
+    } else {
+        plan->threads = threads;
+    }
+    if (op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor.present) {
+        plan->partial_offset = workspace;
+        workspace += (uint64_t)g.roi_count * dml_roi_gradient_groups(g.channels) * 4 * sizeof(double);
+    }
+    result->temporary_size = workspace;
     return S_OK;
 }
+
+static HRESULT run_roi_align_grad(const dml_kernel_args* args) {
+    const grad_plan* plan = DML_PLAN_STATE(args, grad_plan);
+    grad_problem g = grad_problem_make(args->op, args);
+    if (g.output_gradient) compute_output_gradient(&g, plan, args->temporary);
+    if (g.roi_gradient) compute_roi_gradient(&g, plan, args->temporary);
+    return S_OK;
+}
+
+const dml_impl dml_cpu_roi_align_generic = {"roi_align/generic/strided", DML_ISA_GENERIC, NULL, run_roi_align};
+
+const dml_impl dml_cpu_roi_align_grad_generic = {"roi_align_grad/generic/strided", DML_ISA_GENERIC, plan_roi_align_grad,
+                                                 run_roi_align_grad};

@@ -77,7 +77,7 @@ static void pool_row(const roi_pooling_problem* f, uint64_t row) {
     }
 }
 
-HRESULT dml_cpu_roi_pooling(const dml_kernel_args* args) {
+static HRESULT run_roi_pooling(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_tensor* input = &op->inputs[DML_ROI_POOLING_INPUT].tensor;
     const dml_tensor* rois = &op->inputs[DML_ROI_POOLING_ROI].tensor;
@@ -111,3 +111,5 @@ HRESULT dml_cpu_roi_pooling(const dml_kernel_args* args) {
         pool_row(&f, (uint64_t)row);
     return S_OK;
 }
+
+const dml_impl dml_cpu_roi_pooling_generic = {"roi_pooling/generic/strided", DML_ISA_GENERIC, NULL, run_roi_pooling};

@@ -647,38 +647,37 @@ dim_list<EW_OPERANDS> elementwise_list(const dml_tensor* output) {
 
 bool is_half(const dml_tensor* tensor) { return tensor->type == DML_TENSOR_DATA_TYPE_FLOAT16; }
 
-/* Stream-ordered temporaries of one dispatch: chunk partials and group values. */
+/* The temporary resource of one dispatch: chunk partials, then
+ * `group_values` FLOAT64 values per group. */
 struct temporaries {
     double2* partials = nullptr;
     double* groups = nullptr;
-    void* block = nullptr;
 };
 
-HRESULT allocate_temporaries(cudaStream_t stream, const reduction& r, uint32_t group_values, temporaries& t,
-                             const char* name) {
-    uint64_t partial_bytes = (uint64_t)r.group_count * r.chunks * sizeof(double2); /* < 2^64: both < 2^32 */
-    uint64_t group_bytes = (uint64_t)r.group_count * group_values * sizeof(double);
-    cudaError_t error = cudaMallocAsync(&t.block, partial_bytes + group_bytes, stream);
-    if (error != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, "%s: cudaMallocAsync", name);
-        return dml_cuda_kernel_error(error, what);
-    }
-    t.partials = (double2*)t.block;
-    t.groups = (double*)((char*)t.block + partial_bytes);
-    return S_OK;
+uint64_t partials_bytes(const reduction& r) {
+    uint64_t bytes = (uint64_t)r.group_count * r.chunks * sizeof(double2); /* < 2^64: both < 2^32 */
+    return (bytes + 255) / 256 * 256;
 }
 
-/* Frees the temporaries on the stream (after the dispatch's kernels); the
- * first failure of the dispatch is kept. */
-HRESULT free_temporaries(cudaStream_t stream, temporaries& t, HRESULT status, const char* name) {
-    cudaError_t error = cudaFreeAsync(t.block, stream);
-    if (SUCCEEDED(status) && error != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, "%s: cudaFreeAsync", name);
-        return dml_cuda_kernel_error(error, what);
-    }
-    return status;
+uint64_t temporaries_size(const reduction& r, uint32_t group_values) {
+    return partials_bytes(r) + (uint64_t)r.group_count * group_values * sizeof(double);
+}
+
+temporaries temporaries_at(void* block, const reduction& r) {
+    temporaries t;
+    t.partials = (double2*)block;
+    t.groups = (double*)((char*)block + partials_bytes(r));
+    return t;
+}
+
+/* The reduction's shape is the plan of TRAINING and the gradients. */
+HRESULT plan_statistics(const DMLOperator* op, const dml_tensor* input, const dml_tensor* input_gradient,
+                        uint32_t group_values, dml_plan* plan) {
+    reduction* r = (reduction*)dml_plan_state(plan, sizeof(reduction));
+    if (r == nullptr) return E_OUTOFMEMORY;
+    *r = plan_reduction((const dml_batch_norm_params*)op->params, input, input_gradient);
+    plan->temporary_size = temporaries_size(*r, group_values);
+    return S_OK;
 }
 
 template <class V>
@@ -718,7 +717,7 @@ HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool training)
     const dml_tensor* mean = &op->inputs[DML_BN_GRAD_MEAN].tensor;
     const dml_tensor* output_gradient = &op->outputs[DML_BN_GRAD_OUTPUT_GRADIENT].tensor;
 
-    reduction r = plan_reduction(params, input, input_gradient);
+    const reduction& r = *DML_PLAN_STATE(args, reduction);
     partials_problem partials = {};
     partials.r = r;
     partials.input = args->inputs[DML_BN_GRAD_INPUT];
@@ -755,22 +754,22 @@ HRESULT batch_normalization_gradient(const dml_kernel_args* args, bool training)
     ew.in[1] = args->inputs[DML_BN_GRAD_INPUT_GRADIENT];
     ew.group_count = r.group_count;
 
-    const char* name = op->name;
-    cudaStream_t stream = dml_cuda_stream(args);
-    temporaries t;
-    DML_TRY(allocate_temporaries(stream, r, 4, t, name));
+    temporaries t = temporaries_at(args->temporary, r);
     partials.partials = t.partials;
     finalize.partials = t.partials;
     finalize.groups = t.groups;
     ew.groups = t.groups;
-    HRESULT status = is_half(input) ? launch_gradient<f16_type>(args, r, partials, finalize, ew)
-                                    : launch_gradient<f32_type>(args, r, partials, finalize, ew);
-    return free_temporaries(stream, t, status, name);
+    return is_half(input) ? launch_gradient<f16_type>(args, r, partials, finalize, ew)
+                          : launch_gradient<f32_type>(args, r, partials, finalize, ew);
 }
 
-} // namespace
+HRESULT plan_gradient(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)device, (void)flags;
+    return plan_statistics(op, &op->inputs[DML_BN_GRAD_INPUT].tensor, &op->inputs[DML_BN_GRAD_INPUT_GRADIENT].tensor, 4,
+                           plan);
+}
 
-HRESULT dml_cuda_batch_normalization(const dml_kernel_args* args) {
+HRESULT run_inference(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     const DMLOperator* op = args->op;
@@ -800,7 +799,7 @@ HRESULT dml_cuda_batch_normalization(const dml_kernel_args* args) {
     return dml_cuda_check_launch("bn_forward_elementwise");
 }
 
-HRESULT dml_cuda_batch_normalization_training(const dml_kernel_args* args) {
+HRESULT run_training(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     const DMLOperator* op = args->op;
@@ -810,7 +809,7 @@ HRESULT dml_cuda_batch_normalization_training(const dml_kernel_args* args) {
     const dml_tensor* fused_add = &op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor;
     const dml_tensor* output = &op->outputs[DML_BN_TRAINING_OUTPUT].tensor;
 
-    reduction r = plan_reduction(params, input, nullptr);
+    const reduction& r = *DML_PLAN_STATE(args, reduction);
     partials_problem partials = {};
     partials.r = r;
     partials.input = args->inputs[DML_BN_TRAINING_INPUT];
@@ -842,23 +841,33 @@ HRESULT dml_cuda_batch_normalization_training(const dml_kernel_args* args) {
     ew.group_count = r.group_count;
     ew.activation = params->activation;
 
-    const char* name = op->name;
-    cudaStream_t stream = dml_cuda_stream(args);
-    temporaries t;
-    DML_TRY(allocate_temporaries(stream, r, 3, t, name));
+    temporaries t = temporaries_at(args->temporary, r);
     partials.partials = t.partials;
     finalize.partials = t.partials;
     finalize.groups = t.groups;
     ew.groups = t.groups;
-    HRESULT status = is_half(input) ? launch_training<f16_type>(args, r, partials, finalize, ew)
-                                    : launch_training<f32_type>(args, r, partials, finalize, ew);
-    return free_temporaries(stream, t, status, name);
+    return is_half(input) ? launch_training<f16_type>(args, r, partials, finalize, ew)
+                          : launch_training<f32_type>(args, r, partials, finalize, ew);
 }
 
-HRESULT dml_cuda_batch_normalization_grad(const dml_kernel_args* args) {
+HRESULT plan_training(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)device, (void)flags;
+    return plan_statistics(op, &op->inputs[DML_BN_TRAINING_INPUT].tensor, nullptr, 3, plan);
+}
+
+HRESULT run_gradient_constant_statistics(const dml_kernel_args* args) {
     return batch_normalization_gradient(args, false);
 }
 
-HRESULT dml_cuda_batch_normalization_training_grad(const dml_kernel_args* args) {
-    return batch_normalization_gradient(args, true);
-}
+HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return batch_normalization_gradient(args, true); }
+
+} // namespace
+
+const dml_impl dml_cuda_batch_normalization_generic = {"batch_normalization/cuda/strided", DML_ISA_GENERIC, nullptr,
+                                                       run_inference};
+const dml_impl dml_cuda_batch_normalization_training_generic = {"batch_normalization_training/cuda/strided",
+                                                                DML_ISA_GENERIC, plan_training, run_training};
+const dml_impl dml_cuda_batch_normalization_grad_generic = {"batch_normalization_grad/cuda/strided", DML_ISA_GENERIC,
+                                                            plan_gradient, run_gradient_constant_statistics};
+const dml_impl dml_cuda_batch_normalization_training_grad_generic = {
+    "batch_normalization_training_grad/cuda/strided", DML_ISA_GENERIC, plan_gradient, run_gradient_batch_statistics};

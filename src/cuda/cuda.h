@@ -1,10 +1,11 @@
 /* The CUDA backend's internals, shared by its .cu files.
  *
  * Adding a family to the CUDA backend: one src/cuda/<family>.cu with its
- * kernels and a host function per kernel id (declared below), and one line in
- * the kernel table of cuda_backend.cu. A host function launches on
- * dml_cuda_stream(args) and ends with dml_cuda_check_launch(args, "NAME");
- * it never synchronizes (dispatch is asynchronous). */
+ * kernels and an implementation (dml_impl) per kernel id (declared below),
+ * listed in cuda_backend.cu. A run step launches on dml_cuda_stream(args),
+ * checks each launch with dml_cuda_check_launch("NAME"), takes scratch memory
+ * from args->temporary (sized by its plan step), and never allocates or
+ * synchronizes (dispatch is asynchronous). */
 #ifndef DML_CUDA_CUDA_H
 #define DML_CUDA_CUDA_H
 
@@ -60,15 +61,9 @@ HRESULT dml_cuda_check_launch(const char* kernel_name);
  * never more than the items need. */
 unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned threads);
 
-/* ---- Kernels (one .cu per family), indexed by dml_kernel_id in cuda_backend.cu ---- */
-HRESULT dml_cuda_max_pooling(const dml_kernel_args* args);
-HRESULT dml_cuda_max_pooling_grad(const dml_kernel_args* args);
-HRESULT dml_cuda_batch_normalization(const dml_kernel_args* args);
-HRESULT dml_cuda_batch_normalization_training(const dml_kernel_args* args);
-HRESULT dml_cuda_batch_normalization_grad(const dml_kernel_args* args);
-HRESULT dml_cuda_batch_normalization_training_grad(const dml_kernel_args* args);
-HRESULT dml_cuda_roi_pooling(const dml_kernel_args* args);
-HRESULT dml_cuda_roi_align(const dml_kernel_args* args);
-HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args);
+/* ---- Implementations (one .cu per family) and their lists (cuda_backend.cu) ---- */
+#define DML_CUDA_GENERIC_IMPL(ID, name) extern const dml_impl dml_cuda_##name##_generic;
+DML_KERNEL_LIST(DML_CUDA_GENERIC_IMPL)
+#undef DML_CUDA_GENERIC_IMPL
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../backends.h"
 #include "cuda.h"
 
 /* ---- Shared helpers (cuda.h) ---- */
@@ -233,6 +234,20 @@ static HRESULT cuda_synchronize(DMLDevice* device) {
 
 /* ---- The backend ---- */
 
+/* Per kernel, the implementations in order of preference (as on the CPU,
+ * cpu_impl_list.c); the generic strided one, last, takes every problem. */
+constexpr const dml_impl* max_pooling_impls[] = {&dml_cuda_max_pooling_generic, nullptr};
+constexpr const dml_impl* max_pooling_grad_impls[] = {&dml_cuda_max_pooling_grad_generic, nullptr};
+constexpr const dml_impl* roi_pooling_impls[] = {&dml_cuda_roi_pooling_generic, nullptr};
+constexpr const dml_impl* roi_align_impls[] = {&dml_cuda_roi_align_generic, nullptr};
+constexpr const dml_impl* roi_align_grad_impls[] = {&dml_cuda_roi_align_grad_generic, nullptr};
+constexpr const dml_impl* batch_normalization_impls[] = {&dml_cuda_batch_normalization_generic, nullptr};
+constexpr const dml_impl* batch_normalization_training_impls[] = {&dml_cuda_batch_normalization_training_generic,
+                                                                  nullptr};
+constexpr const dml_impl* batch_normalization_grad_impls[] = {&dml_cuda_batch_normalization_grad_generic, nullptr};
+constexpr const dml_impl* batch_normalization_training_grad_impls[] = {
+    &dml_cuda_batch_normalization_training_grad_generic, nullptr};
+
 static constexpr dml_backend make_cuda_backend() {
     dml_backend backend{};
     backend.name = "cuda";
@@ -245,16 +260,9 @@ static constexpr dml_backend make_cuda_backend() {
     backend.copy = cuda_copy;
     backend.fill = cuda_fill;
     backend.synchronize = cuda_synchronize;
-    /* The kernel table: one line per family variant on CUDA. */
-    backend.kernels[DML_KERNEL_MAX_POOLING] = dml_cuda_max_pooling;
-    backend.kernels[DML_KERNEL_MAX_POOLING_GRAD] = dml_cuda_max_pooling_grad;
-    backend.kernels[DML_KERNEL_BATCH_NORMALIZATION] = dml_cuda_batch_normalization;
-    backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_TRAINING] = dml_cuda_batch_normalization_training;
-    backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_GRAD] = dml_cuda_batch_normalization_grad;
-    backend.kernels[DML_KERNEL_BATCH_NORMALIZATION_TRAINING_GRAD] = dml_cuda_batch_normalization_training_grad;
-    backend.kernels[DML_KERNEL_ROI_POOLING] = dml_cuda_roi_pooling;
-    backend.kernels[DML_KERNEL_ROI_ALIGN] = dml_cuda_roi_align;
-    backend.kernels[DML_KERNEL_ROI_ALIGN_GRAD] = dml_cuda_roi_align_grad;
+#define DML_CUDA_IMPLS(ID, name) backend.impls[DML_KERNEL_##ID] = name##_impls;
+    DML_KERNEL_LIST(DML_CUDA_IMPLS)
+#undef DML_CUDA_IMPLS
     return backend;
 }
 

@@ -240,9 +240,7 @@ uint64_t element_count(const dml_pool_view& view) {
     return count;
 }
 
-} // namespace
-
-HRESULT dml_cuda_max_pooling(const dml_kernel_args* args) {
+HRESULT run_forward(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     const DMLOperator* op = args->op;
@@ -278,7 +276,15 @@ HRESULT dml_cuda_max_pooling(const dml_kernel_args* args) {
     }
 }
 
-HRESULT dml_cuda_max_pooling_grad(const dml_kernel_args* args) {
+/* The gradient's workspace: one argmax per window. */
+HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)device, (void)flags;
+    plan->temporary_size =
+        element_count(dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor)) * sizeof(uint32_t);
+    return S_OK;
+}
+
+HRESULT run_grad(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     const DMLOperator* op = args->op;
@@ -292,16 +298,13 @@ HRESULT dml_cuda_max_pooling_grad(const dml_kernel_args* args) {
     g.output_gradient = args->outputs[DML_POOL_OUTPUT];
     g.window_count = element_count(g.grad_in);
     g.count = element_count(g.in);
-
-    /* The argmax temporary lives on the stream: allocated and freed in
-     * stream order, so nothing waits here. */
-    cudaStream_t stream = dml_cuda_stream(args);
-    cudaError_t error = cudaMallocAsync((void**)&g.argmax, g.window_count * sizeof(uint32_t), stream);
-    if (error != cudaSuccess) return dml_cuda_kernel_error(error, "MAX_POOLING_GRAD: cudaMallocAsync");
+    g.argmax = (uint32_t*)args->temporary;
     bool half = op->inputs[DML_POOL_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    HRESULT status = half ? launch_grad<f16_type>(args, g) : launch_grad<f32_type>(args, g);
-    error = cudaFreeAsync(g.argmax, stream);
-    if (SUCCEEDED(status) && error != cudaSuccess)
-        status = dml_cuda_kernel_error(error, "MAX_POOLING_GRAD: cudaFreeAsync");
-    return status;
+    return half ? launch_grad<f16_type>(args, g) : launch_grad<f32_type>(args, g);
 }
+
+} // namespace
+
+const dml_impl dml_cuda_max_pooling_generic = {"max_pooling/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
+const dml_impl dml_cuda_max_pooling_grad_generic = {"max_pooling_grad/cuda/strided", DML_ISA_GENERIC, plan_grad,
+                                                    run_grad};

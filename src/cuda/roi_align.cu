@@ -11,7 +11,7 @@
  * - Every sum adds the same terms in the same order as the CPU.
  *
  * Forward: one thread per output element (ox fastest), its samples in §4.4
- * order (X outer, Y inner), summed or maximised in FLOAT32.
+ * order (X outer, Y inner), summed (in FLOAT64, RA-16) or maximised.
  *
  * Gradient, deterministic without atomics:
  * - prepare_rois: per ROI its region, and per axis the samples that are in
@@ -23,7 +23,7 @@
  *   RA-8), as the CPU selects it.
  * - gather_output_gradient (OutputGradientTensor): one block per (image, tile
  *   of 16x16 pixels, 8 channels); each thread owns one pixel and accumulates
- *   its 8 channels in FLOAT32 registers. The block walks the ROIs of its image
+ *   its 8 channels in FLOAT64 registers (RA-16). The block walks the ROIs of its image
  *   in increasing r, keeps those whose bounding box meets the tile, finds for
  *   each tile row and column the run of samples that reach it, and each thread
  *   then adds, in the order oy, ox, tx, ty, tap, the contributions that land on
@@ -188,7 +188,8 @@ template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, ui
     }
     plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
-    float sum = 0.0f, best = 0.0f;
+    double sum = 0.0;
+    float best = 0.0f;
     bool first = true;
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
         dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
@@ -206,7 +207,7 @@ template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, ui
             }
         }
     }
-    store_value((T*)f.output, out, p.reduction_max ? best : sum / dml_roi_sample_count(&region.x, &region.y));
+    store_value((T*)f.output, out, p.reduction_max ? best : dml_roi_average(sum, &region.x, &region.y));
 }
 
 template <class T> __global__ void roi_align_forward(const forward_problem f) {
@@ -404,7 +405,7 @@ static_assert(kTile * kTile == kThreads, "one thread per pixel of a tile");
  * rows/columns: the samples whose taps reach y / x. */
 template <class T>
 DML_CUDA_FN __forceinline__ void gather_roi(const grad_problem& g, uint32_t r, sample_run rows, sample_run columns,
-                                            uint32_t y, uint32_t x, uint32_t c0, float acc[kChunk]) {
+                                            uint32_t y, uint32_t x, uint32_t c0, double acc[kChunk]) {
     const dml_roi_align_params& p = g.params;
     const align_shape& s = g.shape;
     const roi_region region = g.rois[r].region;
@@ -505,15 +506,15 @@ DML_CUDA_FN sample_run tile_run(const grad_problem& g, const gradient_roi& info,
     return run;
 }
 
-/* The FLOAT32 sums of one pixel, rounded once (RA-13); channels past C are
- * not stored. */
+/* The FLOAT64 sums of one pixel, rounded to FLOAT32 (then FLOAT16) as the
+ * CPU rounds them; channels past C are not stored. */
 template <class T>
 DML_CUDA_FN void store_pixel(const grad_problem& g, const tile_task& t, uint32_t y, uint32_t x,
-                             const float acc[kChunk]) {
+                             const double acc[kChunk]) {
     uint64_t pixel = (uint64_t)t.n * g.dx_strides[0] + y * g.dx_strides[2] + x * g.dx_strides[3];
     for (unsigned j = 0; j < kChunk; j++)
         if ((uint64_t)t.c0 + j < g.shape.channels)
-            store_value((T*)g.output_gradient, pixel + (t.c0 + j) * g.dx_strides[1], acc[j]);
+            store_value((T*)g.output_gradient, pixel + (t.c0 + j) * g.dx_strides[1], (float)acc[j]);
 }
 
 template <class T> __global__ void __launch_bounds__(kThreads, 2) gather_output_gradient(const grad_problem g) {
@@ -526,10 +527,10 @@ template <class T> __global__ void __launch_bounds__(kThreads, 2) gather_output_
         tile_task t = tile_task_at(g, task);
         uint64_t y = (uint64_t)t.y0 + thread / kTile, x = (uint64_t)t.x0 + thread % kTile;
         bool in_plane = y < s.height && x < s.width;
-        float acc[kChunk];
+        double acc[kChunk];
 #pragma unroll
         for (unsigned j = 0; j < kChunk; j++)
-            acc[j] = 0.0f;
+            acc[j] = 0.0;
 
         for (uint32_t base = 0; base < s.roi_count; base += kThreads) {
             /* The ROIs [base, base + kThreads) that meet the tile, compacted in increasing r. */
@@ -749,14 +750,15 @@ grad_problem grad_problem_make(const dml_kernel_args* args) {
 }
 
 /* The temporaries of g in one block at `scratch` (NULL: only the size), and
- * its size in bytes. Sizes < 2^64: R * C * OH * OW < 2^32 elements. */
-uint64_t grad_scratch_layout(grad_problem& g, char* scratch) {
+ * its size in bytes; box_gradient: OutputROIGradientTensor is present.
+ * Sizes < 2^64: R * C * OH * OW < 2^32 elements. */
+uint64_t grad_scratch_layout(grad_problem& g, bool box_gradient, char* scratch) {
     const align_shape& s = g.shape;
     uint64_t outputs = (uint64_t)s.roi_count * s.channels * s.out_height * s.out_width;
     uint64_t rois_bytes = align_up((uint64_t)s.roi_count * sizeof(gradient_roi));
     uint64_t boxes_bytes = align_up((uint64_t)s.roi_count * sizeof(roi_box));
     uint64_t selected_bytes = g.params.reduction_max ? align_up(outputs * sizeof(uint64_t)) : 0;
-    uint64_t sums_bytes = g.roi_gradient ? align_up((uint64_t)s.roi_count * s.channels * 4 * sizeof(double)) : 0;
+    uint64_t sums_bytes = box_gradient ? align_up((uint64_t)s.roi_count * s.channels * 4 * sizeof(double)) : 0;
     if (scratch != NULL) {
         g.rois = (gradient_roi*)scratch;
         g.boxes = (roi_box*)(scratch + rois_bytes);
@@ -766,9 +768,7 @@ uint64_t grad_scratch_layout(grad_problem& g, char* scratch) {
     return rois_bytes + boxes_bytes + selected_bytes + sums_bytes;
 }
 
-} // namespace
-
-HRESULT dml_cuda_roi_align(const dml_kernel_args* args) {
+HRESULT run_forward(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     forward_problem f = forward_problem_make(args);
@@ -777,21 +777,31 @@ HRESULT dml_cuda_roi_align(const dml_kernel_args* args) {
                : launch_forward<float>(args, f);
 }
 
-HRESULT dml_cuda_roi_align_grad(const dml_kernel_args* args) {
+bool has_box_gradient(const DMLOperator* op) {
+    return op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor.present;
+}
+
+/* The gradient's workspace (grad_scratch_layout), sized from the shapes alone. */
+HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    dml_kernel_args shapes_only = {};
+    shapes_only.op = op;
+    shapes_only.device = device;
+    grad_problem g = grad_problem_make(&shapes_only);
+    plan->temporary_size = grad_scratch_layout(g, has_box_gradient(op), NULL);
+    return S_OK;
+}
+
+HRESULT run_grad(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     grad_problem g = grad_problem_make(args);
-    /* One stream-ordered temporary: allocated and freed in stream order, so
-     * nothing waits here. */
-    cudaStream_t stream = dml_cuda_stream(args);
-    char* scratch = NULL;
-    cudaError_t error = cudaMallocAsync((void**)&scratch, grad_scratch_layout(g, NULL), stream);
-    if (error != cudaSuccess) return dml_cuda_kernel_error(error, "ROI_ALIGN_GRAD: cudaMallocAsync");
-    grad_scratch_layout(g, scratch);
+    grad_scratch_layout(g, has_box_gradient(args->op), (char*)args->temporary);
     bool half = args->op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    HRESULT status = half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
-    error = cudaFreeAsync(scratch, stream);
-    if (SUCCEEDED(status) && error != cudaSuccess)
-        status = dml_cuda_kernel_error(error, "ROI_ALIGN_GRAD: cudaFreeAsync");
-    return status;
+    return half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
 }
+
+} // namespace
+
+const dml_impl dml_cuda_roi_align_generic = {"roi_align/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
+const dml_impl dml_cuda_roi_align_grad_generic = {"roi_align_grad/cuda/strided", DML_ISA_GENERIC, plan_grad, run_grad};

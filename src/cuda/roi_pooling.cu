@@ -110,9 +110,7 @@ roi_pooling_problem roi_pooling_problem_make(const dml_kernel_args* args) {
     return f;
 }
 
-} // namespace
-
-HRESULT dml_cuda_roi_pooling(const dml_kernel_args* args) {
+HRESULT run_roi_pooling(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     roi_pooling_problem f = roi_pooling_problem_make(args);
@@ -120,3 +118,7 @@ HRESULT dml_cuda_roi_pooling(const dml_kernel_args* args) {
                ? launch<uint16_t>(args, f)
                : launch<float>(args, f);
 }
+
+} // namespace
+
+const dml_impl dml_cuda_roi_pooling_generic = {"roi_pooling/cuda/strided", DML_ISA_GENERIC, nullptr, run_roi_pooling};

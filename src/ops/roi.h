@@ -42,8 +42,8 @@ typedef struct dml_roi_align_params {
     float input_pixel_offset;
     float output_pixel_offset;
     float out_of_bounds_value;
-    uint32_t min_samples; /* 1 <= min_samples <= max_samples */
-    uint32_t max_samples;
+    uint32_t min_samples;   /* 1 <= min_samples <= max_samples */
+    uint32_t max_samples;   /* MaximumSamplesPerOutput clamped to the device's limit (RA-16) */
     uint32_t align_corners; /* AlignRegionsToCorners != FALSE */
 } dml_roi_align_params;
 

@@ -19,7 +19,8 @@ typedef struct roi_align_fields {
     BOOL align_corners;
 } roi_align_fields;
 
-/* Rules 3 and 4 (and RA-7), then the normalized parameters. */
+/* Rules 3 and 4 (and RA-7), the device's sample limit (RA-16), then the
+ * normalized parameters. */
 static HRESULT read_params(const DMLOperator* op, const roi_align_fields* f, dml_roi_align_params* params) {
     if (f->reduction != DML_REDUCE_FUNCTION_AVERAGE && f->reduction != DML_REDUCE_FUNCTION_MAX)
         return dml_fail(E_INVALIDARG,
@@ -37,6 +38,14 @@ static HRESULT read_params(const DMLOperator* op, const roi_align_fields* f, dml
     if (f->min_samples > f->max_samples)
         return dml_fail(E_INVALIDARG, "%s: MinimumSamplesPerOutput is %u but must be <= MaximumSamplesPerOutput (%u)",
                         op->name, f->min_samples, f->max_samples);
+    /* RA-16: a description may not demand more samples per axis than the
+     * device allows; larger data-driven counts are clamped to the limit. */
+    uint32_t limit = op->device->roi_align_samples_per_axis;
+    if (f->min_samples > limit)
+        return dml_fail(E_INVALIDARG,
+                        "%s: MinimumSamplesPerOutput is %u but must be <= %u, the device's limit of samples per "
+                        "output element along each axis (DML_DEVICE_DESC.RoiAlignMaxSamplesPerAxis)",
+                        op->name, f->min_samples, limit);
     *params = (dml_roi_align_params){
         .reduction_max = f->reduction == DML_REDUCE_FUNCTION_MAX,
         .interpolation_linear = f->interpolation == DML_INTERPOLATION_MODE_LINEAR,
@@ -46,7 +55,7 @@ static HRESULT read_params(const DMLOperator* op, const roi_align_fields* f, dml
         .output_pixel_offset = f->output_pixel_offset,
         .out_of_bounds_value = f->out_of_bounds_value,
         .min_samples = f->min_samples,
-        .max_samples = f->max_samples,
+        .max_samples = f->max_samples < limit ? f->max_samples : limit,
         .align_corners = f->align_corners != 0,
     };
     return S_OK;

@@ -2,10 +2,13 @@
  * forward pass and the gradient of every backend, so that they sample,
  * round, clamp and weight identically.
  *
- * Everything is FLOAT32 as the spec prescribes (§4, RA-13). Expressions keep
- * the spec's evaluation order, so a backend that does not contract a*b+c
- * into an FMA reproduces the CPU bits. Every function is total: NaN or
- * infinite coordinates never produce an index outside the image. */
+ * Everything is FLOAT32 as the spec prescribes (§4, RA-13), but for the sums
+ * whose term count can pass 2^24 (RA-16): the average over an output's
+ * samples and the feature gradient per element add their FLOAT32 terms in
+ * FLOAT64, in a fixed order, on every backend. Expressions keep the spec's
+ * evaluation order, so a backend that does not contract a*b+c into an FMA
+ * reproduces the CPU bits. Every function is total: NaN or infinite
+ * coordinates never produce an index outside the image. */
 #ifndef DML_OPS_ROI_ALIGN_MATH_H
 #define DML_OPS_ROI_ALIGN_MATH_H
 
@@ -131,6 +134,13 @@ DML_HOST_DEVICE dml_roi_axis_sample dml_roi_axis_sample_at(const dml_roi_axis* a
  * of AVERAGE (§4.4). */
 DML_HOST_DEVICE float dml_roi_sample_count(const dml_roi_axis* x, const dml_roi_axis* y) {
     return (float)((uint64_t)x->per_output * y->per_output);
+}
+
+/* AVERAGE (§4.4): the FLOAT64 sum of an output's S samples divided by S,
+ * rounded once to FLOAT32. S <= 2^32 (the device limit squared): the sum's
+ * relative error stays below S * 2^-53 <= 2^-21 of the sum of magnitudes. */
+DML_HOST_DEVICE float dml_roi_average(double sum, const dml_roi_axis* x, const dml_roi_axis* y) {
+    return (float)(sum / (double)((uint64_t)x->per_output * y->per_output));
 }
 
 /* The interpolated value from the four taps (top = first Y tap, left = first X tap). */

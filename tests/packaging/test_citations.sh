@@ -11,7 +11,8 @@ checked=0
 missing=0
 while IFS=: read -r file name; do
   checked=$((checked + 1))
-  installed=${name#usr/share/doc/libdml/} # a document as the package installs it
+  installed=${name#/}
+  installed=${installed#usr/share/doc/libdml/} # a document as the package installs it
   for candidate in "$name" "$(dirname "$file")/$name" "docs/$name" "docs/spec/$name" "$installed" "docs/$installed"; do
     [ -f "$candidate" ] && continue 2
   done

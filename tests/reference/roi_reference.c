@@ -201,7 +201,6 @@ void ref_roi_align_forward(const ref_roi_align* p, double* output, double* magni
         ref_axis ax, ay;
         region(p, r, &ax, &ay);
         uint64_t b = p->batch_indices[r];
-        ref_sample* samples = sample_buffer(&ax, &ay);
         for (uint32_t c = 0; c < p->channels; c++)
             for (uint32_t oy = 0; oy < p->out_height; oy++)
                 for (uint32_t ox = 0; ox < p->out_width; ox++) {
@@ -211,19 +210,25 @@ void ref_roi_align_forward(const ref_roi_align* p, double* output, double* magni
                         if (magnitude) magnitude[index] = fabs(p->out_of_bounds_value);
                         continue;
                     }
-                    size_t n = output_samples(p, &ax, &ay, oy, ox, samples);
+                    /* §4.4 order, sample by sample (no buffer: S may be 2^24 and more). */
+                    uint64_t n = ax.per_output * ay.per_output;
                     double sum = 0, abs_sum = 0, best = 0;
-                    for (size_t i = 0; i < n; i++) {
-                        double v = samples[i].outside ? p->out_of_bounds_value
-                                                      : interpolate(p, b, c, samples[i].cx, samples[i].cy);
-                        sum += v;
-                        abs_sum += fabs(v);
-                        if (i == 0 || greater(v, best)) best = v;
+                    bool first = true;
+                    for (uint64_t tx = ox * ax.per_output; tx < (ox + 1) * ax.per_output; tx++) {
+                        double cx = sample(p, &ax, tx);
+                        for (uint64_t ty = oy * ay.per_output; ty < (oy + 1) * ay.per_output; ty++) {
+                            double cy = sample(p, &ay, ty);
+                            bool outside = out_of_bounds(cx, p->width) || out_of_bounds(cy, p->height);
+                            double v = outside ? p->out_of_bounds_value : interpolate(p, b, c, cx, cy);
+                            sum += v;
+                            abs_sum += fabs(v);
+                            if (first || greater(v, best)) best = v;
+                            first = false;
+                        }
                     }
                     output[index] = p->reduction_max ? best : sum / (double)n;
                     if (magnitude) magnitude[index] = p->reduction_max ? fabs(best) : abs_sum / (double)n;
                 }
-        free(samples);
     }
 }
 

@@ -459,6 +459,13 @@ static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispat
     if (FAILED(status)) return libdml_failed(dispatchable->place, "dmlGetBindingProperties", status);
     dispatchable->persistent_size = properties.PersistentResourceSize;
     dispatchable->temporary_size = properties.TemporaryResourceSize;
+    if (options->verbose) {
+        DML_COMPILED_OPERATOR_INFO info;
+        if (SUCCEEDED(dmlGetCompiledOperatorInfo(dispatchable->compiled, &info)))
+            dmlrun_note("dispatchable '%s': implementation %s, temporary %llu bytes, persistent %llu bytes",
+                        dispatchable->name, info.ImplementationName, (unsigned long long)info.TemporaryResourceSize,
+                        (unsigned long long)info.PersistentResourceSize);
+    }
     if (dispatchable->persistent_size > 0) {
         status = dmlAllocateBuffer(model->device, dispatchable->persistent_size, &dispatchable->persistent);
         if (FAILED(status)) return libdml_failed(dispatchable->place, "allocating the persistent resource", status);
@@ -491,12 +498,9 @@ static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispat
 }
 
 bool dmlrun_prepare(dmlrun_model* model, const dmlrun_options* options) {
-    DML_DEVICE_DESC desc = {options->backend,
-                            options->debug ? DML_CREATE_DEVICE_FLAG_DEBUG : DML_CREATE_DEVICE_FLAG_NONE,
-                            0,
-                            options->threads,
-                            NULL,
-                            0};
+    DML_DEVICE_DESC desc = {.Backend = options->backend,
+                            .Flags = options->debug ? DML_CREATE_DEVICE_FLAG_DEBUG : DML_CREATE_DEVICE_FLAG_NONE,
+                            .ThreadCount = options->threads};
     HRESULT status = dmlCreateDevice(&desc, &model->device);
     if (FAILED(status))
         return dmlrun_fail(NULL, "cannot create the %s device: %s (%s)", backend_name(options->backend),

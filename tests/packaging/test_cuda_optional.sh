@@ -5,8 +5,8 @@
 #   test_cuda_optional.sh deps   BUILD_DIR   libdml.so and dmlrun need no libcudart/libcuda
 #   test_cuda_optional.sh hidden BUILD_DIR   with every CUDA library directory hidden (a
 #                                            private mount namespace: root only, else
-#                                            skipped with 77), the CPU programs run and a
-#                                            CUDA device fails with a clear message
+#                                            skipped with 77), the CPU programs and tests
+#                                            run and a CUDA device fails with a clear message
 set -euo pipefail
 mode=$1
 build_dir=$(cd "$2" && pwd)
@@ -58,6 +58,11 @@ hidden)
   echo "hidden: ${directories[*]}"
 
   "$build_dir/examples/max_pooling_example" || fail "max_pooling_example (CPU, shared libdml) failed"
+  # CPU test programs (libdml.a with the CUDA runtime inside).
+  for program in test_api test_max_pooling test_roi_align test_batch_normalization; do
+    "$build_dir/tests/$program" > "$log" 2>&1 || fail "$program failed: $(tail -n 5 "$log")"
+    echo "$program: $(tail -n 1 "$log")"
+  done
   "$build_dir/tools/dmlrun/dmlrun" > "$log" 2>&1 || fail "the CPU tour failed: $(cat "$log")"
   grep -x "tour: 12 operators, all results as expected" "$log" || fail "the CPU tour's summary is missing"
   status=0

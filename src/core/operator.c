@@ -52,14 +52,17 @@ HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLO
         free(created);
         return status;
     }
+    dml_device_retain(device);
     *op = created;
     return S_OK;
 }
 
 void dmlReleaseOperator(DMLOperator* op) {
     if (op == NULL) return;
+    DMLDevice* device = op->device;
     release_params(op);
     free(op);
+    dml_device_release(device);
 }
 
 HRESULT dmlGetOperatorSlotCounts(const DMLOperator* op, UINT* inputCount, UINT* outputCount) {
@@ -102,17 +105,31 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
         const dml_tensor* tensor = &op->inputs[i].tensor;
         if (!tensor->present || !(tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML)) continue;
         result->persistent_offsets[i] = result->persistent_size;
-        result->persistent_size += dml_round_up_u64(tensor->total_bytes, DML_PERSISTENT_BUFFER_ALIGNMENT);
+        uint64_t padded; /* round_up(total_bytes, 256), overflow-checked as the sum */
+        if (!dml_add_u64(tensor->total_bytes, DML_PERSISTENT_BUFFER_ALIGNMENT - 1, &padded) ||
+            !dml_add_u64(result->persistent_size,
+                         padded / DML_PERSISTENT_BUFFER_ALIGNMENT * DML_PERSISTENT_BUFFER_ALIGNMENT,
+                         &result->persistent_size)) {
+            release_params(&result->op);
+            free(result);
+            return dml_fail(E_INVALIDARG,
+                            "%s: %s is OWNED_BY_DML with TotalTensorSizeInBytes %llu: the persistent resource "
+                            "would exceed 2^64 bytes",
+                            op->name, op->inputs[i].field, (unsigned long long)tensor->total_bytes);
+        }
     }
     result->initialized = result->persistent_size == 0;
+    dml_device_retain(device);
     *compiled = result;
     return S_OK;
 }
 
 void dmlReleaseCompiledOperator(DMLCompiledOperator* compiled) {
     if (compiled == NULL) return;
+    DMLDevice* device = compiled->device;
     release_params(&compiled->op);
     free(compiled);
+    dml_device_release(device);
 }
 
 HRESULT dmlGetBindingProperties(const DMLCompiledOperator* compiled, DML_BINDING_PROPERTIES* properties) {
@@ -232,8 +249,15 @@ static HRESULT bind_persistent(const DMLCompiledOperator* compiled, const char* 
     if (is_unbound(binding))
         return dml_fail(E_INVALIDARG, "%s: %s: PersistentResource must be bound (PersistentResourceSize is %llu)",
                         op->name, what, (unsigned long long)compiled->persistent_size);
+    /* Kernels read the owned tensors in place: the resource's address must
+     * suit their elements (their offsets in it are multiples of 256). */
+    uint32_t element_alignment = 1;
+    for (uint32_t i = 0; i < op->input_count; i++)
+        if (op->inputs[i].tensor.present && (op->inputs[i].tensor.flags & DML_TENSOR_FLAG_OWNED_BY_DML) &&
+            dml_tensor_element_size(&op->inputs[i].tensor) > element_alignment)
+            element_alignment = dml_tensor_element_size(&op->inputs[i].tensor);
     return check_buffer(op->name, what, "PersistentResource", binding, compiled->persistent_size,
-                        DML_PERSISTENT_BUFFER_ALIGNMENT, 1, range);
+                        DML_PERSISTENT_BUFFER_ALIGNMENT, element_alignment, range);
 }
 
 HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, const DML_BINDING_DESC* inputs,

@@ -142,6 +142,14 @@ model normal_with_min '"x": {"initialValuesDataType": "FLOAT32", "initialValues"
 expect_error normal_with_min "resources.x.initialValues.random.min" "unknown field 'min'"
 model duplicate_member '"x": {"initialValuesDataType": "FLOAT32", "initialValuesDataType": "FLOAT16", "initialValues": [1]}' "" ""
 expect_error duplicate_member "resources.x.initialValuesDataType" "appears twice"
+# Duplicate keys anywhere are errors, the top level's included (cJSON's lookup took the first).
+printf '{"resources": {%s}, "dispatchables": {%s}, "commands": [%s], "commands": []}\n' "$RESOURCES" "$POOL" "$DISPATCH" >"$work/duplicate_commands.json"
+expect_error duplicate_commands "commands" "'commands' appears twice in the model"
+printf '{"resources": {%s, %s}, "dispatchables": {}, "commands": []}\n' "$X" "$X" >"$work/duplicate_resource.json"
+expect_error duplicate_resource "resources.x" "'x' appears twice"
+# FLOAT16 overflow is an error, as FLOAT32's is (it silently became inf).
+model float16_overflow '"h": {"initialValuesDataType": "FLOAT16", "initialValues": [1, 70000]}' "" ""
+expect_error float16_overflow "resources.h.initialValues[1]" "out of the FLOAT16 range"
 model bad_resource_type '"x": {"type": "texture", "initialValuesDataType": "FLOAT32", "initialValues": [1]}' "" ""
 expect_error bad_resource_type "resources.x.type" "'texture'"
 model missing_file '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "missing.npy"}}' "" ""
@@ -296,7 +304,7 @@ expect_error binding_array "commands[0].bindings.InputTensor" "binds 2 resources
 model binding_number "$RESOURCES" "$POOL" '{"type": "dispatch", "dispatchable": "pool", "bindings": {"InputTensor": 3, "OutputTensor": "y"}}'
 expect_error binding_number "commands[0].bindings.InputTensor" "must be a resource name"
 model binding_twice "$RESOURCES" "$POOL" '{"type": "dispatch", "dispatchable": "pool", "bindings": {"InputTensor": "x", "InputTensor": "x", "OutputTensor": "y"}}'
-expect_error binding_twice "commands[0].bindings.InputTensor" "bound twice"
+expect_error binding_twice "commands[0].bindings.InputTensor" "appears twice"
 model overlap "$X, \"y\": {\"initialValuesDataType\": \"FLOAT32\", \"initialValues\": {\"valueCount\": 9, \"value\": 0}}" "$POOL" '{"type": "dispatch", "dispatchable": "pool", "bindings": {"InputTensor": "y", "OutputTensor": "y"}}'
 expect_error overlap "commands[0]" "dispatching 'pool' failed" "overlaps"
 model print_unknown "$RESOURCES" "$POOL" '{"type": "print", "resource": "nothing"}'

@@ -111,7 +111,6 @@ static bool parse_bindings(const dmlrun_model* model, const dmlrun_dispatchable*
             return dmlrun_fail(member_place, "'%s' is not a tensor field of %s (its tensor fields: %s)", member->string,
                                dispatchable->schema->name, tensor_field_list(dispatchable, list, sizeof list));
         const dmlrun_tensor_info* tensor = &dispatchable->tensors[t];
-        if (bindings[t].bound) return dmlrun_fail(member_place, "%s is bound twice", member->string);
         if (!tensor->present)
             return dmlrun_fail(member_place, "%s is absent from the description of '%s', so it must not be bound",
                                member->string, dispatchable->name);

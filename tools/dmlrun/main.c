@@ -101,7 +101,7 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
                 return 2;
             }
         } else if (strcmp(name, "--threads") == 0) {
-            if (!parse_count(name, value, 65536, &options->threads)) return 2;
+            if (!parse_count(name, value, DML_MAX_THREAD_COUNT, &options->threads)) return 2;
         } else if (strcmp(name, "--iterations") == 0) {
             if (!parse_count(name, value, 1000000, &options->iterations)) return 2;
             if (options->iterations == 0) {

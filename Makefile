@@ -7,6 +7,9 @@ TSAN_DIR ?= build-tsan
 FUZZ_DIR ?= build-fuzz
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# A failing test's whole output (seed, assertion, sanitizer report) goes to
+# the log: ctest would cut it at 300 kB.
+CTEST_OUTPUT = --output-on-failure --test-output-size-failed 16777216
 
 .PHONY: all setup build build-asan build-tsan build-fuzz run test test-format test-release test-asan test-tsan test-fuzz fuzz \
 	fuzz-seeds bench install package clean
@@ -49,15 +52,15 @@ run: setup
 	@$(BUILD_DIR)/tools/dmlrun/dmlrun --iterations 20
 
 test-release: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest $(CTEST_OUTPUT) -j $(JOBS)
 
 test-asan: build-asan
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_OUTPUT) -j $(JOBS)
 
 test-tsan: build-tsan
 	cd $(TSAN_DIR) && OMP_TOOL_LIBRARIES=$(ARCHER) TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  ctest --output-on-failure -j $(JOBS)
+	  ctest $(CTEST_OUTPUT) -j $(JOBS)
 
 ARCHER ?= $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
 

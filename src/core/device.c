@@ -54,6 +54,9 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: FeatureLevel 0x%x is not a DML_FEATURE_LEVEL value",
                         (unsigned)level);
 
+    if (desc->ThreadCount > DML_MAX_THREAD_COUNT)
+        return dml_fail(E_INVALIDARG, "dmlCreateDevice: ThreadCount is %u but must be <= %u (0: all cores)",
+                        desc->ThreadCount, DML_MAX_THREAD_COUNT);
     UINT samples_per_axis =
         desc->RoiAlignMaxSamplesPerAxis ? desc->RoiAlignMaxSamplesPerAxis : DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
     if (samples_per_axis > DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS)
@@ -68,6 +71,7 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     created->backend_kind = desc->Backend;
     created->feature_level = level;
     created->roi_align_samples_per_axis = samples_per_axis;
+    atomic_init(&created->references, 1);
     atomic_init(&created->removed_reason, S_OK);
     HRESULT status = backend->create(created, desc);
     if (FAILED(status)) {
@@ -78,11 +82,15 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     return S_OK;
 }
 
-void dmlReleaseDevice(DMLDevice* device) {
-    if (device == NULL) return;
+void dml_device_retain(DMLDevice* device) { atomic_fetch_add(&device->references, 1); }
+
+void dml_device_release(DMLDevice* device) {
+    if (device == NULL || atomic_fetch_sub(&device->references, 1) != 1) return;
     device->backend->destroy(device);
     free(device);
 }
+
+void dmlReleaseDevice(DMLDevice* device) { dml_device_release(device); }
 
 HRESULT dml_device_remove(DMLDevice* device, HRESULT reason, const char* what) {
     HRESULT healthy = S_OK;

@@ -163,11 +163,17 @@ HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size);
  * alignment (checked below); only C code (src/core/device.c) touches it. */
 #ifdef __cplusplus
 typedef std::atomic<HRESULT> dml_atomic_hresult;
+typedef std::atomic<uint32_t> dml_atomic_u32;
 static_assert(sizeof(dml_atomic_hresult) == sizeof(HRESULT) && alignof(dml_atomic_hresult) == alignof(HRESULT),
+              "C and C++ must agree on the layout of struct DMLDevice");
+static_assert(sizeof(dml_atomic_u32) == sizeof(uint32_t) && alignof(dml_atomic_u32) == alignof(uint32_t),
               "C and C++ must agree on the layout of struct DMLDevice");
 #else
 typedef _Atomic HRESULT dml_atomic_hresult;
+typedef _Atomic uint32_t dml_atomic_u32;
 _Static_assert(sizeof(dml_atomic_hresult) == sizeof(HRESULT) && _Alignof(dml_atomic_hresult) == _Alignof(HRESULT),
+               "C and C++ must agree on the layout of struct DMLDevice");
+_Static_assert(sizeof(dml_atomic_u32) == sizeof(uint32_t) && _Alignof(dml_atomic_u32) == _Alignof(uint32_t),
                "C and C++ must agree on the layout of struct DMLDevice");
 #endif
 
@@ -180,7 +186,13 @@ struct DMLDevice {
     uint32_t roi_align_samples_per_axis; /* DML_DEVICE_DESC.RoiAlignMaxSamplesPerAxis, resolved */
     void* backend_state;                 /* owned by the backend */
     dml_atomic_hresult removed_reason;   /* S_OK while healthy */
+    dml_atomic_u32 references;           /* the caller's, plus one per (compiled) operator */
 };
+
+/* References of operators and compiled operators: the device is destroyed
+ * when the last of them and the caller's (dmlReleaseDevice) are released. */
+void dml_device_retain(DMLDevice* device);
+void dml_device_release(DMLDevice* device);
 
 /* Puts the device into the removed state (spec tensors.md §7.3) and returns
  * DXGI_ERROR_DEVICE_REMOVED with a message naming what failed, followed by

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "json.h"
 
@@ -41,7 +40,8 @@ typedef enum option_id {
     OPTION_VERBOSE,
     OPTION_PRINT_COMMANDS,
     OPTION_INPUT_PATH,
-    OPTION_OUTPUT_PATH,
+    OPTION_OUTPUT_DIR,
+    OPTION_ALLOW_ANY_PATH,
     OPTION_IGNORED, /* DxDispatch's Direct3D, PIX and ONNX Runtime options */
 } option_id;
 
@@ -59,6 +59,10 @@ static const option_entry option_table[] = {
     {"threads", 0, OPTION_THREADS, "N", "CPU worker threads (default 0: all cores)"},
     {"iterations", 0, OPTION_ITERATIONS, "N", NULL},
     {"warmup", 0, OPTION_WARMUP, "N", NULL},
+    {"output-dir", 0, OPTION_OUTPUT_DIR, "DIR", "where writeFile writes (default: the working directory)"},
+    {"allow-any-path", 0, OPTION_ALLOW_ANY_PATH, NULL,
+     "let the model read and write outside its directory and the output directory (a model is as trusted as a "
+     "script)"},
     {"verbose", 0, OPTION_VERBOSE, NULL, "say what dmlrun does, on stderr"},
     {"version", 0, OPTION_VERSION, NULL, "print libdml's version"},
     /* DxDispatch's, with DxDispatch's meaning */
@@ -66,7 +70,7 @@ static const option_entry option_table[] = {
     {"help", 'h', OPTION_HELP, NULL, "this text"},
     {"show_dependencies", 'S', OPTION_SHOW_DEPENDENCIES, NULL, "print the versions of libdml and its dependencies"},
     {"input_path", 0, OPTION_INPUT_PATH, "DIR", "base directory of sourcePath files (default: the model's)"},
-    {"output_path", 0, OPTION_OUTPUT_PATH, "DIR", "base directory of writeFile's targetPath (default: .)"},
+    {"output_path", 0, OPTION_OUTPUT_DIR, "DIR", "base directory of writeFile's targetPath (as --output-dir)"},
     {"print_commands", 0, OPTION_PRINT_COMMANDS, NULL, "say which command runs (as --verbose)"},
     {"dispatch_iterations", 'i', OPTION_ITERATIONS, "N",
      "timed iterations of each dispatch, at least (default 1; alias --iterations)"},
@@ -183,7 +187,6 @@ static void show_adapters(void) {
 typedef struct command_line {
     const char* model_path;
     const char* input_path;
-    const char* output_path;
 } command_line;
 
 /* Returns 0 to run, 1 after --help, --version and the like, 2 on a bad
@@ -258,7 +261,7 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, command
             if (!parse_adapter(optarg, &options->backend)) return 2;
             break;
         case OPTION_THREADS:
-            if (!parse_count(name, optarg, 65536, &options->threads)) return 2;
+            if (!parse_count(name, optarg, DML_MAX_THREAD_COUNT, &options->threads)) return 2;
             break;
         case OPTION_ITERATIONS:
             if (!parse_count(name, optarg, 1000000, &options->iterations)) return 2;
@@ -291,7 +294,8 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, command
         case OPTION_VERBOSE:
         case OPTION_PRINT_COMMANDS: options->verbose = true; break;
         case OPTION_INPUT_PATH: line->input_path = optarg; break;
-        case OPTION_OUTPUT_PATH: line->output_path = optarg; break;
+        case OPTION_OUTPUT_DIR: options->output_dir = optarg; break;
+        case OPTION_ALLOW_ANY_PATH: options->allow_any_path = true; break;
         case OPTION_IGNORED:
             dmlrun_note("%s is DxDispatch's Direct3D, PIX or ONNX Runtime option: it has no counterpart in libdml "
                         "and is ignored",
@@ -343,7 +347,7 @@ int main(int argc, char** argv) {
      * reports as not implemented yet are skipped with a note there. */
     options.skip_unimplemented = model_path == NULL;
 
-    dmlrun_model model = {0};
+    dmlrun_model model = {.output_directory = options.output_dir, .allow_any_path = options.allow_any_path};
     if (line.input_path != NULL) model.directory = strdup(line.input_path);
     bool ok = line.input_path == NULL || model.directory != NULL || dmlrun_fail(NULL, "out of memory");
     ok = ok && (model_path ? dmlrun_load_model(&model, model_path)
@@ -364,10 +368,6 @@ int main(int argc, char** argv) {
         else
             fputs(", all cores\n", stderr);
     }
-    /* writeFile's targetPath is relative to the working directory: with
-     * --output_path, that directory (the model's files are all read by now). */
-    if (ok && line.output_path != NULL && chdir(line.output_path) != 0)
-        ok = dmlrun_fail(NULL, "--output_path '%s': %s", line.output_path, strerror(errno));
     ok = ok && dmlrun_run_commands(&model, &options);
     if (ok && model_path == NULL) print_tour_summary(&model);
     dmlrun_model_free(&model);

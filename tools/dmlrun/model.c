@@ -28,6 +28,8 @@ void dmlrun_model_free(dmlrun_model* model) {
     dmlReleaseDevice(model->device);
     cJSON_Delete(model->root);
     free(model->directory);
+    free(model->inputs);
+    free(model->resource_index);
     memset(model, 0, sizeof *model);
 }
 
@@ -77,6 +79,10 @@ bool dmlrun_load_model(dmlrun_model* model, const char* path) {
     uint8_t* bytes;
     size_t length;
     if (!dmlrun_read_file(path, NULL, &bytes, &length)) return false;
+    if (!dmlrun_note_input(model, path)) {
+        free(bytes);
+        return dmlrun_fail(NULL, "out of memory");
+    }
     /* sourcePath is relative to the model's directory unless the caller
      * chose another (dmlrun --input_path). */
     const char* slash = strrchr(path, '/');

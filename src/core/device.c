@@ -158,8 +158,8 @@ HRESULT dmlCheckFeatureSupport(const DMLDevice* device, DML_FEATURE feature, UIN
         if (best == 0)
             return dml_fail(E_INVALIDARG,
                             "dmlCheckFeatureSupport: none of the requested feature levels is "
-                            "supported (device level 0x%x)",
-                            (unsigned)device->feature_level);
+                            "supported (device level " DML_LEVEL_FORMAT ")",
+                            DML_LEVEL_ARGS(device->feature_level));
         support->MaxSupportedFeatureLevel = best;
         return S_OK;
     }

@@ -7,8 +7,11 @@ TSAN_DIR ?= build-tsan
 FUZZ_DIR ?= build-fuzz
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Debian's interpreter, whatever python3 a user's PATH finds first.
+PYTHON ?= /usr/bin/python3
+PYTHON_DIR ?= $(BUILD_DIR)/python
 
-.PHONY: all setup build build-asan build-tsan build-fuzz run test test-release test-asan test-tsan test-fuzz fuzz \
+.PHONY: all setup build build-asan build-tsan build-fuzz run test test-release test-python test-asan test-tsan test-fuzz fuzz \
 	fuzz-seeds bench install clean
 
 all: build
@@ -45,6 +48,16 @@ run: build
 test-release: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# The Python package (python/), built against $(BUILD_DIR)'s libdml.a the way
+# a user installs it, then its pytest suite. Any pytest failure fails make,
+# including exit 5 (no tests collected).
+test-python: build
+	rm -rf $(PYTHON_DIR)
+	LIBDML_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pip install --quiet --no-build-isolation --no-index \
+	  --no-deps --target $(PYTHON_DIR) ./python
+	cd $(PYTHON_DIR) && PYTHONPATH=$(abspath $(PYTHON_DIR)) $(PYTHON) -m pytest -p no:cacheprovider -ra \
+	  $(CURDIR)/python/tests
+
 test-asan: build-asan
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
@@ -68,9 +81,9 @@ fuzz-seeds: build-fuzz
 	rm -f fuzz/corpus/*/seed_*
 	$(FUZZ_DIR)/fuzz/make_seeds fuzz/corpus
 
-# Every test: in the release build, under ASan + UBSan, and under
-# ThreadSanitizer (OpenMP kernels included); then the fuzz targets.
-test: test-release test-asan test-tsan test-fuzz
+# Every test: in the release build, the Python package's, under ASan + UBSan,
+# and under ThreadSanitizer (OpenMP kernels included); then the fuzz targets.
+test: test-release test-python test-asan test-tsan test-fuzz
 
 # Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
 bench: build

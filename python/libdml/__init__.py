@@ -382,7 +382,7 @@ def roi_align_grad(input_gradient, rois, batch_indices, *, input=None, input_sha
 def _parameter_view(call, obj, name, dimension_count):
     """A parameter tensor; a 1-D one of C values becomes {1, C, 1, ...}."""
     view = call.view(obj, name)
-    if view is not None and len(view.shape) == 1 and dimension_count > 2:
+    if view is not None and len(view.shape) == 1 and dimension_count >= 2:
         view = view.unsqueeze(0)
         while len(view.shape) < dimension_count:
             view = view.unsqueeze(len(view.shape))

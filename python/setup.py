@@ -57,10 +57,15 @@ class BuildWithLibdml(build_ext):
             raise RuntimeError(f"libdml: {static_library} is missing; build libdml first (make build)")
         ext.extra_objects = [static_library]
         flags = private_link_flags(build_dir)
-        # The CUDA backend's objects are C++ (nvcc): they need its runtime library.
+        # The CUDA backend's objects are C++ (nvcc): they need its runtime
+        # library; the CUDA runtime is found where libdml found it.
         if "-lcudart" in flags:
             flags.append("-lstdc++")
+            flags += [f"-Wl,-rpath,{flag[2:]}" for flag in flags if flag.startswith("-L")]
         ext.extra_link_args = flags
+        # Always relink: setuptools would skip an extension newer than its
+        # sources even when libdml.a (or LIBDML_BUILD_DIR) changed.
+        self.force = True
         super().build_extension(ext)
 
 

@@ -130,6 +130,17 @@ def _dlpack_device(obj):
     return tuple(obj.__dlpack_device__())
 
 
+# cudaStreamLegacy: what PyTorch's default stream (handle 0) is, named so
+# that libdml dispatches on it (CudaStream NULL would mean a stream of its
+# own) and DLPack's producers read it as "the legacy default stream".
+_CUDA_STREAM_LEGACY = 1
+
+
+def _current_stream(cuda_device):
+    """PyTorch's current CUDA stream of that GPU, as a cudaStream_t value."""
+    return _torch().cuda.current_stream(cuda_device).cuda_stream or _CUDA_STREAM_LEGACY
+
+
 class _Call:
     """One operator call: its device, the framework its outputs come from,
     and the views of its tensors (kept alive until the call returns)."""
@@ -139,9 +150,7 @@ class _Call:
         if device is None:
             device_type, index = _dlpack_device(first_tensor)
             if device_type in (2, 13):  # kDLCUDA, kDLCUDAManaged
-                stream = None
-                if _is_torch(first_tensor):
-                    stream = _torch().cuda.current_stream(index).cuda_stream
+                stream = _current_stream(index) if _is_torch(first_tensor) else None
                 device = _shared_device("cuda", 0, index, stream)
             else:
                 threads = _torch().get_num_threads() if any(_is_torch(t) for t in tensors) else 0
@@ -149,7 +158,7 @@ class _Call:
         self.device = device
         self.stream = None
         if device.backend == "cuda" and _is_torch(first_tensor):
-            self.stream = _torch().cuda.current_stream(device.device_id).cuda_stream
+            self.stream = _current_stream(device.device_id)
 
     def view(self, obj, name):
         """A TensorView of obj (None stays None)."""

@@ -11,8 +11,8 @@ CMAKE_FLAGS ?=
 PYTHON ?= /usr/bin/python3
 PYTHON_DIR ?= $(BUILD_DIR)/python
 
-.PHONY: all setup build build-asan build-tsan build-fuzz run test test-release test-python test-asan test-tsan test-fuzz fuzz \
-	fuzz-seeds bench install clean
+.PHONY: all setup build build-asan build-tsan build-fuzz run test test-release python-package test-python \
+	test-asan test-tsan test-fuzz fuzz fuzz-seeds bench bench-python install clean
 
 all: build
 
@@ -51,10 +51,12 @@ test-release: build
 # The Python package (python/), built against $(BUILD_DIR)'s libdml.a the way
 # a user installs it, then its pytest suite. Any pytest failure fails make,
 # including exit 5 (no tests collected).
-test-python: build
+python-package: build
 	rm -rf $(PYTHON_DIR)
 	LIBDML_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pip install --quiet --no-build-isolation --no-index \
 	  --no-deps --target $(PYTHON_DIR) ./python
+
+test-python: python-package
 	cd $(PYTHON_DIR) && PYTHONPATH=$(abspath $(PYTHON_DIR)) $(PYTHON) -m pytest -p no:cacheprovider -ra \
 	  $(CURDIR)/python/tests
 
@@ -88,6 +90,10 @@ test: test-release test-python test-asan test-tsan test-fuzz
 # Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
 bench: build
 	$(BUILD_DIR)/bench/bench_max_pooling
+
+# libdml.torch.roi_align against torchvision.ops.roi_align, forward and backward.
+bench-python: python-package
+	PYTHONPATH=$(abspath $(PYTHON_DIR)) $(PYTHON) bench/bench_roi_align_torch.py
 
 install: build
 	cmake --install $(BUILD_DIR)

@@ -170,3 +170,27 @@ def test_batch_norm_fused_add_gradient(rng):
     dy = torch.from_numpy(rng.standard_normal(y.shape).astype(np.float32))
     for g, e in zip(torch.autograd.grad(y, (x, add), dy), torch.autograd.grad(want, (x, add), dy)):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
+def test_roi_pool_float_bin_difference_is_as_documented():
+    """docs/python.md: a 57-row region in 7 bins; torchvision's float32 bin
+    end ceil(7 * (57 / 7)) is 58, one row past the region, DirectML's integer
+    bins end at 57."""
+    x = torch.zeros(1, 1, 70, 4)
+    x[0, 0, 59, :] = 5.0  # the row just below the region's inclusive end (row 58)
+    boxes = torch.tensor([[0.0, 0.0, 2.0, 1.0, 58.0]])
+    assert torchvision.ops.roi_pool(x, boxes, (7, 1), 1.0)[-1].max() == 5.0
+    assert dml_torch.roi_pool(x, boxes, (7, 1), 1.0).max() == 0.0
+    assert libdml.roi_pooling(x, boxes, (7, 1)).max() == 0.0
+
+
+def test_roi_align_small_box_difference_is_as_documented(rng):
+    """docs/python.md: with aligned=False torchvision widens boxes to 1 pixel;
+    DirectML samples the box as it is."""
+    x = torch.from_numpy(rng.standard_normal((1, 1, 8, 8)).astype(np.float32))
+    boxes = torch.tensor([[0.0, 2.0, 2.0, 2.25, 2.25]])
+    ours = dml_torch.roi_align(x, boxes, 2, 1.0, 2, False)
+    theirs = torchvision.ops.roi_align(x, boxes, 2, 1.0, 2, False)
+    widened = torch.tensor([[0.0, 2.0, 2.0, 3.0, 3.0]])
+    torch.testing.assert_close(theirs, dml_torch.roi_align(x, widened, 2, 1.0, 2, False), rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(ours, theirs)

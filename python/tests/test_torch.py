@@ -1,6 +1,7 @@
 """libdml.torch against torchvision 0.14 and PyTorch (CPU): forward values,
 gradients, determinism, and gradcheck of ROI align w.r.t. input and boxes."""
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -194,3 +195,13 @@ def test_roi_align_small_box_difference_is_as_documented(rng):
     widened = torch.tensor([[0.0, 2.0, 2.0, 3.0, 3.0]])
     torch.testing.assert_close(theirs, dml_torch.roi_align(x, widened, 2, 1.0, 2, False), rtol=1e-5, atol=1e-6)
     assert not torch.allclose(ours, theirs)
+
+
+def test_readme_example_runs():
+    """examples/python/detection_head.py, shown in README.md, runs and its box gradient is filled."""
+    import os
+    import subprocess
+
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python", "detection_head.py")
+    result = subprocess.run([sys.executable, example], capture_output=True, text=True, check=True)
+    assert result.stdout.startswith("cpu (2, 256, 7, 7) loss") and "dL/dboxes [[" in result.stdout

@@ -49,21 +49,29 @@ struct OperatorLayout {
 #define BNG DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC
 #define BNTG DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC
 
+/* The window of MAX_POOLING2 and MAX_POOLING_GRAD, after their tensors. */
+#define POOLING_WINDOW_FIELDS(desc)                                                                                    \
+    FIELD(desc, DimensionCount, FIELD_UINT), FIELD(desc, Strides, FIELD_UINT_ARRAY),                                   \
+        FIELD(desc, WindowSize, FIELD_UINT_ARRAY), FIELD(desc, StartPadding, FIELD_UINT_ARRAY),                        \
+        FIELD(desc, EndPadding, FIELD_UINT_ARRAY), FIELD(desc, Dilations, FIELD_UINT_ARRAY)
+
+/* The two batch normalization gradients share one field list (two struct types). */
+#define BN_GRAD_FIELDS(desc)                                                                                           \
+    FIELD(desc, InputTensor, FIELD_INPUT), FIELD(desc, InputGradientTensor, FIELD_INPUT),                              \
+        FIELD(desc, MeanTensor, FIELD_INPUT), FIELD(desc, VarianceTensor, FIELD_INPUT),                                \
+        FIELD(desc, ScaleTensor, FIELD_INPUT), FIELD(desc, OutputGradientTensor, FIELD_OUTPUT),                        \
+        FIELD(desc, OutputScaleGradientTensor, FIELD_OUTPUT), FIELD(desc, OutputBiasGradientTensor, FIELD_OUTPUT),     \
+        FIELD(desc, Epsilon, FIELD_FLOAT)
+
 static const OperatorLayout layouts[] = {
     {"MAX_POOLING2",
      DML_OPERATOR_MAX_POOLING2,
      {FIELD(MP2, InputTensor, FIELD_INPUT), FIELD(MP2, OutputTensor, FIELD_OUTPUT),
-      FIELD(MP2, OutputIndicesTensor, FIELD_OUTPUT), FIELD(MP2, DimensionCount, FIELD_UINT),
-      FIELD(MP2, Strides, FIELD_UINT_ARRAY), FIELD(MP2, WindowSize, FIELD_UINT_ARRAY),
-      FIELD(MP2, StartPadding, FIELD_UINT_ARRAY), FIELD(MP2, EndPadding, FIELD_UINT_ARRAY),
-      FIELD(MP2, Dilations, FIELD_UINT_ARRAY)}},
+      FIELD(MP2, OutputIndicesTensor, FIELD_OUTPUT), POOLING_WINDOW_FIELDS(MP2)}},
     {"MAX_POOLING_GRAD",
      DML_OPERATOR_MAX_POOLING_GRAD,
      {FIELD(MPG, InputTensor, FIELD_INPUT), FIELD(MPG, InputGradientTensor, FIELD_INPUT),
-      FIELD(MPG, OutputGradientTensor, FIELD_OUTPUT), FIELD(MPG, DimensionCount, FIELD_UINT),
-      FIELD(MPG, Strides, FIELD_UINT_ARRAY), FIELD(MPG, WindowSize, FIELD_UINT_ARRAY),
-      FIELD(MPG, StartPadding, FIELD_UINT_ARRAY), FIELD(MPG, EndPadding, FIELD_UINT_ARRAY),
-      FIELD(MPG, Dilations, FIELD_UINT_ARRAY)}},
+      FIELD(MPG, OutputGradientTensor, FIELD_OUTPUT), POOLING_WINDOW_FIELDS(MPG)}},
     {"ROI_POOLING",
      DML_OPERATOR_ROI_POOLING,
      {FIELD(RP, InputTensor, FIELD_INPUT), FIELD(RP, ROITensor, FIELD_INPUT), FIELD(RP, OutputTensor, FIELD_OUTPUT),
@@ -98,20 +106,8 @@ static const OperatorLayout layouts[] = {
       FIELD(BNT, FusedAddTensor, FIELD_INPUT), FIELD(BNT, OutputTensor, FIELD_OUTPUT),
       FIELD(BNT, OutputMeanTensor, FIELD_OUTPUT), FIELD(BNT, OutputVarianceTensor, FIELD_OUTPUT),
       FIELD(BNT, Epsilon, FIELD_FLOAT), FIELD(BNT, FusedActivation, FIELD_ACTIVATION)}},
-    {"BATCH_NORMALIZATION_GRAD",
-     DML_OPERATOR_BATCH_NORMALIZATION_GRAD,
-     {FIELD(BNG, InputTensor, FIELD_INPUT), FIELD(BNG, InputGradientTensor, FIELD_INPUT),
-      FIELD(BNG, MeanTensor, FIELD_INPUT), FIELD(BNG, VarianceTensor, FIELD_INPUT),
-      FIELD(BNG, ScaleTensor, FIELD_INPUT), FIELD(BNG, OutputGradientTensor, FIELD_OUTPUT),
-      FIELD(BNG, OutputScaleGradientTensor, FIELD_OUTPUT), FIELD(BNG, OutputBiasGradientTensor, FIELD_OUTPUT),
-      FIELD(BNG, Epsilon, FIELD_FLOAT)}},
-    {"BATCH_NORMALIZATION_TRAINING_GRAD",
-     DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD,
-     {FIELD(BNTG, InputTensor, FIELD_INPUT), FIELD(BNTG, InputGradientTensor, FIELD_INPUT),
-      FIELD(BNTG, MeanTensor, FIELD_INPUT), FIELD(BNTG, VarianceTensor, FIELD_INPUT),
-      FIELD(BNTG, ScaleTensor, FIELD_INPUT), FIELD(BNTG, OutputGradientTensor, FIELD_OUTPUT),
-      FIELD(BNTG, OutputScaleGradientTensor, FIELD_OUTPUT), FIELD(BNTG, OutputBiasGradientTensor, FIELD_OUTPUT),
-      FIELD(BNTG, Epsilon, FIELD_FLOAT)}},
+    {"BATCH_NORMALIZATION_GRAD", DML_OPERATOR_BATCH_NORMALIZATION_GRAD, {BN_GRAD_FIELDS(BNG)}},
+    {"BATCH_NORMALIZATION_TRAINING_GRAD", DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD, {BN_GRAD_FIELDS(BNTG)}},
 };
 
 const OperatorLayout* find_operator_layout(const char* name) {

@@ -55,27 +55,17 @@ static void view_dealloc(TensorView* view) {
 
 /* DirectML's data type of a DLPack dtype; UNKNOWN when DirectML has none. */
 static DML_TENSOR_DATA_TYPE data_type_of(DLDataType dtype) {
-    if (dtype.lanes != 1) return DML_TENSOR_DATA_TYPE_UNKNOWN;
-    switch (dtype.code) {
-    case kDLFloat:
-        return dtype.bits == 32   ? DML_TENSOR_DATA_TYPE_FLOAT32
-               : dtype.bits == 16 ? DML_TENSOR_DATA_TYPE_FLOAT16
-               : dtype.bits == 64 ? DML_TENSOR_DATA_TYPE_FLOAT64
-                                  : DML_TENSOR_DATA_TYPE_UNKNOWN;
-    case kDLInt:
-        return dtype.bits == 8    ? DML_TENSOR_DATA_TYPE_INT8
-               : dtype.bits == 16 ? DML_TENSOR_DATA_TYPE_INT16
-               : dtype.bits == 32 ? DML_TENSOR_DATA_TYPE_INT32
-               : dtype.bits == 64 ? DML_TENSOR_DATA_TYPE_INT64
-                                  : DML_TENSOR_DATA_TYPE_UNKNOWN;
-    case kDLUInt:
-        return dtype.bits == 8    ? DML_TENSOR_DATA_TYPE_UINT8
-               : dtype.bits == 16 ? DML_TENSOR_DATA_TYPE_UINT16
-               : dtype.bits == 32 ? DML_TENSOR_DATA_TYPE_UINT32
-               : dtype.bits == 64 ? DML_TENSOR_DATA_TYPE_UINT64
-                                  : DML_TENSOR_DATA_TYPE_UNKNOWN;
-    default: return DML_TENSOR_DATA_TYPE_UNKNOWN;
-    }
+    /* [code: kDLInt, kDLUInt, kDLFloat][bits: 8, 16, 32, 64] */
+    static const DML_TENSOR_DATA_TYPE types[3][4] = {
+        {DML_TENSOR_DATA_TYPE_INT8, DML_TENSOR_DATA_TYPE_INT16, DML_TENSOR_DATA_TYPE_INT32, DML_TENSOR_DATA_TYPE_INT64},
+        {DML_TENSOR_DATA_TYPE_UINT8, DML_TENSOR_DATA_TYPE_UINT16, DML_TENSOR_DATA_TYPE_UINT32,
+         DML_TENSOR_DATA_TYPE_UINT64},
+        {DML_TENSOR_DATA_TYPE_UNKNOWN, DML_TENSOR_DATA_TYPE_FLOAT16, DML_TENSOR_DATA_TYPE_FLOAT32,
+         DML_TENSOR_DATA_TYPE_FLOAT64},
+    };
+    int width = dtype.bits == 8 ? 0 : dtype.bits == 16 ? 1 : dtype.bits == 32 ? 2 : dtype.bits == 64 ? 3 : -1;
+    if (dtype.lanes != 1 || width < 0 || dtype.code > kDLFloat) return DML_TENSOR_DATA_TYPE_UNKNOWN;
+    return types[dtype.code][width];
 }
 
 /* Reads a DLTensor into view; -1 with an exception when DirectML cannot

@@ -117,7 +117,8 @@ static TensorView* allocate_resource(Device* self, PyObject* allocate, UINT64 si
     }
     TensorView* view = (TensorView*)result;
     UINT64 bytes = DMLCalcBufferTensorSize(view->data_type, view->dimension_count, view->sizes, view->strides);
-    if (bytes < size || view->memory != self->memory || view->readonly) {
+    if (bytes < size || view->memory != self->memory ||
+        (self->memory == MEMORY_CUDA && view->device_id != self->device_id) || view->readonly) {
         Py_DECREF(result);
         return (TensorView*)PyErr_Format(LibdmlError,
                                          "libdml: the allocator gave the %s resource %llu bytes in the wrong memory or "

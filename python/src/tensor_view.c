@@ -121,7 +121,11 @@ static int read_dl_tensor(TensorView* view, const DLTensor* tensor) {
         }
         view->sizes[i] = (UINT)size;
         view->strides[i] = (UINT)stride;
-        if (size > 0 && packed_stride <= (int64_t)UINT32_MAX) packed_stride *= size;
+        /* Past UINT_MAX the next packed stride is refused anyway: stop there, before int64 overflows. */
+        if (size > 0)
+            packed_stride = packed_stride <= (int64_t)UINT32_MAX && size <= (int64_t)UINT32_MAX
+                                ? packed_stride * size
+                                : (int64_t)UINT32_MAX + 1;
     }
     view->address = (char*)tensor->data + tensor->byte_offset;
     return 0;

@@ -3,10 +3,12 @@
 # As root it runs apt-get itself; otherwise it prints the command to run.
 set -euo pipefail
 
-# dpkg-dev and file: make package (cpack's DEB generator computes Depends with
-# dpkg-shlibdeps, which finds the binaries with file).
 packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang clang-format libclang-rt-14-dev libomp-dev valgrind
-  dpkg-dev file)
+  # make package: cpack's DEB generator computes Depends with dpkg-shlibdeps, which finds the binaries with file.
+  dpkg-dev file
+  # The Python package (python/) and its tests: headers, build tools, DLPack, NumPy, PyTorch, torchvision.
+  python3-dev python3-setuptools python3-pip libdlpack-dev python3-numpy python3-pytest python3-torch
+  python3-torchvision)
 
 missing=()
 for package in "${packages[@]}"; do

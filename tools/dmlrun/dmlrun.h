@@ -33,8 +33,8 @@
 /* The largest buffer dmlrun allocates for a resource, a file or expected
  * values: sizes above it are model errors, not allocation attempts. */
 #ifdef DMLRUN_FUZZING
-/* Fuzzing builds (DML_FUZZ, fuzz/fuzz_dmlrun.c) also read files of the
- * working directory only and write none. */
+/* Fuzzing builds (DML_FUZZ, fuzz/fuzz_dmlrun.c): small buffers, so that
+ * an execution stays fast. */
 #define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)1 << 20)
 #else
 #define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)4 << 30)

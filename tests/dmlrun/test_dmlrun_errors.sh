@@ -90,6 +90,14 @@ args=(--iterations 0); expect_error zero_iterations --status 2 "--iterations mus
 args=(--backend tpu); expect_error bad_backend --status 2 "--backend is cpu or cuda"
 args=(--fast); expect_error unknown_option --status 2 "unknown option '--fast'"
 args=(a.json b.json); expect_error two_models --status 2 "one model at a time"
+args=(--max-memory 0); expect_error zero_max_memory --status 2 "--max-memory needs a byte count"
+args=(--max-memory 17179869184G); expect_error huge_max_memory --status 2 "--max-memory needs a byte count"
+# --max-memory caps all resources together: x (36 bytes) and y (16) take 52.
+model memory_cap "$RESOURCES" "$POOL" "$DISPATCH"
+args=(--max-memory 51 "$work/memory_cap.json")
+expect_error memory_cap "resources.y: 16 bytes would bring the resources to more than --max-memory (51 bytes; 36 taken"
+args=(--max-memory=52 "$work/memory_cap.json"); expect_error memory_cap_fits --status 0
+args=(--max-memory 1K "$work/memory_cap.json"); expect_error memory_cap_suffix --status 0
 
 # ---- Resources ----
 model bad_type '"x": {"initialValuesDataType": "FLOAT33", "initialValues": [1]}' "" ""

@@ -26,6 +26,9 @@ static const char usage[] = "usage: dmlrun [MODEL.json] [options]\n"
                             "  --output-dir DIR    where writeFile writes (default: the working directory)\n"
                             "  --allow-any-path    let the model read and write outside its directory and\n"
                             "                      the output directory (a model is as trusted as a script)\n"
+                            "  --max-memory BYTES  the most all resources may take together, with an\n"
+                            "                      optional K, M or G (2^10, 2^20, 2^30); default: half\n"
+                            "                      the physical memory\n"
                             "  --verbose           say what dmlrun does\n"
                             "  --version           print libdml's version\n"
                             "  --help              this text\n"
@@ -43,6 +46,25 @@ static bool parse_count(const char* option, const char* text, uint32_t max, uint
         return false;
     }
     *out = (uint32_t)value;
+    return true;
+}
+
+/* "1073741824", "512M", "8G": a byte count of at least 1. */
+static bool parse_bytes(const char* option, const char* text, uint64_t* out) {
+    char* end = NULL;
+    errno = 0;
+    unsigned long long value = (text[0] >= '0' && text[0] <= '9') ? strtoull(text, &end, 10) : 0;
+    unsigned shift = 0;
+    if (end != NULL && (*end == 'K' || *end == 'M' || *end == 'G') && end[1] == '\0')
+        shift = *end == 'K' ? 10 : *end == 'M' ? 20 : 30, end++;
+    if (end == NULL || *end != '\0' || errno == ERANGE || value == 0 || value > (UINT64_MAX >> shift)) {
+        fprintf(stderr,
+                "dmlrun: %s needs a byte count of at least 1 (a number, optionally followed by K, M or G), "
+                "not '%s'\n",
+                option, text);
+        return false;
+    }
+    *out = (uint64_t)value << shift;
     return true;
 }
 
@@ -86,7 +108,7 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
         name[name_length] = '\0';
         bool known = strcmp(name, "--backend") == 0 || strcmp(name, "--threads") == 0 ||
                      strcmp(name, "--iterations") == 0 || strcmp(name, "--warmup") == 0 ||
-                     strcmp(name, "--output-dir") == 0;
+                     strcmp(name, "--output-dir") == 0 || strcmp(name, "--max-memory") == 0;
         if (!known) {
             fprintf(stderr, "dmlrun: unknown option '%s'\n%s", argument, usage);
             return 2;
@@ -110,6 +132,8 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
             }
         } else if (strcmp(name, "--output-dir") == 0) {
             options->output_dir = value;
+        } else if (strcmp(name, "--max-memory") == 0) {
+            if (!parse_bytes(name, value, &options->max_memory)) return 2;
         } else if (strcmp(name, "--threads") == 0) {
             if (!parse_count(name, value, DML_MAX_THREAD_COUNT, &options->threads)) return 2;
         } else if (strcmp(name, "--iterations") == 0) {
@@ -137,7 +161,9 @@ int main(int argc, char** argv) {
      * reports as not implemented yet are skipped with a note there. */
     options.skip_unimplemented = model_path == NULL;
 
-    dmlrun_model model = {.output_directory = options.output_dir, .allow_any_path = options.allow_any_path};
+    dmlrun_model model = {.output_directory = options.output_dir,
+                          .allow_any_path = options.allow_any_path,
+                          .max_memory = options.max_memory};
     bool ok = model_path
                   ? dmlrun_load_model(&model, model_path)
                   : dmlrun_load_model_text(&model, dmlrun_default_model, dmlrun_default_model_size, "(built-in tour)");

@@ -20,9 +20,10 @@ def roi_case(rng, count=32):
 
 
 def both(function, *tensors, **keywords):
-    """function on CPU tensors and on their CUDA copies, results on the host."""
+    """function on CPU tensors and on their CUDA copies (keyword tensors too), results on the host."""
     cpu = function(*tensors, **keywords)
-    cuda = function(*(t.cuda() if isinstance(t, torch.Tensor) else t for t in tensors), **keywords)
+    on_gpu = {name: value.cuda() if isinstance(value, torch.Tensor) else value for name, value in keywords.items()}
+    cuda = function(*(t.cuda() if isinstance(t, torch.Tensor) else t for t in tensors), **on_gpu)
     cuda = cuda if isinstance(cuda, tuple) else (cuda,)
     cpu = cpu if isinstance(cpu, tuple) else (cpu,)
     return cpu, tuple(t.cpu() for t in cuda)

@@ -33,9 +33,8 @@
  * FLOAT32, one rounding to the output type (§8.2); every other output rounded
  * once from FLOAT64.
  *
- * Temporaries (chunk partials and per-group values) are stream-ordered
- * (cudaMallocAsync/cudaFreeAsync on the device's stream), as for
- * MAX_POOLING_GRAD: TemporaryResourceSize stays 0. */
+ * Temporaries (chunk partials and per-group values) live in the
+ * TemporaryResource the plan sizes (temporaries_size). */
 #include <math.h>
 #include <stdio.h>
 

@@ -32,8 +32,8 @@
  *   thread per (roi, channel) sums that channel's terms in FLOAT64 in §4.4
  *   order; one thread per ROI coordinate then adds the channel sums in the
  *   fixed group shape of roi_align_math.h, as the CPU does.
- * The temporaries come from the stream-ordered pool (cudaMallocAsync) and are
- * freed on the stream; TemporaryResourceSize stays 0. */
+ * The temporaries (per-ROI geometry, the MAX selections, the channel sums)
+ * live in the TemporaryResource the plan sizes (grad_scratch_layout). */
 #include "../core/half.h"
 #include "../ops/roi.h"
 #include "../ops/roi_align_math.h"

@@ -105,6 +105,14 @@ args=(-v 3); expect_error timing_verbosity --status 2 "--timing_verbosity needs 
 args=(-r 0); expect_error zero_repeat --status 2 "--dispatch_repeat must be at least 1"
 args=(-a tpu); expect_error bad_adapter --status 2 "--adapter 'tpu' matches no libdml backend"
 args=(-z); expect_error unknown_short_option --status 2 "unknown option '-z'"
+args=(--max-memory 0); expect_error zero_max_memory --status 2 "--max-memory needs a byte count"
+args=(--max-memory 17179869184G); expect_error huge_max_memory --status 2 "--max-memory needs a byte count"
+# --max-memory caps all resources together: x (36 bytes) and y (16) take 52.
+model memory_cap "$RESOURCES" "$POOL" "$DISPATCH"
+args=(--max-memory 51 "$work/memory_cap.json")
+expect_error memory_cap "resources.y: 16 bytes would bring the resources to more than --max-memory (51 bytes; 36 taken"
+args=(--max-memory=52 "$work/memory_cap.json"); expect_error memory_cap_fits --status 0
+args=(--max-memory 1K "$work/memory_cap.json"); expect_error memory_cap_suffix --status 0
 
 # ---- Resources ----
 model bad_type '"x": {"initialValuesDataType": "FLOAT33", "initialValues": [1]}' "" ""

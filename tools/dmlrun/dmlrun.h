@@ -33,8 +33,8 @@
 /* The largest buffer dmlrun allocates for a resource, a file or expected
  * values: sizes above it are model errors, not allocation attempts. */
 #ifdef DMLRUN_FUZZING
-/* Fuzzing builds (DML_FUZZ, fuzz/fuzz_dmlrun.c) also read files of the
- * working directory only and write none. */
+/* Fuzzing builds (DML_FUZZ, fuzz/fuzz_dmlrun.c): small buffers, so that
+ * an execution stays fast. */
 #define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)1 << 20)
 #else
 #define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)4 << 30)
@@ -159,6 +159,7 @@ typedef struct dmlrun_options {
     bool skip_unimplemented; /* default tour: skip operators libdml reports E_NOTIMPL for */
     const char* output_dir;  /* --output-dir; NULL: the working directory */
     bool allow_any_path;     /* --allow-any-path */
+    uint64_t max_memory;     /* --max-memory: bytes; 0: dmlrun_default_max_memory() */
 } dmlrun_options;
 
 /* A file's identity: outputs may not replace the model or its inputs. */
@@ -172,6 +173,8 @@ typedef struct dmlrun_model {
     char* directory;              /* sourcePath is relative to it: the model file's, or set before loading */
     const char* output_directory; /* targetPath is relative to it; NULL: the working directory */
     bool allow_any_path;          /* --allow-any-path: no confinement (paths.c) */
+    uint64_t max_memory;          /* bytes all resources may take together; 0: the default */
+    uint64_t resource_bytes;      /* what they take so far */
     dmlrun_file_id* inputs;       /* the model file and every file read */
     size_t input_count;
     size_t* resource_index; /* hash of the names: slot -> resource index + 1 (0: empty) */
@@ -187,6 +190,9 @@ typedef struct dmlrun_model {
 
 /* resources.c: parses every resource and builds its initial contents. */
 bool dmlrun_load_resources(dmlrun_model* model, const cJSON* resources);
+/* The default of --max-memory: half the physical memory (8 GiB when it
+ * cannot be read), so that a model's resources never exhaust the machine. */
+uint64_t dmlrun_default_max_memory(void);
 /* Index of the resource with that name, or SIZE_MAX. */
 size_t dmlrun_find_resource(const dmlrun_model* model, const char* name);
 /* Whether path names an image file (.png, .jpg, ...), which DxDispatch reads

@@ -186,7 +186,20 @@ static bool find_duplicate_member(const cJSON* value, char place[DMLRUN_PLACE_CA
     return unique;
 }
 
+/* cJSON allocates through these, so that a parse that failed for want of
+ * memory is reported as that and not as a syntax error. */
+static bool json_allocation_failed;
+
+static void* json_malloc(size_t size) {
+    void* memory = malloc(size);
+    if (memory == NULL) json_allocation_failed = true;
+    return memory;
+}
+
 cJSON* dmlrun_json_parse(char* text, size_t length, const char* source) {
+    cJSON_Hooks hooks = {json_malloc, free};
+    cJSON_InitHooks(&hooks);
+    json_allocation_failed = false;
     unsigned line, column;
     const char* nul = memchr(text, '\0', length);
     if (nul != NULL) {
@@ -207,6 +220,11 @@ cJSON* dmlrun_json_parse(char* text, size_t length, const char* source) {
 
     size_t offset = (end != NULL && end >= text && end <= text + length) ? (size_t)(end - text) : length;
     dmlrun_json_line_column(text, offset, &line, &column);
+    if (json_allocation_failed) {
+        dmlrun_fail(NULL, "%s:%u:%u: out of memory while parsing the JSON (%zu bytes of text)", source, line, column,
+                    length);
+        return NULL;
+    }
     size_t rest = offset;
     while (rest < length && isspace((unsigned char)text[rest]))
         rest++;

@@ -42,6 +42,7 @@ typedef enum option_id {
     OPTION_INPUT_PATH,
     OPTION_OUTPUT_DIR,
     OPTION_ALLOW_ANY_PATH,
+    OPTION_MAX_MEMORY,
     OPTION_IGNORED, /* DxDispatch's Direct3D, PIX and ONNX Runtime options */
 } option_id;
 
@@ -63,6 +64,9 @@ static const option_entry option_table[] = {
     {"allow-any-path", 0, OPTION_ALLOW_ANY_PATH, NULL,
      "let the model read and write outside its directory and the output directory (a model is as trusted as a "
      "script)"},
+    {"max-memory", 0, OPTION_MAX_MEMORY, "BYTES",
+     "the most all resources may take together, with an optional K, M or G (2^10, 2^20, 2^30); default: half the "
+     "physical memory"},
     {"verbose", 0, OPTION_VERBOSE, NULL, "say what dmlrun does, on stderr"},
     {"version", 0, OPTION_VERSION, NULL, "print libdml's version"},
     /* DxDispatch's, with DxDispatch's meaning */
@@ -148,6 +152,25 @@ static bool parse_count(const char* option, const char* text, uint32_t max, uint
         return false;
     }
     *out = (uint32_t)value;
+    return true;
+}
+
+/* "1073741824", "512M", "8G": a byte count of at least 1. */
+static bool parse_bytes(const char* option, const char* text, uint64_t* out) {
+    char* end = NULL;
+    errno = 0;
+    unsigned long long value = (text[0] >= '0' && text[0] <= '9') ? strtoull(text, &end, 10) : 0;
+    unsigned shift = 0;
+    if (end != NULL && (*end == 'K' || *end == 'M' || *end == 'G') && end[1] == '\0')
+        shift = *end == 'K' ? 10 : *end == 'M' ? 20 : 30, end++;
+    if (end == NULL || *end != '\0' || errno == ERANGE || value == 0 || value > (UINT64_MAX >> shift)) {
+        fprintf(stderr,
+                "dmlrun: %s needs a byte count of at least 1 (a number, optionally followed by K, M or G), "
+                "not '%s'\n",
+                option, text);
+        return false;
+    }
+    *out = (uint64_t)value << shift;
     return true;
 }
 
@@ -296,6 +319,9 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, command
         case OPTION_INPUT_PATH: line->input_path = optarg; break;
         case OPTION_OUTPUT_DIR: options->output_dir = optarg; break;
         case OPTION_ALLOW_ANY_PATH: options->allow_any_path = true; break;
+        case OPTION_MAX_MEMORY:
+            if (!parse_bytes(name, optarg, &options->max_memory)) return 2;
+            break;
         case OPTION_IGNORED:
             dmlrun_note("%s is DxDispatch's Direct3D, PIX or ONNX Runtime option: it has no counterpart in libdml "
                         "and is ignored",
@@ -347,7 +373,9 @@ int main(int argc, char** argv) {
      * reports as not implemented yet are skipped with a note there. */
     options.skip_unimplemented = model_path == NULL;
 
-    dmlrun_model model = {.output_directory = options.output_dir, .allow_any_path = options.allow_any_path};
+    dmlrun_model model = {.output_directory = options.output_dir,
+                          .allow_any_path = options.allow_any_path,
+                          .max_memory = options.max_memory};
     if (line.input_path != NULL) model.directory = strdup(line.input_path);
     bool ok = line.input_path == NULL || model.directory != NULL || dmlrun_fail(NULL, "out of memory");
     ok = ok && (model_path ? dmlrun_load_model(&model, model_path)

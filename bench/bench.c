@@ -92,12 +92,13 @@ static void copy_field(char* dst, size_t size, const char* begin, const char* en
 
 static bool parse_peer_line(const char* line, bench_peer_row* row) {
     if (strncmp(line, peer_tag, sizeof peer_tag - 1) != 0) return false;
-    const char* fields[7];
+    enum { FIELDS = 6 };
+    const char* fields[FIELDS];
     const char* at = line + sizeof peer_tag - 1;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < FIELDS; i++) {
         fields[i] = at;
         const char* tab = strchr(at, '\t');
-        if (tab == NULL && i < 6) return false;
+        if (tab == NULL && i < FIELDS - 1) return false;
         at = tab ? tab + 1 : at;
     }
     copy_field(row->workload, sizeof row->workload, fields[0], fields[1] - 1);
@@ -118,8 +119,9 @@ static void collect_peers(bench_context* ctx) {
     self[length] = '\0';
     for (size_t i = 0; i < sizeof peer_isas / sizeof peer_isas[0]; i++) {
         char command[4300];
-        snprintf(command, sizeof command, "%s%s%s'%s' --peer-only", peer_isas[i] ? "ONEDNN_MAX_CPU_ISA=" : "",
-                 peer_isas[i] ? peer_isas[i] : "", peer_isas[i] ? " " : "", self);
+        snprintf(command, sizeof command, "%s%s%s'%s' --peer-only%s%s%s", peer_isas[i] ? "ONEDNN_MAX_CPU_ISA=" : "",
+                 peer_isas[i] ? peer_isas[i] : "", peer_isas[i] ? " " : "", self, ctx->only ? " --only '" : "",
+                 ctx->only ? ctx->only : "", ctx->only ? "'" : "");
         FILE* child = popen(command, "r");
         if (child == NULL) continue;
         char line[512];
@@ -144,10 +146,13 @@ bench_mode bench_begin(bench_context* ctx, const char* title, int argc, char** a
     ctx->threads = 1;
 #endif
     const char* csv_path = NULL;
+    bool peer_child = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--peer-only") == 0) return BENCH_PEER_CHILD;
+        if (strcmp(argv[i], "--peer-only") == 0) peer_child = true;
         if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
+        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) ctx->only = argv[++i];
     }
+    if (peer_child) return BENCH_PEER_CHILD;
     ctx->copy_bandwidth = bench_copy_bandwidth(ctx->threads);
     printf("%s: %d threads, copy bandwidth %.2f GB/s (read + write); medians of %d dispatches\n", title, ctx->threads,
            ctx->copy_bandwidth * 1e-9, BENCH_REPEATS);
@@ -168,6 +173,10 @@ bench_mode bench_begin(bench_context* ctx, const char* title, int argc, char** a
                               "peer_ms,ratio\n");
     }
     return BENCH_MAIN;
+}
+
+bool bench_selected(const bench_context* ctx, const char* workload) {
+    return ctx->only == NULL || strstr(workload, ctx->only) != NULL;
 }
 
 void bench_end(bench_context* ctx) {

@@ -16,7 +16,9 @@
  * rows come from child processes of the same program, one per cap
  * (bench_begin runs them: oneDNN's default and SSE41, faster than its AVX2
  * pooling on AMD). Each child prints its rows; the parent keeps them.
- * Arguments: --csv PATH writes the CSV; --peer-only is the child's mode. */
+ * Arguments: --csv PATH writes the CSV; --only TEXT measures only the
+ * workloads whose name contains TEXT (bench_selected); --peer-only is the
+ * child's mode. */
 #ifndef DML_BENCH_H
 #define DML_BENCH_H
 
@@ -58,6 +60,7 @@ typedef struct bench_context {
     FILE* csv;             /* NULL when --csv was not given */
     bench_peer_row* peers; /* oneDNN's rows from the child processes */
     size_t peer_count;
+    const char* only; /* --only TEXT, or NULL */
 } bench_context;
 
 typedef enum bench_mode { BENCH_MAIN, BENCH_PEER_CHILD } bench_mode;
@@ -68,6 +71,8 @@ typedef enum bench_mode { BENCH_MAIN, BENCH_PEER_CHILD } bench_mode;
  * but return BENCH_PEER_CHILD. */
 bench_mode bench_begin(bench_context* ctx, const char* title, int argc, char** argv);
 void bench_end(bench_context* ctx);
+/* Whether a workload (or a shape name) is to be measured (--only). */
+bool bench_selected(const bench_context* ctx, const char* workload);
 
 /* A child's row, printed for the parent (the ISA cap is added to layout). */
 void bench_peer_emit(const bench_peer_row* row);

@@ -234,13 +234,14 @@ static void bench_onednn(const bench_dnnl* dnnl, const pool_shape* s, dnnl_data_
     dnnl_primitive_desc_destroy(training_pd);
 }
 
-static void peer_child(void) {
+static void peer_child(const bench_context* ctx) {
     bench_dnnl dnnl;
     bench_dnnl_init(&dnnl);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int t = 0; t < 2; t++)
-            for (size_t l = 0; l < sizeof dnnl_layouts / sizeof dnnl_layouts[0]; l++)
-                bench_onednn(&dnnl, &shapes[i], t ? dnnl_f16 : dnnl_f32, &dnnl_layouts[l]);
+        if (bench_selected(ctx, shapes[i].name))
+            for (int t = 0; t < 2; t++)
+                for (size_t l = 0; l < sizeof dnnl_layouts / sizeof dnnl_layouts[0]; l++)
+                    bench_onednn(&dnnl, &shapes[i], t ? dnnl_f16 : dnnl_f32, &dnnl_layouts[l]);
     bench_dnnl_free(&dnnl);
 }
 #endif
@@ -249,13 +250,14 @@ int main(int argc, char** argv) {
     bench_context ctx;
     if (bench_begin(&ctx, "max pooling", argc, argv) == BENCH_PEER_CHILD) {
 #ifdef DML_BENCH_HAVE_ONEDNN
-        peer_child();
+        peer_child(&ctx);
 #endif
         return 0;
     }
     DMLDevice* device;
     BENCH_CHECK_DML(dmlCreateDevice(NULL, &device));
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (!bench_selected(&ctx, shapes[i].name)) continue;
         printf("%s\n", shapes[i].name);
         for (int t = 0; t < 2; t++) {
             DML_TENSOR_DATA_TYPE type = t ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;

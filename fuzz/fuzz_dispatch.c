@@ -705,7 +705,7 @@ static HRESULT dispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDIN
             FUZZ_CHECK(!overlap(temporary, inputs[i]), "accepted a temporary resource that overlaps an input");
         for (uint32_t o = 0; o < output_ranges; o++)
             FUZZ_CHECK(!overlap(temporary, outputs[o]), "accepted a temporary resource that overlaps an output");
-        uint64_t offset = (uint64_t)(temporary.begin - p->bytes);
+        uint64_t offset = (uint64_t)(temporary.begin - (uintptr_t)p->bytes);
         memcpy(after + offset, before + offset, temporary_size);
     }
     /* Written: only the addressed elements of the outputs. */

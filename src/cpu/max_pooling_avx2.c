@@ -218,7 +218,7 @@ static block_max single_column_max(const nchw_geometry* g, const dml_pooling_par
             for (uint32_t kw = rw.begin; kw < rw.end; kw++) {
                 int64_t w = rw.start + (int64_t)kw * g->dilation_w;
                 float value = g->half ? _cvtsh_ss(((const uint16_t*)plane)[row + w]) : ((const float*)plane)[row + w];
-                if (!found || dml_pool_greater_f32(value, best)) {
+                if (!found || dml_nan_aware_greater(value, best)) {
                     found = true;
                     best = value;
                     best_position = (int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4] + w);

@@ -23,6 +23,9 @@ static const char usage[] = "usage: dmlrun [MODEL.json] [options]\n"
                             "  --iterations N      timed dispatches per dispatch command (default 1)\n"
                             "  --warmup N          untimed dispatches before them (default 1 when\n"
                             "                      --iterations > 1, else 0)\n"
+                            "  --output-dir DIR    where writeFile writes (default: the working directory)\n"
+                            "  --allow-any-path    let the model read and write outside its directory and\n"
+                            "                      the output directory (a model is as trusted as a script)\n"
                             "  --verbose           say what dmlrun does\n"
                             "  --version           print libdml's version\n"
                             "  --help              this text\n"
@@ -58,6 +61,10 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
             printf("dmlrun (libdml %s)\n", dmlGetVersionString());
             return 1;
         }
+        if (strcmp(argument, "--allow-any-path") == 0) {
+            options->allow_any_path = true;
+            continue;
+        }
         if (strcmp(argument, "--verbose") == 0 || strcmp(argument, "-v") == 0) {
             options->verbose = true;
             continue;
@@ -78,7 +85,8 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
         memcpy(name, argument, name_length);
         name[name_length] = '\0';
         bool known = strcmp(name, "--backend") == 0 || strcmp(name, "--threads") == 0 ||
-                     strcmp(name, "--iterations") == 0 || strcmp(name, "--warmup") == 0;
+                     strcmp(name, "--iterations") == 0 || strcmp(name, "--warmup") == 0 ||
+                     strcmp(name, "--output-dir") == 0;
         if (!known) {
             fprintf(stderr, "dmlrun: unknown option '%s'\n%s", argument, usage);
             return 2;
@@ -100,8 +108,10 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
                 fprintf(stderr, "dmlrun: --backend is cpu or cuda, not '%s'\n", value);
                 return 2;
             }
+        } else if (strcmp(name, "--output-dir") == 0) {
+            options->output_dir = value;
         } else if (strcmp(name, "--threads") == 0) {
-            if (!parse_count(name, value, 65536, &options->threads)) return 2;
+            if (!parse_count(name, value, DML_MAX_THREAD_COUNT, &options->threads)) return 2;
         } else if (strcmp(name, "--iterations") == 0) {
             if (!parse_count(name, value, 1000000, &options->iterations)) return 2;
             if (options->iterations == 0) {
@@ -127,7 +137,7 @@ int main(int argc, char** argv) {
      * reports as not implemented yet are skipped with a note there. */
     options.skip_unimplemented = model_path == NULL;
 
-    dmlrun_model model = {0};
+    dmlrun_model model = {.output_directory = options.output_dir, .allow_any_path = options.allow_any_path};
     bool ok = model_path
                   ? dmlrun_load_model(&model, model_path)
                   : dmlrun_load_model_text(&model, dmlrun_default_model, dmlrun_default_model_size, "(built-in tour)");

@@ -101,9 +101,16 @@ test-format: setup
 # then the fuzz targets.
 test: test-format test-release test-python test-asan test-tsan test-fuzz
 
-# Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
+# Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU): every
+# bench_* program built, each printing its table and writing
+# $(BUILD_DIR)/bench/<program>.csv beside it.
 bench: build
-	$(BUILD_DIR)/bench/bench_max_pooling
+	@set -e; for program in $(BUILD_DIR)/bench/bench_*; do \
+	  case "$$program" in *.csv) continue;; esac; \
+	  [ -f "$$program" ] && [ -x "$$program" ] || continue; \
+	  echo "== $$program (CSV: $$program.csv)"; \
+	  "$$program" --csv "$$program.csv"; \
+	done
 
 # libdml.torch.roi_align against torchvision.ops.roi_align, forward and backward.
 bench-python: python-package

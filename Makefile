@@ -98,6 +98,7 @@ test: test-format test-release test-python test-asan test-tsan test-fuzz
 # Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
 bench: build
 	$(BUILD_DIR)/bench/bench_max_pooling
+	if [ -x $(BUILD_DIR)/bench/bench_cuda ] && nvidia-smi -L > /dev/null 2>&1; then bench/gpu_bench.sh $(BUILD_DIR); fi
 
 # libdml.torch.roi_align against torchvision.ops.roi_align, forward and backward.
 bench-python: python-package

@@ -22,7 +22,9 @@ for workload in ${NCU:-}; do
   # The first case (FLOAT32, NCHW): its three dispatches.
   ncu --launch-count 8 --metrics \
     gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed \
-    "$build/bench/bench_cuda" --only "$workload" --first-case > "$logs/ncu_$workload.txt" 2>&1
-  echo "== ncu $workload (FLOAT32 NCHW, first dispatch)"
-  grep -E '^  [a-zA-Z_].*\(|gpu__time_duration|dram__bytes|dram__throughput|sm__throughput' "$logs/ncu_$workload.txt" | head -40
+    "$build/bench/bench_cuda" --only "$workload" --first-case > "$logs/ncu_one.txt" 2>&1
+  echo "== ncu $workload (FLOAT32 NCHW, first dispatch)" | tee -a "$logs/ncu.txt"
+  grep -E '^  [a-zA-Z_].*\(|gpu__time_duration|dram__bytes|dram__throughput|sm__throughput' "$logs/ncu_one.txt" \
+    | head -40 | tee -a "$logs/ncu.txt"
+  rm -f "$logs/ncu_one.txt"
 done

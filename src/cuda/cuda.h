@@ -65,5 +65,9 @@ unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned t
 #define DML_CUDA_GENERIC_IMPL(ID, name) extern const dml_impl dml_cuda_##name##_generic;
 DML_KERNEL_LIST(DML_CUDA_GENERIC_IMPL)
 #undef DML_CUDA_GENERIC_IMPL
+/* Fast paths, before the generic ones in their lists. */
+extern const dml_impl dml_cuda_max_pooling_nchw;
+extern const dml_impl dml_cuda_max_pooling_grad_nchw;
+extern const dml_impl dml_cuda_roi_align_grad_nchw;
 
 #endif

@@ -1008,7 +1008,8 @@ TEST_CASE(cuda_binding_errors_keep_device) {
 
 /* ---- ROI families: CPU vs CUDA (roi_cases.h) ---- */
 
-static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
+/* packed: input and output packed NCHW, which CUDA runs as "roi_pooling/cuda/nchw". */
+static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, bool packed) {
     DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
     uint32_t batch = test_rand_range(1, 3), channels = large ? 64 : test_rand_range(1, 4);
     uint32_t height = large ? 61 : test_rand_range(1, 12), width = large ? 83 : test_rand_range(1, 12);
@@ -1020,6 +1021,7 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
     test_layout layouts[3] = {large ? TEST_LAYOUT_PERMUTED : test_random_layout(true),
                               large ? TEST_LAYOUT_PACKED : test_random_layout(true),
                               large ? TEST_LAYOUT_PADDED : test_random_layout(false)};
+    if (packed) layouts[0] = layouts[2] = test_rand_bool() ? TEST_LAYOUT_PACKED : TEST_LAYOUT_EXPLICIT;
     twin_buffer input, rois, output;
     twin_init(&input, type, 4, in_sizes, layouts[0]);
     twin_init(&rois, type, 4, roi_sizes, layouts[1]);
@@ -1043,6 +1045,10 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
     snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g layouts %s/%s/%s",
              dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale,
              test_layout_name(layouts[0]), test_layout_name(layouts[1]), test_layout_name(layouts[2]));
+    if (packed) {
+        const char* name = cuda_implementation_of(cuda, &op);
+        EXPECT(strcmp(name, "roi_pooling/cuda/nchw") == 0, "CUDA chose %s; %s", name, context);
+    }
     HRESULT cpu_status =
         test_run(cpu, &op, 2, (test_buffer*[]){&input.cpu, &rois.cpu}, 1, (test_buffer*[]){&output.cpu});
     HRESULT cuda_status =
@@ -1063,9 +1069,12 @@ TEST_CASE(cuda_roi_pooling_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, false);
+        compare_roi_pooling(cpu, cuda, false, false);
     /* More outputs than one pass of the grid: every thread loops. */
-    compare_roi_pooling(cpu, cuda, true);
+    compare_roi_pooling(cpu, cuda, true, false);
+    /* The packed NCHW fast path, small and large (more tasks than blocks). */
+    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
+        compare_roi_pooling(cpu, cuda, iteration % 100 == 99, true);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
@@ -1118,6 +1127,31 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
         roi_align_run run;
         roi_align_grad_setup(&run, &c, with_input, want_output_gradient, want_roi_gradient);
         compare_roi_align_run(cpu, cuda, &run, 2);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* The forward pass on packed NCHW input and output ("roi_align/cuda/nchw"):
+ * the CPU's bits, adaptive sample counts, MAX and AVERAGE, both interpolations. */
+TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 304 && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        if (iteration < 300)
+            random_roi_align_case(&c);
+        else
+            large_roi_align_case(&c, iteration - 300);
+        c.layouts[L_INPUT] = c.layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
+        roi_align_case_describe(&c);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        const char* name = cuda_implementation_of(cuda, &run.op);
+        EXPECT(strcmp(name, "roi_align/cuda/nchw") == 0, "CUDA chose %s; %s", name, run.context);
+        compare_roi_align_run(cpu, cuda, &run, 1);
         roi_align_run_free(&run);
         roi_align_case_free(&c);
     }

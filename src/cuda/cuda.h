@@ -61,6 +61,13 @@ HRESULT dml_cuda_check_launch(const char* kernel_name);
  * never more than the items need. */
 unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned threads);
 
+/* A 4-D tensor stored packed in NCHW order (the layout class of the
+ * "<kernel>/cuda/nchw" fast paths). */
+static inline bool dml_cuda_packed_nchw(const dml_tensor& t) {
+    return t.rank == 4 && t.strides[3] == 1 && t.strides[2] == t.sizes[3] &&
+           t.strides[1] == (uint64_t)t.sizes[2] * t.sizes[3] && t.strides[0] == (uint64_t)t.sizes[1] * t.strides[1];
+}
+
 /* ---- Implementations (one .cu per family) and their lists (cuda_backend.cu) ---- */
 #define DML_CUDA_GENERIC_IMPL(ID, name) extern const dml_impl dml_cuda_##name##_generic;
 DML_KERNEL_LIST(DML_CUDA_GENERIC_IMPL)
@@ -68,6 +75,8 @@ DML_KERNEL_LIST(DML_CUDA_GENERIC_IMPL)
 /* Fast paths, before the generic ones in their lists. */
 extern const dml_impl dml_cuda_max_pooling_nchw;
 extern const dml_impl dml_cuda_max_pooling_grad_nchw;
+extern const dml_impl dml_cuda_roi_align_nchw;
 extern const dml_impl dml_cuda_roi_align_grad_nchw;
+extern const dml_impl dml_cuda_roi_pooling_nchw;
 
 #endif

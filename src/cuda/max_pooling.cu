@@ -340,11 +340,6 @@ struct nchw_plan {
     unsigned blocks;
 };
 
-bool packed_nchw(const dml_tensor& t) {
-    return t.rank == 4 && t.strides[3] == 1 && t.strides[2] == t.sizes[3] &&
-           t.strides[1] == (uint64_t)t.sizes[2] * t.sizes[3] && t.strides[0] == (uint64_t)t.sizes[1] * t.strides[1];
-}
-
 /* Windows along one dimension that never overlap and cover the input. */
 bool tiles_dimension(const dml_pooling_params& p, int dim, uint32_t in, uint32_t out) {
     return p.window[dim] == p.strides[dim] && p.dilations[dim] == 1 && p.start_padding[dim] == 0 &&
@@ -357,7 +352,8 @@ nchw_plan* plan_nchw(const dml_tensor& input, const dml_tensor& pooled, const dm
                      bool* declined) {
     *declined = true;
     if (input.type != DML_TENSOR_DATA_TYPE_FLOAT32 && input.type != DML_TENSOR_DATA_TYPE_FLOAT16) return nullptr;
-    if (!packed_nchw(input) || !packed_nchw(pooled) || input.element_count > INT32_MAX) return nullptr;
+    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(pooled) || input.element_count > INT32_MAX)
+        return nullptr;
     for (int dim = 1; dim < 3; dim++) { /* window and input positions, padding included, in int32 */
         uint64_t window = (uint64_t)p.window[dim] * p.dilations[dim] + p.start_padding[dim] + p.strides[dim];
         if ((uint64_t)pooled.sizes[1 + dim] * p.strides[dim] + window > INT32_MAX ||
@@ -508,7 +504,7 @@ HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EX
     const dml_tensor& output = op->outputs[DML_POOL_OUTPUT].tensor;
     const dml_tensor* indices =
         op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : nullptr;
-    if (indices && indices->present && !packed_nchw(*indices)) return S_FALSE;
+    if (indices && indices->present && !dml_cuda_packed_nchw(*indices)) return S_FALSE;
     bool declined;
     nchw_plan* n =
         plan_nchw(op->inputs[DML_POOL_INPUT].tensor, output, *(const dml_pooling_params*)op->params, plan, &declined);
@@ -653,7 +649,7 @@ HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECU
     (void)flags;
     const dml_tensor& input = op->inputs[DML_POOL_INPUT].tensor;
     const dml_tensor& dy = op->inputs[DML_POOL_INPUT_GRADIENT].tensor;
-    if (!packed_nchw(op->outputs[DML_POOL_OUTPUT].tensor)) return S_FALSE;
+    if (!dml_cuda_packed_nchw(op->outputs[DML_POOL_OUTPUT].tensor)) return S_FALSE;
     const dml_pooling_params& p = *(const dml_pooling_params*)op->params;
     bool declined;
     nchw_plan* n = plan_nchw(input, dy, p, plan, &declined);

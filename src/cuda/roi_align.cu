@@ -177,26 +177,20 @@ struct forward_problem {
     uint64_t count; /* output elements */
 };
 
-template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
-    const dml_roi_align_params& p = f.params;
-    const align_shape& s = f.shape;
-    const output_coords o = output_coords_of(s, i);
-    const uint32_t r = o.r, c = o.c, oy = o.oy, ox = o.ox;
-    uint64_t out = r * f.out_strides[0] + c * f.out_strides[1] + oy * f.out_strides[2] + ox * f.out_strides[3];
-    roi_region region = region_make<T>(f.source, r, p, s);
-    if (region.batch >= s.batch) { /* RA-12: no image to read */
-        store_value((T*)f.output, out, p.out_of_bounds_value);
-        return;
-    }
-    plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+/* The value of output (oy, ox) of an imaged region: its samples in §4.4
+ * order (X outer, Y inner) summed in FLOAT64 or maximised. sample_x(tx) and
+ * sample_y(ty) give the samples of each axis (computed, or precomputed). */
+template <class T, class SampleX, class SampleY>
+DML_CUDA_FN float reduce_output(const dml_roi_align_params& p, const roi_region& region, const plane_view<T>& plane,
+                                uint32_t oy, uint32_t ox, SampleX sample_x, SampleY sample_y) {
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
     double sum = 0.0;
     float best = 0.0f;
     bool first = true;
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
-        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
+        dml_roi_axis_sample sx = sample_x(tx);
         for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
-            dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
+            dml_roi_axis_sample sy = sample_y(ty);
             /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
             float value =
                 sx.outside || sy.outside ? p.out_of_bounds_value : sample_value(plane, sx, sy, p.interpolation_linear);
@@ -209,7 +203,24 @@ template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, ui
             }
         }
     }
-    store_value((T*)f.output, out, p.reduction_max ? best : dml_roi_average(sum, &region.x, &region.y));
+    return p.reduction_max ? best : dml_roi_average(sum, &region.x, &region.y);
+}
+
+template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
+    const dml_roi_align_params& p = f.params;
+    const align_shape& s = f.shape;
+    const output_coords o = output_coords_of(s, i);
+    const uint32_t r = o.r, c = o.c, oy = o.oy, ox = o.ox;
+    uint64_t out = r * f.out_strides[0] + c * f.out_strides[1] + oy * f.out_strides[2] + ox * f.out_strides[3];
+    roi_region region = region_make<T>(f.source, r, p, s);
+    if (region.batch >= s.batch) { /* RA-12: no image to read */
+        store_value((T*)f.output, out, p.out_of_bounds_value);
+        return;
+    }
+    plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+    auto sample_x = [&](uint64_t tx) { return dml_roi_axis_sample_at(&region.x, tx, &p); };
+    auto sample_y = [&](uint64_t ty) { return dml_roi_axis_sample_at(&region.y, ty, &p); };
+    store_value((T*)f.output, out, reduce_output(p, region, plane, oy, ox, sample_x, sample_y));
 }
 
 template <class T> __global__ void roi_align_forward(const forward_problem f) {
@@ -803,6 +814,86 @@ HRESULT run_grad(const dml_kernel_args* args) {
     return is_half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
 }
 
+/* ---- Forward, packed NCHW input and output: "roi_align/cuda/nchw" ----
+ * One block per (ROI, chunk of channels): the region and every X and Y
+ * sample of the ROI (at most MaximumSamplesPerOutput per output along each
+ * axis) computed once into shared memory, then one thread per (channel, oy,
+ * ox), ox fastest, reducing its samples as forward_element does. */
+
+struct forward_nchw_plan {
+    uint32_t channel_chunk, chunks;
+    unsigned blocks;
+    size_t shared_bytes; /* (OW + OH) * MaximumSamplesPerOutput samples */
+};
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward_problem f, const forward_nchw_plan n) {
+    extern __shared__ dml_roi_axis_sample samples[]; /* X samples, then Y samples */
+    __shared__ roi_region region;
+    const dml_roi_align_params& p = f.params;
+    const align_shape& s = f.shape;
+    const uint32_t outputs = s.out_height * s.out_width;
+    for (uint64_t task = blockIdx.x; task < (uint64_t)s.roi_count * n.chunks; task += gridDim.x) {
+        uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * n.channel_chunk;
+        __syncthreads(); /* the previous task is done with the samples */
+        if (threadIdx.x == 0) region = region_make<T>(f.source, r, p, s);
+        __syncthreads();
+        uint32_t count_x = (uint32_t)region.x.count, count_y = (uint32_t)region.y.count;
+        for (uint32_t t = threadIdx.x; t < count_x + count_y; t += blockDim.x)
+            samples[t] = t < count_x ? dml_roi_axis_sample_at(&region.x, t, &p)
+                                     : dml_roi_axis_sample_at(&region.y, t - count_x, &p);
+        __syncthreads();
+        const dml_roi_axis_sample* ys = samples + count_x;
+        uint32_t c_end = c0 + n.channel_chunk < s.channels ? c0 + n.channel_chunk : s.channels;
+        for (uint32_t e = threadIdx.x; e < (c_end - c0) * outputs; e += blockDim.x) {
+            uint32_t c = c0 + e / outputs, oy = e % outputs / s.out_width, ox = e % s.out_width;
+            uint64_t out = ((uint64_t)r * s.channels + c) * outputs + e % outputs;
+            if (region.batch >= s.batch) { /* RA-12 */
+                store_value((T*)f.output, out, p.out_of_bounds_value);
+                continue;
+            }
+            plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+            auto sample_x = [&](uint64_t tx) { return samples[tx]; };
+            auto sample_y = [&](uint64_t ty) { return ys[ty]; };
+            store_value((T*)f.output, out, reduce_output(p, region, plane, oy, ox, sample_x, sample_y));
+        }
+    }
+}
+
+HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& input = op->inputs[DML_ROI_ALIGN_INPUT].tensor;
+    const dml_tensor& output = op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
+    const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
+    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
+    size_t shared_bytes = ((size_t)output.sizes[2] + output.sizes[3]) * p.max_samples * sizeof(dml_roi_axis_sample);
+    if (shared_bytes > 24576) return S_FALSE;
+    forward_nchw_plan* n = (forward_nchw_plan*)dml_plan_state(plan, sizeof(forward_nchw_plan));
+    if (n == nullptr) return E_OUTOFMEMORY;
+    uint32_t outputs = output.sizes[2] * output.sizes[3]; /* <= 2^32 - 1 elements (spec T-1) */
+    n->channel_chunk = outputs >= 1024 ? 1 : 1024 / outputs;
+    if (n->channel_chunk > input.sizes[1]) n->channel_chunk = input.sizes[1];
+    n->chunks = (input.sizes[1] + n->channel_chunk - 1) / n->channel_chunk;
+    uint64_t tasks = (uint64_t)output.sizes[0] * n->chunks;
+    uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 32;
+    n->blocks = (unsigned)(tasks < enough ? tasks : enough);
+    n->shared_bytes = shared_bytes;
+    return S_OK;
+}
+
+HRESULT run_forward_nchw(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const forward_nchw_plan& n = *DML_PLAN_STATE(args, forward_nchw_plan);
+    forward_problem f = forward_problem_make(args);
+    cudaStream_t stream = dml_cuda_stream(args);
+    if (args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
+        roi_align_forward_nchw<uint16_t><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+    else
+        roi_align_forward_nchw<float><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+    return dml_cuda_check_launch("roi_align_forward_nchw");
+}
+
 /* ---- OutputGradientTensor in one launch: "roi_align_grad/cuda/nchw" ----
  *
  * For AVERAGE with a fixed sample count (MinimumSamplesPerOutput ==
@@ -988,11 +1079,6 @@ struct listed_plan {
     uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes;
 };
 
-bool packed_nchw(const dml_tensor& t) {
-    return t.rank == 4 && t.strides[3] == 1 && t.strides[2] == t.sizes[3] &&
-           t.strides[1] == (uint64_t)t.sizes[2] * t.sizes[3] && t.strides[0] == (uint64_t)t.sizes[1] * t.strides[1];
-}
-
 template <class T> cudaError_t listed_blocks_per_multiprocessor(int* blocks) {
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, roi_align_grad_listed<T>, kThreads, 0);
 }
@@ -1003,7 +1089,7 @@ HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXE
     const dml_tensor& dy = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
     const dml_tensor& dx = op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
     if (p.reduction_max || p.min_samples != p.max_samples || has_box_gradient(op) || !dx.present) return S_FALSE;
-    if (!packed_nchw(dy) || !packed_nchw(dx)) return S_FALSE;
+    if (!dml_cuda_packed_nchw(dy) || !dml_cuda_packed_nchw(dx)) return S_FALSE;
     dml_kernel_args shapes_only = {};
     shapes_only.op = op;
     shapes_only.device = device;
@@ -1090,3 +1176,4 @@ const dml_impl dml_cuda_roi_align_generic = {"roi_align/cuda/strided", DML_ISA_G
 const dml_impl dml_cuda_roi_align_grad_generic = {"roi_align_grad/cuda/strided", DML_ISA_GENERIC, plan_grad, run_grad};
 const dml_impl dml_cuda_roi_align_grad_nchw = {"roi_align_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_listed,
                                                run_grad_listed};
+const dml_impl dml_cuda_roi_align_nchw = {"roi_align/cuda/nchw", DML_ISA_GENERIC, plan_forward_nchw, run_forward_nchw};

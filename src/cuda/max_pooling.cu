@@ -599,17 +599,40 @@ __device__ window_span covering_span(const dml_pooling_params& p, int dim, uint3
     return s;
 }
 
+/* The elements of a row-major range `width` wide, visited blockDim.x apart
+ * from threadIdx.x: (row, column) advanced without divisions. */
+struct row_walker {
+    uint32_t row, column, row_step, column_step, width;
+    __device__ explicit row_walker(uint32_t columns)
+        : row(threadIdx.x / columns), column(threadIdx.x % columns), row_step(blockDim.x / columns),
+          column_step(blockDim.x % columns), width(columns) {}
+    __device__ void next() {
+        row += row_step;
+        column += column_step;
+        if (column >= width) {
+            column -= width;
+            row++;
+        }
+    }
+};
+
 /* Gradient, gather form: block b handles input rows [band * band_rows, ...)
  * of plane b / bands. The windows that cover the band are rows
  * [first, last] of the plane's windows; their argmaxes go to shared memory,
  * then each element sums, in increasing (oh, ow), the gradient of the windows
- * whose argmax it is: the strided gather's order and precision. */
+ * whose argmax it is: the strided gather's order and precision. The covering
+ * windows of every column, and of the band's rows, are computed once into
+ * shared memory too. */
 template <class V>
 __global__ void __launch_bounds__(kThreads)
     max_pooling_grad_bands(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient) {
     typedef typename V::T T;
-    extern __shared__ uint32_t argmax[]; /* [band_windows][out_width] */
+    extern __shared__ window_span spans[]; /* [width] columns, [band_rows] rows, then the argmaxes */
+    window_span* row_spans = spans + n.width;
+    uint32_t* argmax = (uint32_t*)(row_spans + n.band_rows); /* [band_windows][out_width] */
     const dml_pooling_params& p = n.params;
+    for (uint32_t x = threadIdx.x; x < n.width; x += blockDim.x)
+        spans[x] = covering_span(p, 2, x, n.out_width);
     uint32_t bands = (n.height + n.band_rows - 1) / n.band_rows;
     for (uint32_t b = blockIdx.x; b < n.count; b += gridDim.x) {
         uint32_t plane = b / bands, y0 = (b % bands) * n.band_rows;
@@ -617,20 +640,19 @@ __global__ void __launch_bounds__(kThreads)
         uint64_t plane_base = (uint64_t)plane * n.height * n.width;
         const T* in = (const T*)input + plane_base;
         const T* dy = (const T*)input_gradient + (uint64_t)plane * n.out_height * n.out_width;
-        cover_range top = covering_outputs(p, 1, y0, n.out_height),
-                    bottom = covering_outputs(p, 1, y1 - 1, n.out_height);
-        uint32_t first = (uint32_t)top.first,
-                 rows = bottom.last >= top.first ? (uint32_t)(bottom.last - top.first + 1) : 0;
-        __syncthreads(); /* the previous band's gather is done with argmax */
-        for (uint32_t j = threadIdx.x; j < rows * n.out_width; j += blockDim.x) {
-            uint32_t oh = first + j / n.out_width, ow = j % n.out_width;
-            argmax[j] = argmax_2d<V>(in, n, (int32_t)(oh * p.strides[1]) - (int32_t)p.start_padding[1],
-                                     (int32_t)(ow * p.strides[2]) - (int32_t)p.start_padding[2]);
-        }
+        window_span top = covering_span(p, 1, y0, n.out_height), bottom = covering_span(p, 1, y1 - 1, n.out_height);
+        uint32_t first = top.first, rows = bottom.end > top.first ? bottom.end - top.first : 0;
+        __syncthreads(); /* the previous band is done with argmax and row_spans */
+        for (uint32_t y = y0 + threadIdx.x; y < y1; y += blockDim.x)
+            row_spans[y - y0] = covering_span(p, 1, y, n.out_height);
+        for (row_walker w(n.out_width); w.row < rows; w.next())
+            argmax[w.row * n.out_width + w.column] =
+                argmax_2d<V>(in, n, (int32_t)((first + w.row) * p.strides[1]) - (int32_t)p.start_padding[1],
+                             (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
         __syncthreads();
-        for (uint32_t e = threadIdx.x; e < (y1 - y0) * n.width; e += blockDim.x) {
-            uint32_t y = y0 + e / n.width, x = e % n.width, position = y * n.width + x;
-            window_span sh = covering_span(p, 1, y, n.out_height), sw = covering_span(p, 2, x, n.out_width);
+        for (row_walker w(n.width); w.row < y1 - y0; w.next()) {
+            uint32_t position = (y0 + w.row) * n.width + w.column;
+            window_span sh = row_spans[w.row], sw = spans[w.column];
             float sum = 0.0f;
             for (uint32_t oh = sh.first; oh < sh.end; oh++) {
                 if (!sh.on_tap(oh)) continue;
@@ -643,6 +665,12 @@ __global__ void __launch_bounds__(kThreads)
             ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
         }
     }
+}
+
+/* Shared memory of max_pooling_grad_bands. */
+size_t bands_shared_bytes(const nchw_plan& n) {
+    return ((size_t)n.width + n.band_rows) * sizeof(window_span) +
+           (size_t)n.band_windows * n.out_width * sizeof(uint32_t);
 }
 
 HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
@@ -668,7 +696,8 @@ HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECU
     uint64_t reach = (uint64_t)(p.window[1] - 1) * p.dilations[1];
     n->band_windows = (uint32_t)((n->band_rows - 1 + reach) / p.strides[1] + 1);
     if (n->band_windows > n->out_height) n->band_windows = n->out_height;
-    if ((uint64_t)n->band_windows * n->out_width * sizeof(uint32_t) > 32768) return S_FALSE;
+    if ((uint64_t)n->width + n->band_rows > 1536 || (uint64_t)n->band_windows * n->out_width > 4096)
+        return S_FALSE; /* shared memory within the default 48 KB */
     n->count = (uint64_t)n->planes * ((n->height + n->band_rows - 1) / n->band_rows);
     uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 16;
     n->blocks = (unsigned)(n->count < enough ? n->count : enough);
@@ -683,8 +712,7 @@ template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const n
     void* dx = args->outputs[DML_POOL_OUTPUT];
     cudaStream_t stream = dml_cuda_stream(args);
     if (!n.tiles_exact) {
-        size_t shared = (size_t)n.band_windows * n.out_width * sizeof(uint32_t);
-        max_pooling_grad_bands<V><<<n.blocks, kThreads, shared, stream>>>(n, input, dy, dx);
+        max_pooling_grad_bands<V><<<n.blocks, kThreads, bands_shared_bytes(n), stream>>>(n, input, dy, dx);
         return dml_cuda_check_launch("max_pooling_grad_bands");
     }
     if (n.tiles_2x2 && aligned_to(input, 4 * sizeof(T)) && aligned_to(dx, 4 * sizeof(T)) &&

@@ -688,16 +688,16 @@ HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECU
         n->blocks = grid_blocks(device, n->count);
         return S_OK;
     }
-    /* Bands of about 16 elements per thread; the window rows that can
-     * cover `band_rows` input rows: those o with o * stride in a span of
-     * band_rows - 1 + reach. */
+    /* Bands of about 16 elements per thread and at most 256 rows; the window
+     * rows that can cover `band_rows` input rows: those o with o * stride in
+     * a span of band_rows - 1 + reach. */
     uint32_t rows = (16 * kThreads) / n->width;
-    n->band_rows = rows < 1 ? 1 : rows > n->height ? n->height : rows;
+    n->band_rows = rows < 1 ? 1 : rows > 256 ? 256 : rows;
+    if (n->band_rows > n->height) n->band_rows = n->height;
     uint64_t reach = (uint64_t)(p.window[1] - 1) * p.dilations[1];
-    n->band_windows = (uint32_t)((n->band_rows - 1 + reach) / p.strides[1] + 1);
-    if (n->band_windows > n->out_height) n->band_windows = n->out_height;
-    if ((uint64_t)n->width + n->band_rows > 1536 || (uint64_t)n->band_windows * n->out_width > 4096)
-        return S_FALSE; /* shared memory within the default 48 KB */
+    uint64_t band_windows = (n->band_rows - 1 + reach) / p.strides[1] + 1;
+    n->band_windows = (uint32_t)(band_windows < n->out_height ? band_windows : n->out_height);
+    if (n->width > 4096 || bands_shared_bytes(*n) > 48 * 1024) return S_FALSE; /* the default shared memory limit */
     n->count = (uint64_t)n->planes * ((n->height + n->band_rows - 1) / n->band_rows);
     uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 16;
     n->blocks = (unsigned)(n->count < enough ? n->count : enough);

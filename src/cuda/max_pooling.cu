@@ -416,6 +416,19 @@ template <class I> __device__ void store_index(void* indices, uint64_t at, uint6
     ((I*)indices)[at] = (I)index;
 }
 
+/* Window (output element) i of the packed {planes, OH, OW} windows: its
+ * row, column and the offset of its input plane. */
+struct window_at {
+    uint32_t oh, ow;
+    uint64_t plane_base;
+};
+
+__device__ window_at window_of(const nchw_plan& n, uint32_t i) {
+    uint32_t rest = i / n.out_width;
+    window_at at = {rest % n.out_height, i % n.out_width, (uint64_t)(rest / n.out_height) * n.height * n.width};
+    return at;
+}
+
 /* One thread per output element. */
 template <class V, class I>
 __global__ void __launch_bounds__(kThreads)
@@ -423,9 +436,9 @@ __global__ void __launch_bounds__(kThreads)
     typedef typename V::T T;
     const dml_pooling_params& p = n.params;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
-        uint32_t ow = i % n.out_width, rest = i / n.out_width;
-        uint32_t oh = rest % n.out_height, plane = rest / n.out_height;
-        uint64_t plane_base = (uint64_t)plane * n.height * n.width;
+        window_at at = window_of(n, i);
+        uint32_t oh = at.oh, ow = at.ow;
+        uint64_t plane_base = at.plane_base;
         const T* in = (const T*)input + plane_base;
         uint32_t position = argmax_2d<V>(in, n, (int32_t)(oh * p.strides[1]) - (int32_t)p.start_padding[1],
                                          (int32_t)(ow * p.strides[2]) - (int32_t)p.start_padding[2]);
@@ -533,9 +546,9 @@ __global__ void __launch_bounds__(kThreads)
     typedef typename V::T T;
     const dml_pooling_params& p = n.params;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
-        uint32_t ow = i % n.out_width, rest = i / n.out_width;
-        uint32_t oh = rest % n.out_height, plane = rest / n.out_height;
-        uint64_t plane_base = (uint64_t)plane * n.height * n.width;
+        window_at at = window_of(n, i);
+        uint32_t oh = at.oh, ow = at.ow;
+        uint64_t plane_base = at.plane_base;
         const T* in = (const T*)input + plane_base;
         T* dx = (T*)output_gradient + plane_base;
         uint32_t h0 = oh * p.window[1], w0 = ow * p.window[2];

@@ -821,8 +821,7 @@ HRESULT run_grad(const dml_kernel_args* args) {
  * ox), ox fastest, reducing its samples as forward_element does. */
 
 struct forward_nchw_plan {
-    uint32_t channel_chunk, chunks;
-    unsigned blocks;
+    dml_cuda_roi_tasks tasks;
     size_t shared_bytes; /* (OW + OH) * MaximumSamplesPerOutput samples */
 };
 
@@ -833,8 +832,9 @@ __global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward
     const dml_roi_align_params& p = f.params;
     const align_shape& s = f.shape;
     const uint32_t outputs = s.out_height * s.out_width;
-    for (uint64_t task = blockIdx.x; task < (uint64_t)s.roi_count * n.chunks; task += gridDim.x) {
-        uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * n.channel_chunk;
+    const dml_cuda_roi_tasks& tasks = n.tasks;
+    for (uint64_t task = blockIdx.x; task < (uint64_t)s.roi_count * tasks.chunks; task += gridDim.x) {
+        uint32_t r = (uint32_t)(task / tasks.chunks), c0 = (uint32_t)(task % tasks.chunks) * tasks.channel_chunk;
         __syncthreads(); /* the previous task is done with the samples */
         if (threadIdx.x == 0) region = region_make<T>(f.source, r, p, s);
         __syncthreads();
@@ -844,7 +844,7 @@ __global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward
                                      : dml_roi_axis_sample_at(&region.y, t - count_x, &p);
         __syncthreads();
         const dml_roi_axis_sample* ys = samples + count_x;
-        uint32_t c_end = c0 + n.channel_chunk < s.channels ? c0 + n.channel_chunk : s.channels;
+        uint32_t c_end = c0 + tasks.channel_chunk < s.channels ? c0 + tasks.channel_chunk : s.channels;
         for (uint32_t e = threadIdx.x; e < (c_end - c0) * outputs; e += blockDim.x) {
             uint32_t c = c0 + e / outputs, oy = e % outputs / s.out_width, ox = e % s.out_width;
             uint64_t out = ((uint64_t)r * s.channels + c) * outputs + e % outputs;
@@ -871,12 +871,7 @@ HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EX
     forward_nchw_plan* n = (forward_nchw_plan*)dml_plan_state(plan, sizeof(forward_nchw_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
     uint32_t outputs = output.sizes[2] * output.sizes[3]; /* <= 2^32 - 1 elements (spec T-1) */
-    n->channel_chunk = outputs >= 1024 ? 1 : 1024 / outputs;
-    if (n->channel_chunk > input.sizes[1]) n->channel_chunk = input.sizes[1];
-    n->chunks = (input.sizes[1] + n->channel_chunk - 1) / n->channel_chunk;
-    uint64_t tasks = (uint64_t)output.sizes[0] * n->chunks;
-    uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 32;
-    n->blocks = (unsigned)(tasks < enough ? tasks : enough);
+    n->tasks = dml_cuda_plan_roi_tasks(device, output.sizes[0], input.sizes[1], outputs, 1024);
     n->shared_bytes = shared_bytes;
     return S_OK;
 }
@@ -888,9 +883,9 @@ HRESULT run_forward_nchw(const dml_kernel_args* args) {
     forward_problem f = forward_problem_make(args);
     cudaStream_t stream = dml_cuda_stream(args);
     if (args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
-        roi_align_forward_nchw<uint16_t><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+        roi_align_forward_nchw<uint16_t><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
     else
-        roi_align_forward_nchw<float><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+        roi_align_forward_nchw<float><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
     return dml_cuda_check_launch("roi_align_forward_nchw");
 }
 

@@ -127,8 +127,7 @@ HRESULT run_roi_pooling(const dml_kernel_args* args) {
 
 struct nchw_plan {
     roi_pooling_problem shape_only; /* pointers unset */
-    uint32_t channel_chunk, chunks; /* channels per block, blocks per ROI */
-    unsigned blocks;
+    dml_cuda_roi_tasks tasks;
     size_t shared_bytes; /* pooled_height + pooled_width bins */
 };
 
@@ -138,9 +137,10 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_p
     __shared__ dml_pooled_region region;
     const dml_roi_pooling_params& p = f.params;
     const uint32_t bins_per_channel = p.pooled_height * p.pooled_width;
-    const uint64_t tasks = (uint64_t)(f.count / ((uint64_t)f.channels * bins_per_channel)) * n.chunks;
+    const dml_cuda_roi_tasks& t = n.tasks;
+    const uint64_t tasks = (uint64_t)(f.count / ((uint64_t)f.channels * bins_per_channel)) * t.chunks;
     for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
-        uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * n.channel_chunk;
+        uint32_t r = (uint32_t)(task / t.chunks), c0 = (uint32_t)(task % t.chunks) * t.channel_chunk;
         __syncthreads(); /* the previous task is done with bins and region */
         if (threadIdx.x == 0) {
             float values[5];
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_p
             bins[i] = bin;
         }
         __syncthreads();
-        uint32_t c_end = c0 + n.channel_chunk < f.channels ? c0 + n.channel_chunk : f.channels;
+        uint32_t c_end = c0 + t.channel_chunk < f.channels ? c0 + t.channel_chunk : f.channels;
         for (uint32_t e = threadIdx.x; e < (c_end - c0) * bins_per_channel; e += blockDim.x) {
             uint32_t c = c0 + e / bins_per_channel, bin = e % bins_per_channel;
             dml_pooled_bin rows = bins[bin / p.pooled_width], columns = bins[p.pooled_height + bin % p.pooled_width];
@@ -194,14 +194,7 @@ HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_
     shapes_only.op = op;
     shapes_only.device = device;
     n->shape_only = roi_pooling_problem_make(&shapes_only);
-    /* About 2048 outputs per block. */
-    uint32_t bins = p.pooled_height * p.pooled_width;
-    n->channel_chunk = bins >= 2048 ? 1 : 2048 / bins;
-    if (n->channel_chunk > input.sizes[1]) n->channel_chunk = input.sizes[1];
-    n->chunks = (input.sizes[1] + n->channel_chunk - 1) / n->channel_chunk;
-    uint64_t tasks = (uint64_t)output.sizes[0] * n->chunks;
-    uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 32;
-    n->blocks = (unsigned)(tasks < enough ? tasks : enough);
+    n->tasks = dml_cuda_plan_roi_tasks(device, output.sizes[0], input.sizes[1], p.pooled_height * p.pooled_width, 2048);
     n->shared_bytes = shared_bytes;
     return S_OK;
 }
@@ -216,9 +209,9 @@ HRESULT run_nchw(const dml_kernel_args* args) {
     f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
     cudaStream_t stream = dml_cuda_stream(args);
     if (args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
-        roi_pooling_nchw<uint16_t><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+        roi_pooling_nchw<uint16_t><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
     else
-        roi_pooling_nchw<float><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+        roi_pooling_nchw<float><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
     return dml_cuda_check_launch("roi_pooling_nchw");
 }
 

@@ -106,11 +106,12 @@ test: test-format test-release test-python test-asan test-tsan test-fuzz
 # $(BUILD_DIR)/bench/<program>.csv beside it.
 bench: build
 	@set -e; for program in $(BUILD_DIR)/bench/bench_*; do \
-	  case "$$program" in *.csv) continue;; esac; \
+	  case "$$program" in *.csv|*/bench_cuda) continue;; esac; \
 	  [ -f "$$program" ] && [ -x "$$program" ] || continue; \
 	  echo "== $$program (CSV: $$program.csv)"; \
 	  "$$program" --csv "$$program.csv"; \
 	done
+	@if [ -x $(BUILD_DIR)/bench/bench_cuda ] && nvidia-smi -L > /dev/null 2>&1; then bench/gpu_bench.sh $(BUILD_DIR); fi
 
 # libdml.torch.roi_align against torchvision.ops.roi_align, forward and backward.
 bench-python: python-package

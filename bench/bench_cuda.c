@@ -132,15 +132,15 @@ static const char* layout_name(layout l) { return l == LAYOUT_NCHW ? "nchw" : "n
 
 /* A tensor of one benchmark: its description (4-D {N, C, H, W}, packed in
  * the layout) and its device buffer. */
-typedef struct bench_tensor {
+typedef struct gpu_tensor {
     UINT sizes[4], strides[4];
     DML_BUFFER_TENSOR_DESC buffer_desc;
     DML_TENSOR_DESC desc;
     void* data;
     uint64_t elements;
-} bench_tensor;
+} gpu_tensor;
 
-static void tensor_make(bench_tensor* t, DMLDevice* device, DML_TENSOR_DATA_TYPE type, layout l, UINT n, UINT c, UINT h,
+static void tensor_make(gpu_tensor* t, DMLDevice* device, DML_TENSOR_DATA_TYPE type, layout l, UINT n, UINT c, UINT h,
                         UINT w) {
     UINT sizes[4] = {n, c, h, w};
     memcpy(t->sizes, sizes, sizeof sizes);
@@ -158,12 +158,12 @@ static void tensor_make(bench_tensor* t, DMLDevice* device, DML_TENSOR_DATA_TYPE
     CHECK_DML(dmlAllocateBuffer(device, t->buffer_desc.TotalTensorSizeInBytes, &t->data));
 }
 
-static void tensor_free(bench_tensor* t, DMLDevice* device) {
+static void tensor_free(gpu_tensor* t, DMLDevice* device) {
     if (t->data) dmlFreeBuffer(device, t->data);
     t->data = NULL;
 }
 
-static uint64_t tensor_bytes(const bench_tensor* t) {
+static uint64_t tensor_bytes(const gpu_tensor* t) {
     return t->elements * (t->buffer_desc.DataType == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4);
 }
 
@@ -204,7 +204,7 @@ static const workload workloads[] = {
 
 /* One compiled benchmark: the operator and everything bound to it. */
 typedef struct bench_case {
-    bench_tensor tensors[8];
+    gpu_tensor tensors[8];
     unsigned tensor_count;
     DMLCompiledOperator* compiled;
     DML_BUFFER_BINDING input_buffers[6], output_buffers[6], temporary_buffer;
@@ -215,14 +215,14 @@ typedef struct bench_case {
     const char* implementation;
 } bench_case;
 
-static bench_tensor* add_tensor(bench_case* b, DMLDevice* device, DML_TENSOR_DATA_TYPE type, layout l, UINT n, UINT c,
-                                UINT h, UINT w) {
-    bench_tensor* t = &b->tensors[b->tensor_count++];
+static gpu_tensor* add_tensor(bench_case* b, DMLDevice* device, DML_TENSOR_DATA_TYPE type, layout l, UINT n, UINT c,
+                              UINT h, UINT w) {
+    gpu_tensor* t = &b->tensors[b->tensor_count++];
     tensor_make(t, device, type, l, n, c, h, w);
     return t;
 }
 
-static void bind(DML_BUFFER_BINDING* buffer, DML_BINDING_DESC* binding, const bench_tensor* t) {
+static void bind(DML_BUFFER_BINDING* buffer, DML_BINDING_DESC* binding, const gpu_tensor* t) {
     if (t == NULL) {
         *binding = (DML_BINDING_DESC){DML_BINDING_TYPE_NONE, NULL};
         return;
@@ -231,8 +231,8 @@ static void bind(DML_BUFFER_BINDING* buffer, DML_BINDING_DESC* binding, const be
     *binding = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, buffer};
 }
 
-static void bind_all(bench_case* b, const bench_tensor* const* inputs, unsigned input_count,
-                     const bench_tensor* const* outputs, unsigned output_count) {
+static void bind_all(bench_case* b, const gpu_tensor* const* inputs, unsigned input_count,
+                     const gpu_tensor* const* outputs, unsigned output_count) {
     for (unsigned i = 0; i < input_count; i++)
         bind(&b->input_buffers[i], &b->inputs[i], inputs[i]);
     for (unsigned i = 0; i < output_count; i++)
@@ -263,28 +263,28 @@ static void setup_max_pooling(bench_case* b, DMLDevice* device, const workload* 
     UINT oh = pooled_size(w->h, w), ow = pooled_size(w->w, w);
     UINT strides[2] = {w->stride, w->stride}, window[2] = {w->window, w->window};
     UINT padding[2] = {w->padding, w->padding}, dilations[2] = {1, 1};
-    bench_tensor* input = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
+    gpu_tensor* input = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
     fill_random(device, input->data, input->elements, type);
     if (w->kind == MAXPOOL_FWD) {
-        bench_tensor* output = add_tensor(b, device, type, l, w->n, w->c, oh, ow);
-        bench_tensor* indices = add_tensor(b, device, DML_TENSOR_DATA_TYPE_UINT32, l, w->n, w->c, oh, ow);
+        gpu_tensor* output = add_tensor(b, device, type, l, w->n, w->c, oh, ow);
+        gpu_tensor* indices = add_tensor(b, device, DML_TENSOR_DATA_TYPE_UINT32, l, w->n, w->c, oh, ow);
         DML_MAX_POOLING2_OPERATOR_DESC pool = {&input->desc, &output->desc, &indices->desc, 2,        strides,
                                                window,       padding,       padding,        dilations};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_MAX_POOLING2, &pool};
-        const bench_tensor* ins[] = {input};
-        const bench_tensor* outs[] = {output, indices};
+        const gpu_tensor* ins[] = {input};
+        const gpu_tensor* outs[] = {output, indices};
         bind_all(b, ins, 1, outs, 2);
         compile(b, device, &desc);
         b->bytes = tensor_bytes(input) + tensor_bytes(output) + indices->elements * 4;
     } else {
-        bench_tensor* dy = add_tensor(b, device, type, l, w->n, w->c, oh, ow);
-        bench_tensor* dx = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
+        gpu_tensor* dy = add_tensor(b, device, type, l, w->n, w->c, oh, ow);
+        gpu_tensor* dx = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
         fill_random(device, dy->data, dy->elements, type);
         DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {&input->desc, &dy->desc, &dx->desc, 2,        strides,
                                                    window,       padding,   padding,   dilations};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_MAX_POOLING_GRAD, &grad};
-        const bench_tensor* ins[] = {input, dy};
-        const bench_tensor* outs[] = {dx};
+        const gpu_tensor* ins[] = {input, dy};
+        const gpu_tensor* outs[] = {dx};
         bind_all(b, ins, 2, outs, 1);
         compile(b, device, &desc);
         b->bytes = tensor_bytes(input) + tensor_bytes(dy) + tensor_bytes(dx);
@@ -293,16 +293,16 @@ static void setup_max_pooling(bench_case* b, DMLDevice* device, const workload* 
 
 static void setup_batch_normalization(bench_case* b, DMLDevice* device, const workload* w, DML_TENSOR_DATA_TYPE type,
                                       layout l) {
-    bench_tensor* input = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
+    gpu_tensor* input = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
     fill_random(device, input->data, input->elements, type);
-    bench_tensor* scale = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+    gpu_tensor* scale = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
     fill_random(device, scale->data, scale->elements, type);
     if (w->kind != BN_TRAIN_GRAD) {
-        bench_tensor* bias = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* bias = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
         fill_random(device, bias->data, bias->elements, type);
-        bench_tensor* output = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
-        bench_tensor* mean = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
-        bench_tensor* variance = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* output = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
+        gpu_tensor* mean = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* variance = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
         DML_ACTIVATION_RELU_OPERATOR_DESC relu = {NULL, NULL};
         DML_OPERATOR_DESC relu_desc = {DML_OPERATOR_ACTIVATION_RELU, &relu};
         DML_BATCH_NORMALIZATION_TRAINING_OPERATOR_DESC bn = {&input->desc,
@@ -315,29 +315,29 @@ static void setup_batch_normalization(bench_case* b, DMLDevice* device, const wo
                                                              1e-5f,
                                                              w->kind == BN_TRAIN_RELU ? &relu_desc : NULL};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_BATCH_NORMALIZATION_TRAINING, &bn};
-        const bench_tensor* ins[] = {input, scale, bias, NULL};
-        const bench_tensor* outs[] = {output, mean, variance};
+        const gpu_tensor* ins[] = {input, scale, bias, NULL};
+        const gpu_tensor* outs[] = {output, mean, variance};
         bind_all(b, ins, 4, outs, 3);
         compile(b, device, &desc);
         /* Statistics need one read of the input, the normalization another
          * (it does not fit the L2), and one write. */
         b->bytes = 2 * tensor_bytes(input) + tensor_bytes(output);
     } else {
-        bench_tensor* dy = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
+        gpu_tensor* dy = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
         fill_random(device, dy->data, dy->elements, type);
-        bench_tensor* mean = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
-        bench_tensor* variance = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* mean = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* variance = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
         fill_constant(device, mean->data, mean->elements, type, 0.0f);
         fill_constant(device, variance->data, variance->elements, type, 1.0f);
-        bench_tensor* dx = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
-        bench_tensor* dscale = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
-        bench_tensor* dbias = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* dx = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
+        gpu_tensor* dscale = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* dbias = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
         DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC grad = {&input->desc,    &dy->desc,    &mean->desc,
                                                                     &variance->desc, &scale->desc, &dx->desc,
                                                                     &dscale->desc,   &dbias->desc, 1e-5f};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD, &grad};
-        const bench_tensor* ins[] = {input, dy, mean, variance, scale};
-        const bench_tensor* outs[] = {dx, dscale, dbias};
+        const gpu_tensor* ins[] = {input, dy, mean, variance, scale};
+        const gpu_tensor* outs[] = {dx, dscale, dbias};
         bind_all(b, ins, 5, outs, 3);
         compile(b, device, &desc);
         /* The reductions read x and dy, the gradient reads them again and writes dx. */
@@ -379,19 +379,19 @@ static void upload_rois(DMLDevice* device, const workload* w, DML_TENSOR_DATA_TY
 }
 
 static void setup_roi(bench_case* b, DMLDevice* device, const workload* w, DML_TENSOR_DATA_TYPE type, layout l) {
-    bench_tensor* input = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
+    gpu_tensor* input = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
     fill_random(device, input->data, input->elements, type);
     bool pooling = w->kind == ROI_POOL;
-    bench_tensor* rois = add_tensor(b, device, type, LAYOUT_NCHW, 1, 1, w->rois, pooling ? 5 : 4);
-    bench_tensor* batch =
+    gpu_tensor* rois = add_tensor(b, device, type, LAYOUT_NCHW, 1, 1, w->rois, pooling ? 5 : 4);
+    gpu_tensor* batch =
         pooling ? NULL : add_tensor(b, device, DML_TENSOR_DATA_TYPE_UINT32, LAYOUT_NCHW, 1, 1, 1, w->rois);
     upload_rois(device, w, type, pooling, rois->data, batch ? batch->data : NULL);
-    bench_tensor* pooled = add_tensor(b, device, type, l, w->rois, w->c, 7, 7);
+    gpu_tensor* pooled = add_tensor(b, device, type, l, w->rois, w->c, 7, 7);
     if (pooling) {
         DML_ROI_POOLING_OPERATOR_DESC roi = {&input->desc, &rois->desc, &pooled->desc, w->spatial_scale, {7, 7}};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_ROI_POOLING, &roi};
-        const bench_tensor* ins[] = {input, rois};
-        const bench_tensor* outs[] = {pooled};
+        const gpu_tensor* ins[] = {input, rois};
+        const gpu_tensor* outs[] = {pooled};
         bind_all(b, ins, 2, outs, 1);
         compile(b, device, &desc);
     } else if (w->kind == ROI_ALIGN_FWD) {
@@ -410,8 +410,8 @@ static void setup_roi(bench_case* b, DMLDevice* device, const workload* w, DML_T
                                               2,
                                               0};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_ROI_ALIGN1, &align};
-        const bench_tensor* ins[] = {input, rois, batch};
-        const bench_tensor* outs[] = {pooled};
+        const gpu_tensor* ins[] = {input, rois, batch};
+        const gpu_tensor* outs[] = {pooled};
         bind_all(b, ins, 3, outs, 1);
         compile(b, device, &desc);
     } else {
@@ -432,8 +432,8 @@ static void setup_roi(bench_case* b, DMLDevice* device, const workload* w, DML_T
                                                  2,
                                                  0};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_ROI_ALIGN_GRAD, &grad};
-        const bench_tensor* ins[] = {NULL, pooled, rois, batch};
-        const bench_tensor* outs[] = {input, NULL};
+        const gpu_tensor* ins[] = {NULL, pooled, rois, batch};
+        const gpu_tensor* outs[] = {input, NULL};
         bind_all(b, ins, 4, outs, 2);
         compile(b, device, &desc);
     }

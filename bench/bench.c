@@ -71,9 +71,6 @@ double bench_copy_bandwidth(int threads) {
 
 /* ---- A program's run ---- */
 
-/* oneDNN's ISA caps the children run under: NULL is oneDNN's own choice. */
-static const char* const peer_isas[] = {NULL, "SSE41"};
-
 /* The child's line: PEER <tab> workload <tab> dtype <tab> layout <tab> implementation <tab> seconds <tab> bytes. */
 static const char peer_tag[] = "PEER\t";
 
@@ -83,6 +80,10 @@ void bench_peer_emit(const bench_peer_row* row) {
            cap ? cap : "", row->implementation, row->seconds, row->bytes);
     fflush(stdout);
 }
+
+#ifdef DML_BENCH_HAVE_ONEDNN
+/* oneDNN's ISA caps the children run under: NULL is oneDNN's own choice. */
+static const char* const peer_isas[] = {NULL, "SSE41"};
 
 static void copy_field(char* dst, size_t size, const char* begin, const char* end) {
     size_t length = (size_t)(end - begin) < size - 1 ? (size_t)(end - begin) : size - 1;
@@ -137,6 +138,7 @@ static void collect_peers(bench_context* ctx) {
         if (pclose(child) != 0) fprintf(stderr, "bench: the oneDNN child (%s) failed\n", command);
     }
 }
+#endif
 
 bench_mode bench_begin(bench_context* ctx, const char* title, int argc, char** argv) {
     memset(ctx, 0, sizeof *ctx);

@@ -631,13 +631,6 @@ static HRESULT pool_dispatch(pool* p, DMLCompiledOperator* compiled, const DML_D
     return status;
 }
 
-static uint64_t splitmix(uint64_t* state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Plain values of a type: floats in [-4, 4], small integers (valid batch
  * indices for small batches). */
 static uint64_t plain_bits(DML_TENSOR_DATA_TYPE type, uint64_t random) {
@@ -700,11 +693,11 @@ static void fill_input(region r, DML_TENSOR_DATA_TYPE type, uint8_t style, uint6
                     type == DML_TENSOR_DATA_TYPE_FLOAT64;
     if (element_size == 0 || style % 4 == 1) { /* raw random bytes */
         for (uint64_t i = 0; i < r.size; i++)
-            r.base[i] = (uint8_t)splitmix(state);
+            r.base[i] = (uint8_t)fuzz_splitmix64(state);
         return;
     }
     for (uint64_t i = 0; i + element_size <= r.size; i += element_size) {
-        uint64_t random = splitmix(state);
+        uint64_t random = fuzz_splitmix64(state);
         bool special = style % 4 == 2 || (style % 4 == 3 && random % 8 == 0);
         uint64_t bits = special ? special_bits(element_size, is_float, random >> 8) : plain_bits(type, random);
         memcpy(r.base + i, &bits, element_size); /* little-endian: the low bytes */

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuzz_common.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 /* Optional, as for libFuzzer. */
 int LLVMFuzzerInitialize(int* argc, char*** argv) __attribute__((weak));
@@ -154,20 +156,13 @@ static void read_corpus(corpus* c, const char* path) {
 
 /* ---- Random inputs ---- */
 
-static uint64_t splitmix64(uint64_t* state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t below(uint64_t* state, uint64_t bound) { return bound ? splitmix64(state) % bound : 0; }
+static uint64_t below(uint64_t* state, uint64_t bound) { return bound ? fuzz_splitmix64(state) % bound : 0; }
 
 /* Random bytes, short inputs more often than long ones. */
 static size_t random_bytes(uint64_t* state, uint8_t* buffer) {
     size_t size = (size_t)below(state, (uint64_t)1 << below(state, 13)) % (MAX_RANDOM_LENGTH + 1);
     for (size_t i = 0; i < size; i++)
-        buffer[i] = (uint8_t)splitmix64(state);
+        buffer[i] = (uint8_t)fuzz_splitmix64(state);
     return size;
 }
 
@@ -185,7 +180,7 @@ static size_t mutated(uint64_t* state, const corpus* c, uint8_t* buffer) {
         case 1: /* set a byte: often a boundary value */
             if (at < size) {
                 static const uint8_t values[] = {0, 1, 2, 0x7F, 0x80, 0xFE, 0xFF};
-                buffer[at] = below(state, 2) ? values[below(state, sizeof values)] : (uint8_t)splitmix64(state);
+                buffer[at] = below(state, 2) ? values[below(state, sizeof values)] : (uint8_t)fuzz_splitmix64(state);
             }
             break;
         case 2: { /* insert random bytes */
@@ -193,7 +188,7 @@ static size_t mutated(uint64_t* state, const corpus* c, uint8_t* buffer) {
             if (size + count > MAX_MUTATED_LENGTH) break;
             memmove(buffer + at + count, buffer + at, size - at);
             for (size_t i = 0; i < count; i++)
-                buffer[at + i] = (uint8_t)splitmix64(state);
+                buffer[at + i] = (uint8_t)fuzz_splitmix64(state);
             size += count;
             break;
         }

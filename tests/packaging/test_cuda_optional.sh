@@ -41,21 +41,22 @@ hidden)
     fi
     exec env DML_IN_NAMESPACE=1 unshare -m --propagation private "$0" "$@"
   fi
-  empty=$build_dir/empty-directory # stays mounted until the namespace ends
-  mkdir -p "$empty"
+  empty=$build_dir/empty-file # stays mounted until the namespace ends
+  : > "$empty"
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
-  # Every directory that holds a CUDA library (the toolkit's and the
-  # driver's, as the loader's cache knows them), hidden under an empty one.
-  mapfile -t directories < <(ldconfig -p | sed -n 's/.*=> \(.*\/\)libcud[a-z_]*\.so.*/\1/p' | sort -u)
-  directories+=("$DML_CUDA_LIBRARY_DIR")
-  for directory in "${directories[@]}"; do
-    [ -d "$directory" ] && mount --bind "$empty" "$directory"
+  # Every CUDA library file (the toolkit's and the driver's, as the loader's
+  # cache knows them) replaced by an empty one. Files, not their
+  # directories: on some systems the driver's libcuda lives beside libc.
+  mapfile -t libraries < <({ ldconfig -p | sed -n 's/.*=> \(.*\/libcud[a-z_]*\.so[.0-9]*\)$/\1/p'
+    ls "$DML_CUDA_LIBRARY_DIR"/libcud*.so* 2>/dev/null; } | xargs -r readlink -f | sort -u)
+  for library in "${libraries[@]}"; do
+    [ -f "$library" ] && mount --bind "$empty" "$library"
   done
-  for directory in "${directories[@]}"; do
-    if ls "$directory" 2>/dev/null | grep -q '^libcud'; then fail "$directory still shows CUDA libraries"; fi
+  for library in "${libraries[@]}"; do
+    if [ -s "$library" ]; then fail "$library is still readable"; fi
   done
-  echo "hidden: ${directories[*]}"
+  echo "hidden: ${libraries[*]}"
 
   "$build_dir/examples/max_pooling_example" || fail "max_pooling_example (CPU, shared libdml) failed"
   # CPU test programs (libdml.a with the CUDA runtime inside).

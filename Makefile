@@ -75,6 +75,7 @@ test: test-release test-asan test-tsan test-fuzz
 # Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
 bench: build
 	$(BUILD_DIR)/bench/bench_max_pooling
+	$(BUILD_DIR)/bench/bench_roi
 
 install: build
 	cmake --install $(BUILD_DIR)

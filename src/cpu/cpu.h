@@ -10,6 +10,11 @@
 DML_KERNEL_LIST(DML_CPU_GENERIC_IMPL)
 #undef DML_CPU_GENERIC_IMPL
 
+/* Fast paths (one file per family and instruction set). */
+extern const dml_impl dml_cpu_roi_pooling_avx2_nchw, dml_cpu_roi_pooling_avx2_nhwc;       /* roi_pooling_avx2.c */
+extern const dml_impl dml_cpu_roi_align_avx2_nchw, dml_cpu_roi_align_avx2_nhwc;           /* roi_align_avx2.c */
+extern const dml_impl dml_cpu_roi_align_grad_avx2_nchw, dml_cpu_roi_align_grad_avx2_nhwc; /* roi_align_avx2.c */
+
 /* Each kernel's implementation list, in order of preference (cpu_impl_list.c). */
 #define DML_CPU_IMPL_LIST(ID, name) extern const dml_impl* const dml_cpu_##name##_impls[];
 DML_KERNEL_LIST(DML_CPU_IMPL_LIST)

@@ -1,0 +1,547 @@
+/* ROI align and its gradient (AVERAGE) with AVX2 + F16C, eight channels per
+ * vector (spec roi_align.md §4, §7).
+ *
+ * Bit-identical to the generic kernel (roi_align.c) and so to CUDA: each lane
+ * is one channel and does, in the same order, the FLOAT32 operations the
+ * generic kernel does for it, with the same shared functions of
+ * roi_align_math.h; no FMA (the library builds with -ffp-contract=off). What
+ * changes is the bookkeeping: a region's samples along X and along Y are
+ * resolved once per region (axis tables in the workspace) and reused for
+ * every output, sample and 8 channels; the per-sample math is a few loads
+ * and multiplies.
+ *
+ * - Forward: one task per (roi, block of 8 channels).
+ * - OutputGradientTensor: one task per (image, block of 8 channels) — or a
+ *   band of its rows — accumulating into FLOAT64 planes of its own, pixel by
+ *   pixel in the generic order (r, oy, ox, sample, tap): no atomics.
+ * - OutputROIGradientTensor: one task per (roi, block of 8 channels) gives
+ *   each channel's FLOAT64 sums; they are then combined per ROI in the fixed
+ *   shape of roi_align_math.h (channels in order within each group, groups
+ *   in order).
+ * MAX gradients are left to the generic kernel (its plan declines them). */
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "roi_lanes_avx2.h"
+
+/* One sample index along one axis of a region, resolved (§4.3, §7.3). */
+typedef struct axis_sample {
+    uint32_t first, second; /* LINEAR taps (NEAREST_NEIGHBOR: first == second) */
+    float fraction;         /* weight of the second tap */
+    bool outside;
+    uint32_t low, high; /* the ROI gradient's taps: floor and ceil of the clamped coordinate */
+    float low_fraction;
+    float d_first, d_second; /* d(coordinate) / d(raw corner 1), / d(raw corner 2) */
+} axis_sample;
+
+static void axis_table(const dml_roi_axis* axis, const dml_roi_align_params* p, bool box, axis_sample* table) {
+    for (uint64_t t = 0; t < axis->count; t++) {
+        dml_roi_axis_sample s = dml_roi_axis_sample_at(axis, t, p);
+        axis_sample* e = &table[t];
+        e->first = s.first;
+        e->second = s.second;
+        e->fraction = s.fraction;
+        e->outside = s.outside;
+        if (!box) continue;
+        dml_roi_gradient_taps taps = dml_roi_gradient_taps_at(s.coord, axis->extent);
+        e->low = taps.low;
+        e->high = taps.high;
+        e->low_fraction = taps.fraction;
+        dml_roi_coord_derivatives(axis, t, p, &e->d_first, &e->d_second);
+    }
+}
+
+/* The most samples an axis of `outputs` outputs can have (per_output <= max_samples). */
+static uint64_t axis_capacity(uint32_t outputs, const dml_roi_align_params* p) {
+    return (uint64_t)outputs * p->max_samples;
+}
+
+/* Workspace beyond this is not worth it: the generic kernel takes the problem. */
+#define ROI_ALIGN_WORKSPACE_LIMIT ((uint64_t)256 << 20)
+
+/* One {N, C, H, W} tensor's strides and data (NULL when absent). */
+typedef struct tensor_view {
+    uint64_t strides[4];
+    channel_lanes lanes;
+} tensor_view;
+
+static tensor_view tensor_view_make(const dml_tensor* tensor, const void* data) {
+    tensor_view v;
+    roi_copy_strides(v.strides, tensor);
+    v.lanes = channel_lanes_make(data, tensor->strides[1], tensor->type == DML_TENSOR_DATA_TYPE_FLOAT16);
+    return v;
+}
+
+static inline uint64_t view_offset(const tensor_view* v, uint64_t n, uint64_t c, uint64_t y, uint64_t x) {
+    return n * v->strides[0] + c * v->strides[1] + y * v->strides[2] + x * v->strides[3];
+}
+
+/* Whether the plan may take a tensor: it can be gathered, and its layout
+ * class (channels-last: channel stride 1) is the implementation's. */
+static bool layout_fits(const dml_tensor* tensor, bool channels_last) {
+    return !tensor->present || (roi_lanes_fit(tensor->strides[1]) && (tensor->strides[1] == 1) == channels_last);
+}
+
+/* The interpolated value of one in-bounds sample in 8 channels (§4.3):
+ * dml_roi_bilinear lane by lane. `at` is the offset of (n, c0, 0, 0). */
+static inline __m256 sample_lanes(const tensor_view* in, uint64_t at, const axis_sample* sx, const axis_sample* sy,
+                                  bool linear, uint32_t lanes) {
+    const channel_lanes* v = &in->lanes;
+    uint64_t top = at + sy->first * in->strides[2], left = sx->first * in->strides[3];
+    if (!linear) return lanes_load(v, top + left, lanes);
+    uint64_t bottom = at + sy->second * in->strides[2], right = sx->second * in->strides[3];
+    __m256 top_left = lanes_load(v, top + left, lanes), top_right = lanes_load(v, top + right, lanes);
+    __m256 bottom_left = lanes_load(v, bottom + left, lanes), bottom_right = lanes_load(v, bottom + right, lanes);
+    __m256 fx = _mm256_set1_ps(sx->fraction), fy = _mm256_set1_ps(sy->fraction);
+    __m256 one_fx = _mm256_set1_ps(1.0f - sx->fraction), one_fy = _mm256_set1_ps(1.0f - sy->fraction);
+    __m256 upper = _mm256_add_ps(_mm256_mul_ps(one_fx, top_left), _mm256_mul_ps(fx, top_right));
+    __m256 lower = _mm256_add_ps(_mm256_mul_ps(one_fx, bottom_left), _mm256_mul_ps(fx, bottom_right));
+    return _mm256_add_ps(_mm256_mul_ps(one_fy, upper), _mm256_mul_ps(fy, lower));
+}
+
+/* ---- Forward (§4) ---- */
+
+typedef struct forward_plan {
+    uint64_t table_entries; /* axis-table entries per thread: X then Y */
+    int threads;
+} forward_plan;
+
+typedef struct forward_problem {
+    const dml_roi_align_params* params;
+    roi_source source;
+    uint32_t batch, channels, height, width, out_height, out_width;
+    tensor_view input, output;
+} forward_problem;
+
+/* ROI r, channels [c0, c0 + lanes). */
+static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint32_t lanes, axis_sample* tables) {
+    const dml_roi_align_params* p = f->params;
+    roi_region region = roi_region_make(&f->source, r, p, f->out_height, f->out_width, f->height, f->width);
+    __m256 out_of_bounds = _mm256_set1_ps(p->out_of_bounds_value);
+    if (region.batch >= f->batch) { /* RA-12: no image to read */
+        for (uint32_t oy = 0; oy < f->out_height; oy++)
+            for (uint32_t ox = 0; ox < f->out_width; ox++)
+                lanes_store(&f->output.lanes, view_offset(&f->output, r, c0, oy, ox), lanes, out_of_bounds);
+        return;
+    }
+    axis_sample *xs = tables, *ys = tables + region.x.count;
+    axis_table(&region.x, p, false, xs);
+    axis_table(&region.y, p, false, ys);
+    uint64_t at = view_offset(&f->input, region.batch, c0, 0, 0);
+    uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
+    bool linear = p->interpolation_linear, max = p->reduction_max;
+    __m256d count = _mm256_set1_pd((double)((uint64_t)region.x.per_output * region.y.per_output));
+    for (uint32_t oy = 0; oy < f->out_height; oy++) {
+        for (uint32_t ox = 0; ox < f->out_width; ox++) {
+            __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
+            __m256 best = _mm256_setzero_ps();
+            bool first = true;
+            /* §4.4 order: X outer, Y inner. */
+            for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+                for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+                    __m256 value = xs[tx].outside || ys[ty].outside
+                                       ? out_of_bounds
+                                       : sample_lanes(&f->input, at, &xs[tx], &ys[ty], linear, lanes);
+                    if (max) {
+                        best = first ? value : _mm256_blendv_ps(best, value, lanes_greater(value, best));
+                        first = false;
+                    } else {
+                        lanes_add_to_double(&sum_low, &sum_high, value);
+                    }
+                }
+            }
+            /* AVERAGE: dml_roi_average, (float)(sum / S). */
+            __m256 result =
+                max ? best : lanes_double_to_float(_mm256_div_pd(sum_low, count), _mm256_div_pd(sum_high, count));
+            lanes_store(&f->output.lanes, view_offset(&f->output, r, c0, oy, ox), lanes, result);
+        }
+    }
+}
+
+static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_plan* result, bool channels_last) {
+    const dml_roi_align_params* p = op->params;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
+    const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
+    if (!layout_fits(input, channels_last) || !roi_lanes_fit(output->strides[1])) return S_FALSE;
+    uint64_t entries = axis_capacity(output->sizes[3], p) + axis_capacity(output->sizes[2], p);
+    uint64_t workspace = (uint64_t)device->threads * roi_align64(entries * sizeof(axis_sample));
+    if (workspace > ROI_ALIGN_WORKSPACE_LIMIT) return S_FALSE;
+    forward_plan* plan = dml_plan_state(result, sizeof *plan);
+    if (plan == NULL) return E_OUTOFMEMORY;
+    plan->table_entries = roi_align64(entries * sizeof(axis_sample)) / sizeof(axis_sample);
+    plan->threads = (int)device->threads;
+    result->temporary_size = workspace;
+    return S_OK;
+}
+
+static HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                                 dml_plan* result) {
+    (void)flags;
+    return plan_forward(op, device, result, false);
+}
+
+static HRESULT plan_forward_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                                 dml_plan* result) {
+    (void)flags;
+    return plan_forward(op, device, result, true);
+}
+
+static int current_thread(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static HRESULT run_forward(const dml_kernel_args* args) {
+    const forward_plan* plan = DML_PLAN_STATE(args, forward_plan);
+    const DMLOperator* op = args->op;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
+    const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
+    forward_problem f = {
+        .params = op->params,
+        .source =
+            roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
+                            &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor, args->inputs[DML_ROI_ALIGN_BATCH_INDICES]),
+        .batch = input->sizes[0],
+        .channels = input->sizes[1],
+        .height = input->sizes[2],
+        .width = input->sizes[3],
+        .out_height = output->sizes[2],
+        .out_width = output->sizes[3],
+        .input = tensor_view_make(input, args->inputs[DML_ROI_ALIGN_INPUT]),
+        .output = tensor_view_make(output, args->outputs[DML_ROI_ALIGN_OUTPUT]),
+    };
+    uint32_t blocks = (f.channels + ROI_LANES - 1) / ROI_LANES;
+    int64_t tasks = (int64_t)output->sizes[0] * blocks;
+    axis_sample* tables = args->temporary;
+    /* Regions differ in sample count: dynamic scheduling balances them;
+     * every output is computed by one thread alone. */
+#pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
+    {
+        axis_sample* own = tables + (size_t)current_thread() * plan->table_entries;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            uint32_t c0 = (uint32_t)(task % blocks) * ROI_LANES;
+            uint32_t lanes = f.channels - c0 < ROI_LANES ? f.channels - c0 : ROI_LANES;
+            forward_task(&f, (uint32_t)(task / blocks), c0, lanes, own);
+        }
+    }
+    return S_OK;
+}
+
+const dml_impl dml_cpu_roi_align_avx2_nchw = {"roi_align/avx2/nchw", DML_ISA_AVX2, plan_forward_nchw, run_forward};
+const dml_impl dml_cpu_roi_align_avx2_nhwc = {"roi_align/avx2/nhwc", DML_ISA_AVX2, plan_forward_nhwc, run_forward};
+
+/* ---- Gradient (§7), AVERAGE ---- */
+
+typedef struct grad_plan {
+    roi_banding banding;
+    int threads;
+    uint64_t table_entries;                                                 /* per thread */
+    uint64_t sorted_offset, accumulator_offset, sums_offset, tables_offset; /* bytes into the workspace */
+    uint64_t accumulator_doubles;                                           /* per thread */
+} grad_plan;
+
+typedef struct grad_problem {
+    const dml_roi_align_params* params;
+    roi_source source;
+    uint32_t batch, channels, height, width, out_height, out_width, roi_count;
+    tensor_view input, input_gradient, output_gradient;
+    void* roi_gradient;
+    uint64_t roi_gradient_row_stride, roi_gradient_column_stride;
+} grad_problem;
+
+/* acc[0..8) += (double)term, lane by lane. */
+static inline void accumulate(double* acc, __m256 term) {
+    __m256d low = _mm256_loadu_pd(acc), high = _mm256_loadu_pd(acc + 4);
+    lanes_add_to_double(&low, &high, term);
+    _mm256_storeu_pd(acc, low);
+    _mm256_storeu_pd(acc + 4, high);
+}
+
+/* ---- OutputGradientTensor (§7.2) ---- */
+
+/* Image n, channels [c0, c0 + lanes), rows [row_begin, row_end): acc holds
+ * 8 FLOAT64 lanes per pixel of those rows. */
+static void feature_task(const grad_problem* g, const roi_of_image* sorted, uint32_t sorted_count, uint32_t n,
+                         uint32_t c0, uint32_t lanes, uint32_t row_begin, uint32_t row_end, double* acc,
+                         axis_sample* tables) {
+    const dml_roi_align_params* p = g->params;
+    uint64_t row_doubles = (uint64_t)g->width * ROI_LANES;
+    memset(acc, 0, (size_t)(row_end - row_begin) * row_doubles * sizeof *acc);
+    bool linear = p->interpolation_linear;
+    for (uint32_t i = roi_first_of_image(sorted, sorted_count, n); i < sorted_count && sorted[i].batch == n; i++) {
+        uint32_t r = sorted[i].roi;
+        roi_region region = roi_region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+        axis_sample *xs = tables, *ys = tables + region.x.count;
+        axis_table(&region.x, p, false, xs);
+        axis_table(&region.y, p, false, ys);
+        uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
+        __m256 weight = _mm256_set1_ps(dml_roi_average_weight(&region.x, &region.y));
+        for (uint32_t oy = 0; oy < g->out_height; oy++) {
+            /* Skip output rows none of whose samples reach these rows. */
+            bool touches = false;
+            for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y && !touches; ty++)
+                touches = !ys[ty].outside && ys[ty].second >= row_begin && ys[ty].first < row_end;
+            if (!touches) continue;
+            for (uint32_t ox = 0; ox < g->out_width; ox++) {
+                __m256 gradient =
+                    lanes_load(&g->input_gradient.lanes, view_offset(&g->input_gradient, r, c0, oy, ox), lanes);
+                __m256 weighted = _mm256_mul_ps(gradient, weight); /* g * w, w = 1 / S (§7.1) */
+                for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+                    const axis_sample* sx = &xs[tx];
+                    if (sx->outside) continue;
+                    for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+                        const axis_sample* sy = &ys[ty];
+                        if (sy->outside) continue;
+                        bool top_in = sy->first >= row_begin && sy->first < row_end;
+                        double* top = acc + (uint64_t)(sy->first - row_begin) * row_doubles;
+                        if (!linear) { /* the pixel it read, weight 1 */
+                            if (top_in) accumulate(top + (uint64_t)sx->first * ROI_LANES, weighted);
+                            continue;
+                        }
+                        float weights[4];
+                        dml_roi_bilinear_weights(sx->fraction, sy->fraction, weights);
+                        /* Taps top-left, top-right, bottom-left, bottom-right, as the generic kernel. */
+                        if (top_in) {
+                            accumulate(top + (uint64_t)sx->first * ROI_LANES,
+                                       _mm256_mul_ps(weighted, _mm256_set1_ps(weights[0])));
+                            accumulate(top + (uint64_t)sx->second * ROI_LANES,
+                                       _mm256_mul_ps(weighted, _mm256_set1_ps(weights[1])));
+                        }
+                        if (sy->second >= row_begin && sy->second < row_end) {
+                            double* bottom = acc + (uint64_t)(sy->second - row_begin) * row_doubles;
+                            accumulate(bottom + (uint64_t)sx->first * ROI_LANES,
+                                       _mm256_mul_ps(weighted, _mm256_set1_ps(weights[2])));
+                            accumulate(bottom + (uint64_t)sx->second * ROI_LANES,
+                                       _mm256_mul_ps(weighted, _mm256_set1_ps(weights[3])));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (uint32_t y = row_begin; y < row_end; y++) {
+        const double* row = acc + (uint64_t)(y - row_begin) * row_doubles;
+        for (uint32_t x = 0; x < g->width; x++) {
+            const double* pixel = row + (uint64_t)x * ROI_LANES;
+            lanes_store(&g->output_gradient.lanes, view_offset(&g->output_gradient, n, c0, y, x), lanes,
+                        lanes_double_to_float(_mm256_loadu_pd(pixel), _mm256_loadu_pd(pixel + 4)));
+        }
+    }
+}
+
+static void compute_feature_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
+    roi_of_image* sorted = (roi_of_image*)(workspace + plan->sorted_offset);
+    uint32_t sorted_count = roi_sort_by_image(&g->source, g->roi_count, g->batch, sorted);
+    uint32_t blocks = (g->channels + ROI_LANES - 1) / ROI_LANES;
+    uint64_t bands = plan->banding.bands;
+#pragma omp parallel num_threads(plan->threads)
+    {
+        int thread = current_thread();
+        double* acc = (double*)(workspace + plan->accumulator_offset) + (size_t)thread * plan->accumulator_doubles;
+        axis_sample* tables = (axis_sample*)(workspace + plan->tables_offset) + (size_t)thread * plan->table_entries;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < plan->banding.tasks; task++) {
+            uint64_t band = (uint64_t)task % bands, plane = (uint64_t)task / bands;
+            uint32_t c0 = (uint32_t)(plane % blocks) * ROI_LANES;
+            uint32_t lanes = g->channels - c0 < ROI_LANES ? g->channels - c0 : ROI_LANES;
+            feature_task(g, sorted, sorted_count, (uint32_t)(plane / blocks), c0, lanes,
+                         (uint32_t)(band * g->height / bands), (uint32_t)((band + 1) * g->height / bands), acc, tables);
+        }
+    }
+}
+
+/* ---- OutputROIGradientTensor (§7.3) ---- */
+
+/* The FLOAT64 sums d/dx1, d/dy1, d/dx2, d/dy2 of ROI r for each channel of
+ * [c0, c0 + lanes), each from zero in §4.4 order, into sums[c][4]. */
+static void box_task(const grad_problem* g, uint32_t r, uint32_t c0, uint32_t lanes, double (*sums)[4],
+                     axis_sample* tables) {
+    const dml_roi_align_params* p = g->params;
+    roi_region region = roi_region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+    __m256d low[4], high[4];
+    for (int k = 0; k < 4; k++)
+        low[k] = high[k] = _mm256_setzero_pd();
+    if (region.batch < g->batch) { /* else no gradient (RA-12) */
+        axis_sample *xs = tables, *ys = tables + region.x.count;
+        axis_table(&region.x, p, true, xs);
+        axis_table(&region.y, p, true, ys);
+        uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
+        __m256 weight = _mm256_set1_ps(dml_roi_average_weight(&region.x, &region.y));
+        const tensor_view* in = &g->input;
+        uint64_t at = view_offset(in, region.batch, c0, 0, 0);
+        for (uint32_t oy = 0; oy < g->out_height; oy++)
+            for (uint32_t ox = 0; ox < g->out_width; ox++) {
+                __m256 gradient =
+                    lanes_load(&g->input_gradient.lanes, view_offset(&g->input_gradient, r, c0, oy, ox), lanes);
+                __m256 weighted = _mm256_mul_ps(gradient, weight);
+                for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+                    const axis_sample* sx = &xs[tx];
+                    if (sx->outside) continue;
+                    uint64_t left = sx->low * in->strides[3], right = sx->high * in->strides[3];
+                    __m256 xl = _mm256_set1_ps(sx->low_fraction), one_xl = _mm256_set1_ps(1.0f - sx->low_fraction);
+                    for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+                        const axis_sample* sy = &ys[ty];
+                        if (sy->outside) continue;
+                        uint64_t top = at + sy->low * in->strides[2], bottom = at + sy->high * in->strides[2];
+                        __m256 top_left = lanes_load(&in->lanes, top + left, lanes);
+                        __m256 top_right = lanes_load(&in->lanes, top + right, lanes);
+                        __m256 bottom_left = lanes_load(&in->lanes, bottom + left, lanes);
+                        __m256 bottom_right = lanes_load(&in->lanes, bottom + right, lanes);
+                        /* dml_roi_image_gradient, then dml_roi_box_terms, lane by lane. */
+                        __m256 yl = _mm256_set1_ps(sy->low_fraction), one_yl = _mm256_set1_ps(1.0f - sy->low_fraction);
+                        __m256 grad_x = _mm256_add_ps(_mm256_mul_ps(one_yl, _mm256_sub_ps(top_right, top_left)),
+                                                      _mm256_mul_ps(yl, _mm256_sub_ps(bottom_right, bottom_left)));
+                        __m256 grad_y = _mm256_add_ps(_mm256_mul_ps(one_xl, _mm256_sub_ps(bottom_left, top_left)),
+                                                      _mm256_mul_ps(xl, _mm256_sub_ps(bottom_right, top_right)));
+                        __m256 along_x = _mm256_mul_ps(weighted, grad_x), along_y = _mm256_mul_ps(weighted, grad_y);
+                        lanes_add_to_double(&low[0], &high[0], _mm256_mul_ps(along_x, _mm256_set1_ps(sx->d_first)));
+                        lanes_add_to_double(&low[1], &high[1], _mm256_mul_ps(along_y, _mm256_set1_ps(sy->d_first)));
+                        lanes_add_to_double(&low[2], &high[2], _mm256_mul_ps(along_x, _mm256_set1_ps(sx->d_second)));
+                        lanes_add_to_double(&low[3], &high[3], _mm256_mul_ps(along_y, _mm256_set1_ps(sy->d_second)));
+                    }
+                }
+            }
+    }
+    for (int k = 0; k < 4; k++) {
+        double lane_sums[ROI_LANES];
+        _mm256_storeu_pd(lane_sums, low[k]);
+        _mm256_storeu_pd(lane_sums + 4, high[k]);
+        for (uint32_t i = 0; i < lanes; i++)
+            sums[c0 + i][k] = lane_sums[i];
+    }
+}
+
+static void compute_box_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
+    double(*sums)[4] = (double(*)[4])(workspace + plan->sums_offset);
+    uint32_t blocks = (g->channels + ROI_LANES - 1) / ROI_LANES;
+    int64_t tasks = (int64_t)g->roi_count * blocks;
+#pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
+    {
+        axis_sample* tables =
+            (axis_sample*)(workspace + plan->tables_offset) + (size_t)current_thread() * plan->table_entries;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            uint32_t r = (uint32_t)(task / blocks), c0 = (uint32_t)(task % blocks) * ROI_LANES;
+            uint32_t lanes = g->channels - c0 < ROI_LANES ? g->channels - c0 : ROI_LANES;
+            box_task(g, r, c0, lanes, sums + (uint64_t)r * g->channels, tables);
+        }
+    }
+    /* The fixed shape of roi_align_math.h: channels in order within each
+     * group (from zero), the groups in order. */
+    uint32_t groups = dml_roi_gradient_groups(g->channels);
+    for (uint32_t r = 0; r < g->roi_count; r++) {
+        const double(*channel)[4] = (const double(*)[4])(sums + (uint64_t)r * g->channels);
+        double total[4] = {0, 0, 0, 0};
+        for (uint32_t group = 0; group < groups; group++) {
+            double partial[4] = {0, 0, 0, 0};
+            uint32_t end = dml_roi_gradient_group_begin(group + 1, groups, g->channels);
+            for (uint32_t c = dml_roi_gradient_group_begin(group, groups, g->channels); c < end; c++)
+                for (int k = 0; k < 4; k++)
+                    partial[k] += channel[c][k];
+            for (int k = 0; k < 4; k++)
+                total[k] += partial[k];
+        }
+        for (uint32_t k = 0; k < 4; k++)
+            roi_store(g->roi_gradient, r * g->roi_gradient_row_stride + k * g->roi_gradient_column_stride,
+                      g->input_gradient.lanes.half, (float)total[k]);
+    }
+}
+
+static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, dml_plan* result, bool channels_last) {
+    const dml_roi_align_params* p = op->params;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
+    const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
+    const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
+    bool boxes = op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor.present;
+    if (p->reduction_max) return S_FALSE;
+    /* The feature gradient's output takes the layout class; the others need only be gatherable. */
+    const dml_tensor* layout = output_gradient->present ? output_gradient : input;
+    if (!layout_fits(layout, channels_last) || !roi_lanes_fit(input_gradient->strides[1]) ||
+        (boxes && !roi_lanes_fit(input->strides[1])))
+        return S_FALSE;
+    const dml_tensor* image = input->present ? input : output_gradient;
+    uint32_t channels = input_gradient->sizes[1], roi_count = input_gradient->sizes[0];
+    uint32_t height = image->sizes[2], width = image->sizes[3];
+    grad_plan plan = {.threads = (int)device->threads};
+    uint64_t entries = axis_capacity(input_gradient->sizes[3], p) + axis_capacity(input_gradient->sizes[2], p);
+    plan.table_entries = roi_align64(entries * sizeof(axis_sample)) / sizeof(axis_sample);
+    uint64_t workspace = 0;
+    if (output_gradient->present) {
+        uint64_t planes = (uint64_t)image->sizes[0] * ((channels + ROI_LANES - 1) / ROI_LANES);
+        plan.banding = roi_banding_make(planes, height, plan.threads);
+        plan.sorted_offset = workspace;
+        workspace += roi_align64(((uint64_t)roi_count + 1) * sizeof(roi_of_image));
+        plan.accumulator_doubles = plan.banding.band_rows * width * ROI_LANES;
+        plan.accumulator_offset = workspace;
+        workspace += (uint64_t)plan.threads * plan.accumulator_doubles * sizeof(double);
+    }
+    if (boxes) {
+        plan.sums_offset = workspace;
+        workspace += roi_align64((uint64_t)roi_count * channels * 4 * sizeof(double));
+    }
+    plan.tables_offset = workspace;
+    workspace += (uint64_t)plan.threads * plan.table_entries * sizeof(axis_sample);
+    if (workspace > ROI_ALIGN_WORKSPACE_LIMIT) return S_FALSE;
+    grad_plan* state = dml_plan_state(result, sizeof *state);
+    if (state == NULL) return E_OUTOFMEMORY;
+    *state = plan;
+    result->temporary_size = workspace;
+    return S_OK;
+}
+
+static HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                              dml_plan* result) {
+    (void)flags;
+    return plan_grad(op, device, result, false);
+}
+
+static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                              dml_plan* result) {
+    (void)flags;
+    return plan_grad(op, device, result, true);
+}
+
+static HRESULT run_grad(const dml_kernel_args* args) {
+    const grad_plan* plan = DML_PLAN_STATE(args, grad_plan);
+    const DMLOperator* op = args->op;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
+    const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
+    const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
+    const dml_tensor* roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor;
+    const dml_tensor* image = input->present ? input : output_gradient;
+    grad_problem g = {
+        .params = op->params,
+        .source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
+                                  &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
+                                  args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]),
+        .batch = image->sizes[0],
+        .channels = input_gradient->sizes[1],
+        .height = image->sizes[2],
+        .width = image->sizes[3],
+        .out_height = input_gradient->sizes[2],
+        .out_width = input_gradient->sizes[3],
+        .roi_count = input_gradient->sizes[0],
+        .input_gradient = tensor_view_make(input_gradient, args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT]),
+    };
+    if (input->present) g.input = tensor_view_make(input, args->inputs[DML_ROI_ALIGN_GRAD_INPUT]);
+    if (output_gradient->present) {
+        g.output_gradient = tensor_view_make(output_gradient, args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT]);
+        compute_feature_gradient(&g, plan, args->temporary);
+    }
+    if (roi_gradient->present) {
+        g.roi_gradient = args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT];
+        g.roi_gradient_row_stride = roi_gradient->strides[roi_gradient->rank - 2];
+        g.roi_gradient_column_stride = roi_gradient->strides[roi_gradient->rank - 1];
+        compute_box_gradient(&g, plan, args->temporary);
+    }
+    return S_OK;
+}
+
+const dml_impl dml_cpu_roi_align_grad_avx2_nchw = {"roi_align_grad/avx2/nchw", DML_ISA_AVX2, plan_grad_nchw, run_grad};
+const dml_impl dml_cpu_roi_align_grad_avx2_nhwc = {"roi_align_grad/avx2/nhwc", DML_ISA_AVX2, plan_grad_nhwc, run_grad};

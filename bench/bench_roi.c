@@ -371,7 +371,10 @@ int main(int argc, char** argv) {
     printf("ROI pooling and ROI align, %d threads; copy bandwidth %.2f GB/s (read + write)\n", threads,
            bandwidth * 1e-9);
     double peer_seconds[WORKLOAD_COUNT] = {0};
-    run_peer(threads, only, peer_seconds);
+    if (getenv("DML_BENCH_NO_PEER")) /* profiling libdml alone */
+        printf("DML_BENCH_NO_PEER set: torchvision not run\n");
+    else
+        run_peer(threads, only, peer_seconds);
     for (int i = 0; i < WORKLOAD_COUNT; i++) {
         const workload* wl = &workloads[i];
         if (!selected(wl, only)) continue;

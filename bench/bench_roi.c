@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -208,7 +209,7 @@ static void prepare(dml_job* job, DMLDevice* device, const DML_OPERATOR_DESC* de
 }
 
 typedef struct measurement {
-    double seconds, bytes;
+    double seconds, cpu_seconds, bytes;
     char implementation[64];
 } measurement;
 
@@ -299,7 +300,11 @@ static measurement measure(DMLDevice* device, const workload* wl) {
                 (uint64_t[]){image * element, pooled * element, roi_bytes, batch_bytes, image * element, roi_bytes});
         m.bytes = (double)((image * (boxes ? 2 : 1) + pooled) * element + roi_bytes * (boxes ? 2 : 1) + batch_bytes);
     }
+    /* CPU seconds per dispatch, all threads: on a loaded machine the wall
+     * time overstates the work (threads wait for a core). */
+    clock_t cpu_start = clock();
     m.seconds = bench_median_seconds(run_dml, &job, 2, 11);
+    m.cpu_seconds = (double)(clock() - cpu_start) / CLOCKS_PER_SEC / 13;
     snprintf(m.implementation, sizeof m.implementation, "%s", job.implementation);
     dmlReleaseCompiledOperator(job.compiled);
     free(job.temporary);
@@ -327,8 +332,26 @@ static bool peer_token(const workload* wl, char* token, size_t size) {
     return true;
 }
 
-/* Whether the workload is run: its name contains `only` (NULL: all). */
-static bool selected(const workload* wl, const char* only) { return !only || strstr(kind_names[wl->kind], only); }
+/* "roi_align_fwd f32 nchw avg linear default rois" */
+static const char* describe(const workload* wl, char* text, size_t size) {
+    bool pool = wl->kind == ROI_POOL;
+    snprintf(text, size, "%s %s %s %s%s%s rois", kind_names[wl->kind], wl->half ? "f16" : "f32",
+             wl->channels_last ? "nhwc" : "nchw",
+             pool                   ? ""
+             : wl->reduction == AVG ? "avg "
+                                    : "max ",
+             pool                       ? ""
+             : wl->interpolation == LIN ? "linear "
+                                        : "nearest ",
+             roi_kind_names[wl->roi_sizes]);
+    return text;
+}
+
+/* Whether the workload is run: its description contains `only` (NULL: all). */
+static bool selected(const workload* wl, const char* only) {
+    char text[128];
+    return !only || strstr(describe(wl, text, sizeof text), only);
+}
 
 /* Runs the peer on every selected workload it has; peer_seconds[i] stays 0 elsewhere. */
 static void run_peer(int threads, const char* only, double* peer_seconds) {
@@ -365,7 +388,7 @@ int main(int argc, char** argv) {
 #else
     int threads = 1;
 #endif
-    /* An argument: only the workloads whose name contains it (e.g. "roi_pool"). */
+    /* An argument: only the workloads whose description contains it (e.g. "roi_pool", "f16 nhwc"). */
     const char* only = argc > 1 ? argv[1] : NULL;
     double bandwidth = bench_copy_bandwidth(threads);
     printf("ROI pooling and ROI align, %d threads; copy bandwidth %.2f GB/s (read + write)\n", threads,
@@ -379,16 +402,9 @@ int main(int argc, char** argv) {
         const workload* wl = &workloads[i];
         if (!selected(wl, only)) continue;
         measurement m = measure(device, wl);
-        char label[200];
-        snprintf(label, sizeof label, "%s %s %s %s%s%s rois [%s]", kind_names[wl->kind], wl->half ? "f16" : "f32",
-                 wl->channels_last ? "nhwc" : "nchw",
-                 wl->kind == ROI_POOL   ? ""
-                 : wl->reduction == AVG ? "avg "
-                                        : "max ",
-                 wl->kind == ROI_POOL       ? ""
-                 : wl->interpolation == LIN ? "linear "
-                                            : "nearest ",
-                 roi_kind_names[wl->roi_sizes], m.implementation);
+        char label[400], text[128];
+        snprintf(label, sizeof label, "%s [%s] cpu %.1f ms", describe(wl, text, sizeof text), m.implementation,
+                 m.cpu_seconds * 1e3);
         bench_report(label, m.seconds, m.bytes, bandwidth, peer_seconds[i]);
         if (peer_seconds[i] > 0) bench_report("  torchvision", peer_seconds[i], m.bytes, bandwidth, 0);
     }

@@ -110,6 +110,26 @@ static inline void lanes_store(const channel_lanes* v, uint64_t offset, uint32_t
         roi_store(v->base, offset + i * v->channel_stride, v->half, values[i]);
 }
 
+/* Task `task` of rois x blocks (roi, 8-channel block) tasks, in the order
+ * that keeps what they read in cache: channels-last, every block of a ROI in
+ * turn (they share its pixels' cache lines); NCHW, every ROI of a block in
+ * turn (the block's 8 planes stay in L2 while its ROIs are computed). */
+typedef struct roi_task {
+    uint32_t roi, c0;
+} roi_task;
+
+static inline roi_task roi_task_at(int64_t task, uint32_t rois, uint32_t blocks, bool channels_last) {
+    roi_task t;
+    if (channels_last) {
+        t.roi = (uint32_t)(task / blocks);
+        t.c0 = (uint32_t)(task % blocks) * ROI_LANES;
+    } else {
+        t.roi = (uint32_t)(task % rois);
+        t.c0 = (uint32_t)(task / rois) * ROI_LANES;
+    }
+    return t;
+}
+
 /* The max rule of every ROI reduction per lane (dml_roi_greater): value >
  * best, or best is NaN and value is not. */
 static inline __m256 lanes_greater(__m256 value, __m256 best) {

@@ -106,8 +106,8 @@ static HRESULT run_pooling(const dml_kernel_args* args) {
 #pragma omp parallel for num_threads(dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)tasks, 1))                   \
     schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; task++) {
-        uint32_t c0 = (uint32_t)(task % blocks) * ROI_LANES;
-        pool_task(&f, (uint32_t)(task / blocks), c0, f.channels - c0 < ROI_LANES ? f.channels - c0 : ROI_LANES);
+        roi_task t = roi_task_at(task, rois->sizes[2], blocks, f.input.contiguous);
+        pool_task(&f, t.roi, t.c0, f.channels - t.c0 < ROI_LANES ? f.channels - t.c0 : ROI_LANES);
     }
     return S_OK;
 }

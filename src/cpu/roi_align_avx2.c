@@ -120,13 +120,15 @@ typedef struct pixel_box {
     uint32_t x0, x1, y0, y1;
 } pixel_box;
 
-static void axis_span(const axis_sample* table, uint64_t count, uint32_t* begin, uint32_t* end) {
+/* [begin, end): the pixels the in-bounds samples of a table read, through
+ * their interpolation taps or (gradient_taps) the ROI gradient's taps. */
+static void axis_span(const axis_sample* table, uint64_t count, bool gradient_taps, uint32_t* begin, uint32_t* end) {
     *begin = UINT32_MAX;
     *end = 0;
     for (uint64_t t = 0; t < count; t++) {
         if (table[t].outside) continue;
-        uint32_t low = table[t].first < table[t].second ? table[t].first : table[t].second;
-        uint32_t high = table[t].first < table[t].second ? table[t].second : table[t].first;
+        uint32_t a = gradient_taps ? table[t].low : table[t].first, b = gradient_taps ? table[t].high : table[t].second;
+        uint32_t low = a < b ? a : b, high = a < b ? b : a;
         *begin = low < *begin ? low : *begin;
         *end = high + 1 > *end ? high + 1 : *end;
     }
@@ -175,6 +177,27 @@ static void transpose_to_tile(const tensor_view* in, uint64_t at, pixel_box box,
                 row[(uint64_t)x * ROI_LANES + i] =
                     roi_load(v->base, source + i * v->channel_stride + x * in->strides[3], v->half);
     }
+}
+
+/* NCHW: gathers are slow, so the pixels the samples read are first
+ * transposed into a channels-last FLOAT32 tile, a view of which replaces `in`
+ * (at `origin`), when that is dense enough to pay: transposing a pixel costs
+ * about 5 instructions, gathering a sample's four taps about 80 cycles
+ * (perf), so up to 16 pixels a sample. False: keep reading `in`. */
+static bool tile_view(const tensor_view* in, uint64_t at, const axis_sample* xs, uint64_t nx, const axis_sample* ys,
+                      uint64_t ny, bool gradient_taps, float* tile, uint64_t tile_floats, tensor_view* tiled,
+                      uint64_t* origin) {
+    pixel_box box;
+    axis_span(xs, nx, gradient_taps, &box.x0, &box.x1);
+    axis_span(ys, ny, gradient_taps, &box.y0, &box.y1);
+    uint64_t pixels = box.x1 > box.x0 && box.y1 > box.y0 ? (uint64_t)(box.x1 - box.x0) * (box.y1 - box.y0) : 0;
+    if (pixels == 0 || pixels * ROI_LANES > tile_floats || pixels > 16 * nx * ny) return false;
+    transpose_to_tile(in, at, box, tile);
+    uint64_t width = box.x1 - box.x0;
+    *tiled = (tensor_view){{0, 1, width * ROI_LANES, ROI_LANES}, channel_lanes_make(tile, 1, false)};
+    /* Offsets wrap around 2^64 to the box's origin: tile + 0 is (x0, y0). */
+    *origin = 0 - (box.y0 * tiled->strides[2] + box.x0 * tiled->strides[3]);
+    return true;
 }
 
 /* ---- Forward (§4) ---- */
@@ -254,21 +277,9 @@ static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint
             forward_outputs(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_F32);
         return;
     }
-    /* NCHW: gathers are slow, so the pixels the samples read are first
-     * transposed into a channels-last tile, when it is dense enough to pay. */
-    pixel_box box;
-    axis_span(xs, region.x.count, &box.x0, &box.x1);
-    axis_span(ys, region.y.count, &box.y0, &box.y1);
-    uint64_t pixels = box.x1 > box.x0 && box.y1 > box.y0 ? (uint64_t)(box.x1 - box.x0) * (box.y1 - box.y0) : 0;
-    /* Transposing a pixel costs about 5 instructions, gathering a sample's
-     * four taps about 80 cycles (perf): the tile pays up to 16 pixels a sample. */
-    uint64_t samples = region.x.count * region.y.count;
-    if (full && pixels > 0 && pixels * ROI_LANES <= tile_floats && pixels <= 16 * samples) {
-        transpose_to_tile(in, at, box, tile);
-        uint64_t width = box.x1 - box.x0;
-        tensor_view tiled = {{0, 1, width * ROI_LANES, ROI_LANES}, channel_lanes_make(tile, 1, false)};
-        /* Offsets wrap around 2^64 to the box's origin: tile + 0 is (x0, y0). */
-        uint64_t origin = 0 - (box.y0 * tiled.strides[2] + box.x0 * tiled.strides[3]);
+    tensor_view tiled;
+    uint64_t origin;
+    if (full && tile_view(in, at, xs, region.x.count, ys, region.y.count, false, tile, tile_floats, &tiled, &origin)) {
         forward_outputs(f, r, c0, lanes, &region, xs, ys, &tiled, origin, LOAD_F32);
         return;
     }
@@ -366,7 +377,9 @@ typedef struct grad_plan {
     uint64_t table_entries;                                                 /* per thread */
     uint64_t sorted_offset, accumulator_offset, sums_offset, tables_offset; /* bytes into the workspace */
     uint64_t accumulator_doubles;                                           /* per thread */
-    uint64_t thread_scratch; /* bytes per thread at tables_offset: axis tables, then a gradient block */
+    /* Bytes per thread at tables_offset: axis tables, a gradient block, and
+     * (NCHW box gradient) a tile of input_tile_floats. */
+    uint64_t thread_scratch, gradient_block_bytes, input_tile_floats;
 } grad_plan;
 
 typedef struct grad_problem {
@@ -393,6 +406,10 @@ static axis_sample* thread_tables(const grad_plan* plan, char* workspace) {
 
 static float* thread_gradient_block(const grad_plan* plan, axis_sample* tables) {
     return (float*)(tables + plan->table_entries);
+}
+
+static float* thread_input_tile(const grad_plan* plan, axis_sample* tables) {
+    return (float*)((char*)thread_gradient_block(plan, tables) + plan->gradient_block_bytes);
 }
 
 /* The input gradient of ROI r in 8 channels as block[oy][ox][8]: in NCHW one
@@ -509,10 +526,51 @@ static void compute_feature_gradient(const grad_problem* g, const grad_plan* pla
 
 /* ---- OutputROIGradientTensor (§7.3) ---- */
 
+/* Adds the terms of every weighted, in-bounds sample of ROI r to the sums
+ * low/high[k] (8 channels), each in §4.4 order, reading `in` at `at`. */
+static inline __attribute__((always_inline)) void box_sums(const grad_problem* g, const roi_region* region,
+                                                           const axis_sample* xs, const axis_sample* ys,
+                                                           const float* gradients, uint32_t r, uint32_t c0,
+                                                           uint32_t lanes, const tensor_view* in, uint64_t at,
+                                                           load_mode mode, __m256d low[4], __m256d high[4]) {
+    uint64_t per_x = region->x.per_output, per_y = region->y.per_output;
+    __m256 weight = _mm256_set1_ps(dml_roi_average_weight(&region->x, &region->y));
+    for (uint32_t oy = 0; oy < g->out_height; oy++)
+        for (uint32_t ox = 0; ox < g->out_width; ox++) {
+            __m256 weighted = _mm256_mul_ps(gradient_at(g, gradients, r, c0, lanes, oy, ox), weight);
+            for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
+                const axis_sample* sx = &xs[tx];
+                if (sx->outside) continue;
+                uint64_t left = sx->low * in->strides[3], right = sx->high * in->strides[3];
+                __m256 xl = _mm256_set1_ps(sx->low_fraction), one_xl = _mm256_set1_ps(1.0f - sx->low_fraction);
+                for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
+                    const axis_sample* sy = &ys[ty];
+                    if (sy->outside) continue;
+                    uint64_t top = at + sy->low * in->strides[2], bottom = at + sy->high * in->strides[2];
+                    __m256 top_left = load_tap(in, top + left, lanes, mode);
+                    __m256 top_right = load_tap(in, top + right, lanes, mode);
+                    __m256 bottom_left = load_tap(in, bottom + left, lanes, mode);
+                    __m256 bottom_right = load_tap(in, bottom + right, lanes, mode);
+                    /* dml_roi_image_gradient, then dml_roi_box_terms, lane by lane. */
+                    __m256 yl = _mm256_set1_ps(sy->low_fraction), one_yl = _mm256_set1_ps(1.0f - sy->low_fraction);
+                    __m256 grad_x = _mm256_add_ps(_mm256_mul_ps(one_yl, _mm256_sub_ps(top_right, top_left)),
+                                                  _mm256_mul_ps(yl, _mm256_sub_ps(bottom_right, bottom_left)));
+                    __m256 grad_y = _mm256_add_ps(_mm256_mul_ps(one_xl, _mm256_sub_ps(bottom_left, top_left)),
+                                                  _mm256_mul_ps(xl, _mm256_sub_ps(bottom_right, top_right)));
+                    __m256 along_x = _mm256_mul_ps(weighted, grad_x), along_y = _mm256_mul_ps(weighted, grad_y);
+                    lanes_add_to_double(&low[0], &high[0], _mm256_mul_ps(along_x, _mm256_set1_ps(sx->d_first)));
+                    lanes_add_to_double(&low[1], &high[1], _mm256_mul_ps(along_y, _mm256_set1_ps(sy->d_first)));
+                    lanes_add_to_double(&low[2], &high[2], _mm256_mul_ps(along_x, _mm256_set1_ps(sx->d_second)));
+                    lanes_add_to_double(&low[3], &high[3], _mm256_mul_ps(along_y, _mm256_set1_ps(sy->d_second)));
+                }
+            }
+        }
+}
+
 /* The FLOAT64 sums d/dx1, d/dy1, d/dx2, d/dy2 of ROI r for each channel of
  * [c0, c0 + lanes), each from zero in §4.4 order, into sums[c][4]. */
-static void box_task(const grad_problem* g, uint32_t r, uint32_t c0, uint32_t lanes, double (*sums)[4],
-                     axis_sample* tables, float* block) {
+static void box_task(const grad_problem* g, const grad_plan* plan, uint32_t r, uint32_t c0, uint32_t lanes,
+                     double (*sums)[4], axis_sample* tables) {
     const dml_roi_align_params* p = g->params;
     roi_region region = roi_region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
     __m256d low[4], high[4];
@@ -522,42 +580,21 @@ static void box_task(const grad_problem* g, uint32_t r, uint32_t c0, uint32_t la
         axis_sample *xs = tables, *ys = tables + region.x.count;
         axis_table(&region.x, p, true, xs);
         axis_table(&region.y, p, true, ys);
-        uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
-        __m256 weight = _mm256_set1_ps(dml_roi_average_weight(&region.x, &region.y));
+        const float* gradients = gradient_block(g, r, c0, lanes, thread_gradient_block(plan, tables));
         const tensor_view* in = &g->input;
         uint64_t at = view_offset(in, region.batch, c0, 0, 0);
-        const float* gradients = gradient_block(g, r, c0, lanes, block);
-        for (uint32_t oy = 0; oy < g->out_height; oy++)
-            for (uint32_t ox = 0; ox < g->out_width; ox++) {
-                __m256 gradient = gradient_at(g, gradients, r, c0, lanes, oy, ox);
-                __m256 weighted = _mm256_mul_ps(gradient, weight);
-                for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
-                    const axis_sample* sx = &xs[tx];
-                    if (sx->outside) continue;
-                    uint64_t left = sx->low * in->strides[3], right = sx->high * in->strides[3];
-                    __m256 xl = _mm256_set1_ps(sx->low_fraction), one_xl = _mm256_set1_ps(1.0f - sx->low_fraction);
-                    for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
-                        const axis_sample* sy = &ys[ty];
-                        if (sy->outside) continue;
-                        uint64_t top = at + sy->low * in->strides[2], bottom = at + sy->high * in->strides[2];
-                        __m256 top_left = lanes_load(&in->lanes, top + left, lanes);
-                        __m256 top_right = lanes_load(&in->lanes, top + right, lanes);
-                        __m256 bottom_left = lanes_load(&in->lanes, bottom + left, lanes);
-                        __m256 bottom_right = lanes_load(&in->lanes, bottom + right, lanes);
-                        /* dml_roi_image_gradient, then dml_roi_box_terms, lane by lane. */
-                        __m256 yl = _mm256_set1_ps(sy->low_fraction), one_yl = _mm256_set1_ps(1.0f - sy->low_fraction);
-                        __m256 grad_x = _mm256_add_ps(_mm256_mul_ps(one_yl, _mm256_sub_ps(top_right, top_left)),
-                                                      _mm256_mul_ps(yl, _mm256_sub_ps(bottom_right, bottom_left)));
-                        __m256 grad_y = _mm256_add_ps(_mm256_mul_ps(one_xl, _mm256_sub_ps(bottom_left, top_left)),
-                                                      _mm256_mul_ps(xl, _mm256_sub_ps(bottom_right, top_right)));
-                        __m256 along_x = _mm256_mul_ps(weighted, grad_x), along_y = _mm256_mul_ps(weighted, grad_y);
-                        lanes_add_to_double(&low[0], &high[0], _mm256_mul_ps(along_x, _mm256_set1_ps(sx->d_first)));
-                        lanes_add_to_double(&low[1], &high[1], _mm256_mul_ps(along_y, _mm256_set1_ps(sy->d_first)));
-                        lanes_add_to_double(&low[2], &high[2], _mm256_mul_ps(along_x, _mm256_set1_ps(sx->d_second)));
-                        lanes_add_to_double(&low[3], &high[3], _mm256_mul_ps(along_y, _mm256_set1_ps(sy->d_second)));
-                    }
-                }
-            }
+        tensor_view tiled;
+        uint64_t origin;
+        if (lanes == ROI_LANES && in->lanes.contiguous && in->lanes.half)
+            box_sums(g, &region, xs, ys, gradients, r, c0, lanes, in, at, LOAD_F16, low, high);
+        else if (lanes == ROI_LANES && in->lanes.contiguous)
+            box_sums(g, &region, xs, ys, gradients, r, c0, lanes, in, at, LOAD_F32, low, high);
+        else if (lanes == ROI_LANES &&
+                 tile_view(in, at, xs, region.x.count, ys, region.y.count, true, thread_input_tile(plan, tables),
+                           plan->input_tile_floats, &tiled, &origin))
+            box_sums(g, &region, xs, ys, gradients, r, c0, lanes, &tiled, origin, LOAD_F32, low, high);
+        else
+            box_sums(g, &region, xs, ys, gradients, r, c0, lanes, in, at, LOAD_GENERAL, low, high);
     }
     for (int k = 0; k < 4; k++) {
         double lane_sums[ROI_LANES];
@@ -575,12 +612,11 @@ static void compute_box_gradient(const grad_problem* g, const grad_plan* plan, c
 #pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
     {
         axis_sample* tables = thread_tables(plan, workspace);
-        float* block = thread_gradient_block(plan, tables);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             roi_task t = roi_task_at(task, g->roi_count, blocks, g->input.lanes.contiguous);
             uint32_t lanes = g->channels - t.c0 < ROI_LANES ? g->channels - t.c0 : ROI_LANES;
-            box_task(g, t.roi, t.c0, lanes, sums + (uint64_t)t.roi * g->channels, tables, block);
+            box_task(g, plan, t.roi, t.c0, lanes, sums + (uint64_t)t.roi * g->channels, tables);
         }
     }
     /* The fixed shape of roi_align_math.h: channels in order within each
@@ -637,8 +673,12 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, dml_pla
         workspace += roi_align64((uint64_t)roi_count * channels * 4 * sizeof(double));
     }
     plan.tables_offset = workspace;
-    plan.thread_scratch = plan.table_entries * sizeof(axis_sample) +
-                          roi_align64((uint64_t)input_gradient->sizes[2] * input_gradient->sizes[3] * ROI_LANES * 4);
+    plan.gradient_block_bytes =
+        roi_align64((uint64_t)input_gradient->sizes[2] * input_gradient->sizes[3] * ROI_LANES * sizeof(float));
+    if (boxes && input->strides[1] != 1) plan.input_tile_floats = (uint64_t)height * width * ROI_LANES;
+    if (plan.input_tile_floats * sizeof(float) > ROI_ALIGN_WORKSPACE_LIMIT / 4) plan.input_tile_floats = 0;
+    plan.thread_scratch = plan.table_entries * sizeof(axis_sample) + plan.gradient_block_bytes +
+                          roi_align64(plan.input_tile_floats * sizeof(float));
     workspace += (uint64_t)plan.threads * plan.thread_scratch;
     if (workspace > ROI_ALIGN_WORKSPACE_LIMIT) return S_FALSE;
     grad_plan* state = dml_plan_state(result, sizeof *state);

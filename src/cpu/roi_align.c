@@ -24,9 +24,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "../core/status.h"
 #include "roi_common.h"
@@ -327,11 +324,7 @@ static void compute_output_gradient(const grad_problem* g, const grad_plan* plan
     uint64_t bands = plan->banding.bands;
 #pragma omp parallel num_threads(plan->threads)
     {
-        int thread = 0;
-#ifdef _OPENMP
-        thread = omp_get_thread_num();
-#endif
-        double* acc = accumulators + (size_t)thread * plan->banding.band_rows * g->width;
+        double* acc = accumulators + (size_t)roi_current_thread() * plan->banding.band_rows * g->width;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < plan->banding.tasks; task++) {
             uint64_t band = (uint64_t)task % bands, plane = (uint64_t)task / bands;

@@ -20,9 +20,6 @@
  *   in order).
  * MAX gradients are left to the generic kernel (its plan declines them). */
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "roi_lanes_avx2.h"
 
@@ -61,23 +58,6 @@ static uint64_t axis_capacity(uint32_t outputs, const dml_roi_align_params* p) {
 /* Workspace beyond this is not worth it: the generic kernel takes the problem. */
 #define ROI_ALIGN_WORKSPACE_LIMIT ((uint64_t)256 << 20)
 
-/* One {N, C, H, W} tensor's strides and data (NULL when absent). */
-typedef struct tensor_view {
-    uint64_t strides[4];
-    channel_lanes lanes;
-} tensor_view;
-
-static tensor_view tensor_view_make(const dml_tensor* tensor, const void* data) {
-    tensor_view v;
-    roi_copy_strides(v.strides, tensor);
-    v.lanes = channel_lanes_make(data, tensor->strides[1], tensor->type == DML_TENSOR_DATA_TYPE_FLOAT16);
-    return v;
-}
-
-static inline uint64_t view_offset(const tensor_view* v, uint64_t n, uint64_t c, uint64_t y, uint64_t x) {
-    return n * v->strides[0] + c * v->strides[1] + y * v->strides[2] + x * v->strides[3];
-}
-
 /* Whether the plan may take a tensor: it can be gathered, and its layout
  * class (channels-last: channel stride 1) is the implementation's. */
 static bool layout_fits(const dml_tensor* tensor, bool channels_last) {
@@ -115,11 +95,6 @@ static inline __attribute__((always_inline)) __m256 sample_lanes(const tensor_vi
     return _mm256_add_ps(_mm256_mul_ps(one_fy, upper), _mm256_mul_ps(fy, lower));
 }
 
-/* The pixels that the in-bounds samples of a region read: [x0, x1) x [y0, y1). */
-typedef struct pixel_box {
-    uint32_t x0, x1, y0, y1;
-} pixel_box;
-
 /* [begin, end): the pixels the in-bounds samples of a table read, through
  * their interpolation taps or (gradient_taps) the ROI gradient's taps. */
 static void axis_span(const axis_sample* table, uint64_t count, bool gradient_taps, uint32_t* begin, uint32_t* end) {
@@ -131,51 +106,6 @@ static void axis_span(const axis_sample* table, uint64_t count, bool gradient_ta
         uint32_t low = a < b ? a : b, high = a < b ? b : a;
         *begin = low < *begin ? low : *begin;
         *end = high + 1 > *end ? high + 1 : *end;
-    }
-}
-
-/* NCHW: copies the box of 8 channels at `at` into tile[y][x][8] (FLOAT32,
- * channels-last), 8x8 blocks transposed in registers where rows are packed. */
-static void transpose_to_tile(const tensor_view* in, uint64_t at, pixel_box box, float* tile) {
-    uint32_t width = box.x1 - box.x0;
-    const channel_lanes* v = &in->lanes;
-    for (uint32_t y = box.y0; y < box.y1; y++) {
-        float* row = tile + (uint64_t)(y - box.y0) * width * ROI_LANES;
-        uint64_t source = at + y * in->strides[2] + box.x0 * in->strides[3];
-        uint32_t x = 0;
-        if (in->strides[3] == 1) {
-            for (; x + ROI_LANES <= width; x += ROI_LANES) {
-                __m256 r[ROI_LANES];
-                for (int i = 0; i < ROI_LANES; i++) {
-                    uint64_t at_row = source + i * v->channel_stride + x;
-                    r[i] = v->half
-                               ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)v->base + at_row)))
-                               : _mm256_loadu_ps((const float*)v->base + at_row);
-                }
-                /* The classic 8x8 transpose: unpack, shuffle, then swap 128-bit halves. */
-                __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-                __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-                __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-                __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-                __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-                __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-                float* out = row + (uint64_t)x * ROI_LANES;
-                _mm256_storeu_ps(out + 0 * ROI_LANES, _mm256_permute2f128_ps(u0, u4, 0x20));
-                _mm256_storeu_ps(out + 1 * ROI_LANES, _mm256_permute2f128_ps(u1, u5, 0x20));
-                _mm256_storeu_ps(out + 2 * ROI_LANES, _mm256_permute2f128_ps(u2, u6, 0x20));
-                _mm256_storeu_ps(out + 3 * ROI_LANES, _mm256_permute2f128_ps(u3, u7, 0x20));
-                _mm256_storeu_ps(out + 4 * ROI_LANES, _mm256_permute2f128_ps(u0, u4, 0x31));
-                _mm256_storeu_ps(out + 5 * ROI_LANES, _mm256_permute2f128_ps(u1, u5, 0x31));
-                _mm256_storeu_ps(out + 6 * ROI_LANES, _mm256_permute2f128_ps(u2, u6, 0x31));
-                _mm256_storeu_ps(out + 7 * ROI_LANES, _mm256_permute2f128_ps(u3, u7, 0x31));
-            }
-        }
-        for (; x < width; x++)
-            for (int i = 0; i < ROI_LANES; i++)
-                row[(uint64_t)x * ROI_LANES + i] =
-                    roi_load(v->base, source + i * v->channel_stride + x * in->strides[3], v->half);
     }
 }
 
@@ -319,14 +249,6 @@ static HRESULT plan_forward_nhwc(const DMLOperator* op, const DMLDevice* device,
     return plan_forward(op, device, result, true);
 }
 
-static int current_thread(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 static HRESULT run_forward(const dml_kernel_args* args) {
     const forward_plan* plan = DML_PLAN_STATE(args, forward_plan);
     const DMLOperator* op = args->op;
@@ -354,7 +276,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
      * every output is computed by one thread alone. */
 #pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
     {
-        char* own = (char*)args->temporary + (size_t)current_thread() * per_thread;
+        char* own = (char*)args->temporary + (size_t)roi_current_thread() * per_thread;
         float* tile = (float*)(own + plan->table_entries * sizeof(axis_sample));
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
@@ -401,7 +323,7 @@ static inline void accumulate(double* acc, __m256 term) {
 
 /* Where a thread's axis tables and gradient block lie in the workspace. */
 static axis_sample* thread_tables(const grad_plan* plan, char* workspace) {
-    return (axis_sample*)(workspace + plan->tables_offset + (size_t)current_thread() * plan->thread_scratch);
+    return (axis_sample*)(workspace + plan->tables_offset + (size_t)roi_current_thread() * plan->thread_scratch);
 }
 
 static float* thread_gradient_block(const grad_plan* plan, axis_sample* tables) {
@@ -508,7 +430,7 @@ static void compute_feature_gradient(const grad_problem* g, const grad_plan* pla
     uint64_t bands = plan->banding.bands;
 #pragma omp parallel num_threads(plan->threads)
     {
-        int thread = current_thread();
+        int thread = roi_current_thread();
         double* acc = (double*)(workspace + plan->accumulator_offset) + (size_t)thread * plan->accumulator_doubles;
         axis_sample* tables = thread_tables(plan, workspace);
         float* block = thread_gradient_block(plan, tables);

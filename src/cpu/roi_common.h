@@ -8,6 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../core/half.h"
 #include "../ops/roi.h"
@@ -119,6 +122,15 @@ static inline uint32_t roi_first_of_image(const roi_of_image* sorted, uint32_t c
             high = middle;
     }
     return low;
+}
+
+/* The calling thread's index in its OpenMP team (its share of the workspace). */
+static inline int roi_current_thread(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
 }
 
 static inline uint64_t roi_align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }

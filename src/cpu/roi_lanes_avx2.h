@@ -148,4 +148,71 @@ static inline __m256 lanes_double_to_float(__m256d low, __m256d high) {
     return _mm256_set_m128(_mm256_cvtpd_ps(high), _mm256_cvtpd_ps(low));
 }
 
+/* One {N, C, H, W} tensor's strides and data (NULL when absent). */
+typedef struct tensor_view {
+    uint64_t strides[4];
+    channel_lanes lanes;
+} tensor_view;
+
+static inline tensor_view tensor_view_make(const dml_tensor* tensor, const void* data) {
+    tensor_view v;
+    roi_copy_strides(v.strides, tensor);
+    v.lanes = channel_lanes_make(data, tensor->strides[1], tensor->type == DML_TENSOR_DATA_TYPE_FLOAT16);
+    return v;
+}
+
+static inline uint64_t view_offset(const tensor_view* v, uint64_t n, uint64_t c, uint64_t y, uint64_t x) {
+    return n * v->strides[0] + c * v->strides[1] + y * v->strides[2] + x * v->strides[3];
+}
+
+/* A box of pixels: [x0, x1) x [y0, y1). */
+typedef struct pixel_box {
+    uint32_t x0, x1, y0, y1;
+} pixel_box;
+
+/* NCHW: copies the box of 8 channels at `at` into tile[y][x][8] (FLOAT32,
+ * channels-last), 8x8 blocks transposed in registers where rows are packed. */
+static inline void transpose_to_tile(const tensor_view* in, uint64_t at, pixel_box box, float* tile) {
+    uint32_t width = box.x1 - box.x0;
+    const channel_lanes* v = &in->lanes;
+    for (uint32_t y = box.y0; y < box.y1; y++) {
+        float* row = tile + (uint64_t)(y - box.y0) * width * ROI_LANES;
+        uint64_t source = at + y * in->strides[2] + box.x0 * in->strides[3];
+        uint32_t x = 0;
+        if (in->strides[3] == 1) {
+            for (; x + ROI_LANES <= width; x += ROI_LANES) {
+                __m256 r[ROI_LANES];
+                for (int i = 0; i < ROI_LANES; i++) {
+                    uint64_t at_row = source + i * v->channel_stride + x;
+                    r[i] = v->half
+                               ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)v->base + at_row)))
+                               : _mm256_loadu_ps((const float*)v->base + at_row);
+                }
+                /* The classic 8x8 transpose: unpack, shuffle, then swap 128-bit halves. */
+                __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+                __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+                __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+                __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                float* out = row + (uint64_t)x * ROI_LANES;
+                _mm256_storeu_ps(out + 0 * ROI_LANES, _mm256_permute2f128_ps(u0, u4, 0x20));
+                _mm256_storeu_ps(out + 1 * ROI_LANES, _mm256_permute2f128_ps(u1, u5, 0x20));
+                _mm256_storeu_ps(out + 2 * ROI_LANES, _mm256_permute2f128_ps(u2, u6, 0x20));
+                _mm256_storeu_ps(out + 3 * ROI_LANES, _mm256_permute2f128_ps(u3, u7, 0x20));
+                _mm256_storeu_ps(out + 4 * ROI_LANES, _mm256_permute2f128_ps(u0, u4, 0x31));
+                _mm256_storeu_ps(out + 5 * ROI_LANES, _mm256_permute2f128_ps(u1, u5, 0x31));
+                _mm256_storeu_ps(out + 6 * ROI_LANES, _mm256_permute2f128_ps(u2, u6, 0x31));
+                _mm256_storeu_ps(out + 7 * ROI_LANES, _mm256_permute2f128_ps(u3, u7, 0x31));
+            }
+        }
+        for (; x < width; x++)
+            for (int i = 0; i < ROI_LANES; i++)
+                row[(uint64_t)x * ROI_LANES + i] =
+                    roi_load(v->base, source + i * v->channel_stride + x * in->strides[3], v->half);
+    }
+}
+
 #endif

@@ -139,9 +139,7 @@ typedef struct forward_plan {
 } forward_plan;
 
 typedef struct forward_problem {
-    const dml_roi_align_params* params;
-    roi_source source;
-    uint32_t batch, channels, height, width, out_height, out_width;
+    roi_align_dims dims;
     tensor_view input, output;
 } forward_problem;
 
@@ -150,13 +148,13 @@ static inline __attribute__((always_inline)) void forward_outputs(const forward_
                                                                   uint32_t lanes, const roi_region* region,
                                                                   const axis_sample* xs, const axis_sample* ys,
                                                                   const tensor_view* in, uint64_t at, load_mode mode) {
-    const dml_roi_align_params* p = f->params;
+    const dml_roi_align_params* p = f->dims.params;
     __m256 out_of_bounds = _mm256_set1_ps(p->out_of_bounds_value);
     uint64_t per_x = region->x.per_output, per_y = region->y.per_output;
     bool linear = p->interpolation_linear, max = p->reduction_max;
     __m256d count = _mm256_set1_pd((double)((uint64_t)region->x.per_output * region->y.per_output));
-    for (uint32_t oy = 0; oy < f->out_height; oy++) {
-        for (uint32_t ox = 0; ox < f->out_width; ox++) {
+    for (uint32_t oy = 0; oy < f->dims.out_height; oy++) {
+        for (uint32_t ox = 0; ox < f->dims.out_width; ox++) {
             __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
             __m256 best = _mm256_setzero_ps();
             bool first = true;
@@ -185,12 +183,13 @@ static inline __attribute__((always_inline)) void forward_outputs(const forward_
 /* ROI r, channels [c0, c0 + lanes). */
 static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint32_t lanes, axis_sample* tables,
                          float* tile, uint64_t tile_floats) {
-    const dml_roi_align_params* p = f->params;
-    roi_region region = roi_region_make(&f->source, r, p, f->out_height, f->out_width, f->height, f->width);
-    if (region.batch >= f->batch) { /* RA-12: no image to read */
+    const dml_roi_align_params* p = f->dims.params;
+    roi_region region =
+        roi_region_make(&f->dims.source, r, p, f->dims.out_height, f->dims.out_width, f->dims.height, f->dims.width);
+    if (region.batch >= f->dims.batch) { /* RA-12: no image to read */
         __m256 out_of_bounds = _mm256_set1_ps(p->out_of_bounds_value);
-        for (uint32_t oy = 0; oy < f->out_height; oy++)
-            for (uint32_t ox = 0; ox < f->out_width; ox++)
+        for (uint32_t oy = 0; oy < f->dims.out_height; oy++)
+            for (uint32_t ox = 0; ox < f->dims.out_width; ox++)
                 lanes_store(&f->output.lanes, view_offset(&f->output, r, c0, oy, ox), lanes, out_of_bounds);
         return;
     }
@@ -255,20 +254,11 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     forward_problem f = {
-        .params = op->params,
-        .source =
-            roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
-                            &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor, args->inputs[DML_ROI_ALIGN_BATCH_INDICES]),
-        .batch = input->sizes[0],
-        .channels = input->sizes[1],
-        .height = input->sizes[2],
-        .width = input->sizes[3],
-        .out_height = output->sizes[2],
-        .out_width = output->sizes[3],
+        .dims = roi_align_forward_dims(args),
         .input = tensor_view_make(input, args->inputs[DML_ROI_ALIGN_INPUT]),
         .output = tensor_view_make(output, args->outputs[DML_ROI_ALIGN_OUTPUT]),
     };
-    uint32_t blocks = (f.channels + ROI_LANES - 1) / ROI_LANES;
+    uint32_t blocks = (f.dims.channels + ROI_LANES - 1) / ROI_LANES;
     int64_t tasks = (int64_t)output->sizes[0] * blocks;
     /* Per thread: its axis tables, then its tile. */
     size_t per_thread = plan->table_entries * sizeof(axis_sample) + plan->tile_floats * sizeof(float);
@@ -281,7 +271,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             roi_task t = roi_task_at(task, output->sizes[0], blocks, f.input.lanes.contiguous);
-            uint32_t lanes = f.channels - t.c0 < ROI_LANES ? f.channels - t.c0 : ROI_LANES;
+            uint32_t lanes = f.dims.channels - t.c0 < ROI_LANES ? f.dims.channels - t.c0 : ROI_LANES;
             forward_task(&f, t.roi, t.c0, lanes, (axis_sample*)own, tile, plan->tile_floats);
         }
     }
@@ -305,9 +295,7 @@ typedef struct grad_plan {
 } grad_plan;
 
 typedef struct grad_problem {
-    const dml_roi_align_params* params;
-    roi_source source;
-    uint32_t batch, channels, height, width, out_height, out_width, roi_count;
+    roi_align_dims dims;
     tensor_view input, input_gradient, output_gradient;
     void* roi_gradient;
     uint64_t roi_gradient_row_stride, roi_gradient_column_stride;
@@ -340,14 +328,14 @@ static float* thread_input_tile(const grad_plan* plan, axis_sample* tables) {
  * (channels-last, or a partial block). */
 static const float* gradient_block(const grad_problem* g, uint32_t r, uint32_t c0, uint32_t lanes, float* block) {
     if (lanes != ROI_LANES || g->input_gradient.lanes.contiguous) return NULL;
-    pixel_box box = {0, g->out_width, 0, g->out_height};
+    pixel_box box = {0, g->dims.out_width, 0, g->dims.out_height};
     transpose_to_tile(&g->input_gradient, view_offset(&g->input_gradient, r, c0, 0, 0), box, block);
     return block;
 }
 
 static inline __m256 gradient_at(const grad_problem* g, const float* block, uint32_t r, uint32_t c0, uint32_t lanes,
                                  uint32_t oy, uint32_t ox) {
-    if (block) return _mm256_loadu_ps(block + ((uint64_t)oy * g->out_width + ox) * ROI_LANES);
+    if (block) return _mm256_loadu_ps(block + ((uint64_t)oy * g->dims.out_width + ox) * ROI_LANES);
     return lanes_load(&g->input_gradient.lanes, view_offset(&g->input_gradient, r, c0, oy, ox), lanes);
 }
 
@@ -358,26 +346,27 @@ static inline __m256 gradient_at(const grad_problem* g, const float* block, uint
 static void feature_task(const grad_problem* g, const roi_of_image* sorted, uint32_t sorted_count, uint32_t n,
                          uint32_t c0, uint32_t lanes, uint32_t row_begin, uint32_t row_end, double* acc,
                          axis_sample* tables, float* block) {
-    const dml_roi_align_params* p = g->params;
-    uint64_t row_doubles = (uint64_t)g->width * ROI_LANES;
+    const dml_roi_align_params* p = g->dims.params;
+    uint64_t row_doubles = (uint64_t)g->dims.width * ROI_LANES;
     memset(acc, 0, (size_t)(row_end - row_begin) * row_doubles * sizeof *acc);
     bool linear = p->interpolation_linear;
     for (uint32_t i = roi_first_of_image(sorted, sorted_count, n); i < sorted_count && sorted[i].batch == n; i++) {
         uint32_t r = sorted[i].roi;
-        roi_region region = roi_region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+        roi_region region = roi_region_make(&g->dims.source, r, p, g->dims.out_height, g->dims.out_width,
+                                            g->dims.height, g->dims.width);
         axis_sample *xs = tables, *ys = tables + region.x.count;
         axis_table(&region.x, p, false, xs);
         axis_table(&region.y, p, false, ys);
         uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
         __m256 weight = _mm256_set1_ps(dml_roi_average_weight(&region.x, &region.y));
         const float* gradients = gradient_block(g, r, c0, lanes, block);
-        for (uint32_t oy = 0; oy < g->out_height; oy++) {
+        for (uint32_t oy = 0; oy < g->dims.out_height; oy++) {
             /* Skip output rows none of whose samples reach these rows. */
             bool touches = false;
             for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y && !touches; ty++)
                 touches = !ys[ty].outside && ys[ty].second >= row_begin && ys[ty].first < row_end;
             if (!touches) continue;
-            for (uint32_t ox = 0; ox < g->out_width; ox++) {
+            for (uint32_t ox = 0; ox < g->dims.out_width; ox++) {
                 __m256 gradient = gradient_at(g, gradients, r, c0, lanes, oy, ox);
                 __m256 weighted = _mm256_mul_ps(gradient, weight); /* g * w, w = 1 / S (§7.1) */
                 for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
@@ -415,7 +404,7 @@ static void feature_task(const grad_problem* g, const roi_of_image* sorted, uint
     }
     for (uint32_t y = row_begin; y < row_end; y++) {
         const double* row = acc + (uint64_t)(y - row_begin) * row_doubles;
-        for (uint32_t x = 0; x < g->width; x++) {
+        for (uint32_t x = 0; x < g->dims.width; x++) {
             const double* pixel = row + (uint64_t)x * ROI_LANES;
             lanes_store(&g->output_gradient.lanes, view_offset(&g->output_gradient, n, c0, y, x), lanes,
                         lanes_double_to_float(_mm256_loadu_pd(pixel), _mm256_loadu_pd(pixel + 4)));
@@ -425,8 +414,8 @@ static void feature_task(const grad_problem* g, const roi_of_image* sorted, uint
 
 static void compute_feature_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
     roi_of_image* sorted = (roi_of_image*)(workspace + plan->sorted_offset);
-    uint32_t sorted_count = roi_sort_by_image(&g->source, g->roi_count, g->batch, sorted);
-    uint32_t blocks = (g->channels + ROI_LANES - 1) / ROI_LANES;
+    uint32_t sorted_count = roi_sort_by_image(&g->dims.source, g->dims.roi_count, g->dims.batch, sorted);
+    uint32_t blocks = (g->dims.channels + ROI_LANES - 1) / ROI_LANES;
     uint64_t bands = plan->banding.bands;
 #pragma omp parallel num_threads(plan->threads)
     {
@@ -438,10 +427,10 @@ static void compute_feature_gradient(const grad_problem* g, const grad_plan* pla
         for (int64_t task = 0; task < plan->banding.tasks; task++) {
             uint64_t band = (uint64_t)task % bands, plane = (uint64_t)task / bands;
             uint32_t c0 = (uint32_t)(plane % blocks) * ROI_LANES;
-            uint32_t lanes = g->channels - c0 < ROI_LANES ? g->channels - c0 : ROI_LANES;
+            uint32_t lanes = g->dims.channels - c0 < ROI_LANES ? g->dims.channels - c0 : ROI_LANES;
             feature_task(g, sorted, sorted_count, (uint32_t)(plane / blocks), c0, lanes,
-                         (uint32_t)(band * g->height / bands), (uint32_t)((band + 1) * g->height / bands), acc, tables,
-                         block);
+                         (uint32_t)(band * g->dims.height / bands), (uint32_t)((band + 1) * g->dims.height / bands),
+                         acc, tables, block);
         }
     }
 }
@@ -457,8 +446,8 @@ static inline __attribute__((always_inline)) void box_sums(const grad_problem* g
                                                            load_mode mode, __m256d low[4], __m256d high[4]) {
     uint64_t per_x = region->x.per_output, per_y = region->y.per_output;
     __m256 weight = _mm256_set1_ps(dml_roi_average_weight(&region->x, &region->y));
-    for (uint32_t oy = 0; oy < g->out_height; oy++)
-        for (uint32_t ox = 0; ox < g->out_width; ox++) {
+    for (uint32_t oy = 0; oy < g->dims.out_height; oy++)
+        for (uint32_t ox = 0; ox < g->dims.out_width; ox++) {
             __m256 weighted = _mm256_mul_ps(gradient_at(g, gradients, r, c0, lanes, oy, ox), weight);
             for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
                 const axis_sample* sx = &xs[tx];
@@ -493,12 +482,13 @@ static inline __attribute__((always_inline)) void box_sums(const grad_problem* g
  * [c0, c0 + lanes), each from zero in §4.4 order, into sums[c][4]. */
 static void box_task(const grad_problem* g, const grad_plan* plan, uint32_t r, uint32_t c0, uint32_t lanes,
                      double (*sums)[4], axis_sample* tables) {
-    const dml_roi_align_params* p = g->params;
-    roi_region region = roi_region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+    const dml_roi_align_params* p = g->dims.params;
+    roi_region region =
+        roi_region_make(&g->dims.source, r, p, g->dims.out_height, g->dims.out_width, g->dims.height, g->dims.width);
     __m256d low[4], high[4];
     for (int k = 0; k < 4; k++)
         low[k] = high[k] = _mm256_setzero_pd();
-    if (region.batch < g->batch) { /* else no gradient (RA-12) */
+    if (region.batch < g->dims.batch) { /* else no gradient (RA-12) */
         axis_sample *xs = tables, *ys = tables + region.x.count;
         axis_table(&region.x, p, true, xs);
         axis_table(&region.y, p, true, ys);
@@ -529,28 +519,28 @@ static void box_task(const grad_problem* g, const grad_plan* plan, uint32_t r, u
 
 static void compute_box_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
     double(*sums)[4] = (double(*)[4])(workspace + plan->sums_offset);
-    uint32_t blocks = (g->channels + ROI_LANES - 1) / ROI_LANES;
-    int64_t tasks = (int64_t)g->roi_count * blocks;
+    uint32_t blocks = (g->dims.channels + ROI_LANES - 1) / ROI_LANES;
+    int64_t tasks = (int64_t)g->dims.roi_count * blocks;
 #pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
     {
         axis_sample* tables = thread_tables(plan, workspace);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
-            roi_task t = roi_task_at(task, g->roi_count, blocks, g->input.lanes.contiguous);
-            uint32_t lanes = g->channels - t.c0 < ROI_LANES ? g->channels - t.c0 : ROI_LANES;
-            box_task(g, plan, t.roi, t.c0, lanes, sums + (uint64_t)t.roi * g->channels, tables);
+            roi_task t = roi_task_at(task, g->dims.roi_count, blocks, g->input.lanes.contiguous);
+            uint32_t lanes = g->dims.channels - t.c0 < ROI_LANES ? g->dims.channels - t.c0 : ROI_LANES;
+            box_task(g, plan, t.roi, t.c0, lanes, sums + (uint64_t)t.roi * g->dims.channels, tables);
         }
     }
     /* The fixed shape of roi_align_math.h: channels in order within each
      * group (from zero), the groups in order. */
-    uint32_t groups = dml_roi_gradient_groups(g->channels);
-    for (uint32_t r = 0; r < g->roi_count; r++) {
-        const double(*channel)[4] = (const double(*)[4])(sums + (uint64_t)r * g->channels);
+    uint32_t groups = dml_roi_gradient_groups(g->dims.channels);
+    for (uint32_t r = 0; r < g->dims.roi_count; r++) {
+        const double(*channel)[4] = (const double(*)[4])(sums + (uint64_t)r * g->dims.channels);
         double total[4] = {0, 0, 0, 0};
         for (uint32_t group = 0; group < groups; group++) {
             double partial[4] = {0, 0, 0, 0};
-            uint32_t end = dml_roi_gradient_group_begin(group + 1, groups, g->channels);
-            for (uint32_t c = dml_roi_gradient_group_begin(group, groups, g->channels); c < end; c++)
+            uint32_t end = dml_roi_gradient_group_begin(group + 1, groups, g->dims.channels);
+            for (uint32_t c = dml_roi_gradient_group_begin(group, groups, g->dims.channels); c < end; c++)
                 for (int k = 0; k < 4; k++)
                     partial[k] += channel[c][k];
             for (int k = 0; k < 4; k++)
@@ -574,15 +564,14 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, dml_pla
     if (!layout_fits(layout, channels_last) || !roi_lanes_fit(input_gradient->strides[1]) ||
         (boxes && !roi_lanes_fit(input->strides[1])))
         return S_FALSE;
-    const dml_tensor* image = input->present ? input : output_gradient;
-    uint32_t channels = input_gradient->sizes[1], roi_count = input_gradient->sizes[0];
-    uint32_t height = image->sizes[2], width = image->sizes[3];
+    roi_align_dims dims = roi_align_grad_dims(op, NULL);
+    uint32_t channels = dims.channels, roi_count = dims.roi_count, height = dims.height, width = dims.width;
     grad_plan plan = {.threads = (int)device->threads};
-    uint64_t entries = axis_capacity(input_gradient->sizes[3], p) + axis_capacity(input_gradient->sizes[2], p);
+    uint64_t entries = axis_capacity(dims.out_width, p) + axis_capacity(dims.out_height, p);
     plan.table_entries = roi_align64(entries * sizeof(axis_sample)) / sizeof(axis_sample);
     uint64_t workspace = 0;
     if (output_gradient->present) {
-        uint64_t planes = (uint64_t)image->sizes[0] * ((channels + ROI_LANES - 1) / ROI_LANES);
+        uint64_t planes = (uint64_t)dims.batch * ((channels + ROI_LANES - 1) / ROI_LANES);
         plan.banding = roi_banding_make(planes, height, plan.threads);
         plan.sorted_offset = workspace;
         workspace += roi_align64(((uint64_t)roi_count + 1) * sizeof(roi_of_image));
@@ -595,8 +584,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, dml_pla
         workspace += roi_align64((uint64_t)roi_count * channels * 4 * sizeof(double));
     }
     plan.tables_offset = workspace;
-    plan.gradient_block_bytes =
-        roi_align64((uint64_t)input_gradient->sizes[2] * input_gradient->sizes[3] * ROI_LANES * sizeof(float));
+    plan.gradient_block_bytes = roi_align64((uint64_t)dims.out_height * dims.out_width * ROI_LANES * sizeof(float));
     if (boxes && input->strides[1] != 1) plan.input_tile_floats = (uint64_t)height * width * ROI_LANES;
     if (plan.input_tile_floats * sizeof(float) > ROI_ALIGN_WORKSPACE_LIMIT / 4) plan.input_tile_floats = 0;
     plan.thread_scratch = plan.table_entries * sizeof(axis_sample) + plan.gradient_block_bytes +
@@ -629,19 +617,8 @@ static HRESULT run_grad(const dml_kernel_args* args) {
     const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
     const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
     const dml_tensor* roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor;
-    const dml_tensor* image = input->present ? input : output_gradient;
     grad_problem g = {
-        .params = op->params,
-        .source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
-                                  &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
-                                  args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]),
-        .batch = image->sizes[0],
-        .channels = input_gradient->sizes[1],
-        .height = image->sizes[2],
-        .width = image->sizes[3],
-        .out_height = input_gradient->sizes[2],
-        .out_width = input_gradient->sizes[3],
-        .roi_count = input_gradient->sizes[0],
+        .dims = roi_align_grad_dims(op, args),
         .input_gradient = tensor_view_make(input_gradient, args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT]),
     };
     if (input->present) g.input = tensor_view_make(input, args->inputs[DML_ROI_ALIGN_GRAD_INPUT]);

@@ -66,6 +66,58 @@ static inline uint64_t roi_batch_index(const roi_source* source, uint32_t r) {
                             : ((const uint32_t*)source->batch_indices)[offset];
 }
 
+/* The parameters, ROI source and sizes of a ROI align dispatch, shared by
+ * every implementation: the image {N, C, H, W}, the outputs OH x OW, R. */
+typedef struct roi_align_dims {
+    const dml_roi_align_params* params;
+    roi_source source; /* zero when made without data */
+    uint32_t batch, channels, height, width, out_height, out_width, roi_count;
+} roi_align_dims;
+
+/* ROI_ALIGN and ROI_ALIGN1. */
+static inline roi_align_dims roi_align_forward_dims(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
+    const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
+    roi_align_dims d = {
+        .params = op->params,
+        .source =
+            roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
+                            &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor, args->inputs[DML_ROI_ALIGN_BATCH_INDICES]),
+        .batch = input->sizes[0],
+        .channels = input->sizes[1],
+        .height = input->sizes[2],
+        .width = input->sizes[3],
+        .out_height = output->sizes[2],
+        .out_width = output->sizes[3],
+        .roi_count = output->sizes[0],
+    };
+    return d;
+}
+
+/* ROI_ALIGN_GRAD; with args NULL (at compile time) the shapes alone. N, H, W
+ * come from InputTensor when present, else from OutputGradientTensor (§3). */
+static inline roi_align_dims roi_align_grad_dims(const DMLOperator* op, const dml_kernel_args* args) {
+    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
+    const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
+    const dml_tensor* image = input->present ? input : &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
+    roi_align_dims d = {
+        .params = op->params,
+        .batch = image->sizes[0],
+        .channels = input_gradient->sizes[1],
+        .height = image->sizes[2],
+        .width = image->sizes[3],
+        .out_height = input_gradient->sizes[2],
+        .out_width = input_gradient->sizes[3],
+        .roi_count = input_gradient->sizes[0],
+    };
+    if (args)
+        d.source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
+                                   &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
+                                   args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]);
+    return d;
+}
+
 /* One region, resolved for an input of H x W and an output of OH x OW (§4.1). */
 typedef struct roi_region {
     uint64_t batch; /* as given; >= N means no image (RA-12) */

@@ -7,9 +7,15 @@ TSAN_DIR ?= build-tsan
 FUZZ_DIR ?= build-fuzz
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# A failing test's whole output (seed, assertion, sanitizer report) goes to
+# the log: ctest would cut it at 300 kB.
+CTEST_OUTPUT = --output-on-failure --test-output-size-failed 16777216
+# Debian's interpreter, whatever python3 a user's PATH finds first.
+PYTHON ?= /usr/bin/python3
+PYTHON_DIR ?= $(BUILD_DIR)/python
 
-.PHONY: all setup build build-asan build-tsan build-fuzz run test test-release test-asan test-tsan test-fuzz fuzz \
-	fuzz-seeds bench install clean
+.PHONY: all setup build build-asan build-tsan build-fuzz run test test-format test-release python-package test-python \
+	test-asan test-tsan test-fuzz fuzz fuzz-seeds bench bench-python install clean
 
 all: build
 
@@ -43,15 +49,27 @@ run: build
 	$(BUILD_DIR)/tools/dmlrun/dmlrun --iterations 20
 
 test-release: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest $(CTEST_OUTPUT) -j $(JOBS)
+
+# The Python package (python/), built against $(BUILD_DIR)'s libdml.a the way
+# a user installs it, then its pytest suite. Any pytest failure fails make,
+# including exit 5 (no tests collected).
+python-package: build
+	rm -rf $(PYTHON_DIR)
+	LIBDML_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pip install --quiet --no-build-isolation --no-index \
+	  --no-deps --target $(PYTHON_DIR) ./python
+
+test-python: python-package
+	cd $(PYTHON_DIR) && PYTHONPATH=$(abspath $(PYTHON_DIR)) $(PYTHON) -m pytest -p no:cacheprovider -ra \
+	  $(CURDIR)/python/tests
 
 test-asan: build-asan
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_OUTPUT) -j $(JOBS)
 
 test-tsan: build-tsan
 	cd $(TSAN_DIR) && OMP_TOOL_LIBRARIES=$(ARCHER) TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  ctest --output-on-failure -j $(JOBS)
+	  ctest $(CTEST_OUTPUT) -j $(JOBS)
 
 ARCHER ?= $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
 
@@ -68,14 +86,23 @@ fuzz-seeds: build-fuzz
 	rm -f fuzz/corpus/*/seed_*
 	$(FUZZ_DIR)/fuzz/make_seeds fuzz/corpus
 
-# Every test: in the release build, under ASan + UBSan, and under
-# ThreadSanitizer (OpenMP kernels included); then the fuzz targets.
-test: test-release test-asan test-tsan test-fuzz
+# The sources match .clang-format (scripts/check_format.sh).
+test-format: setup
+	bash scripts/check_format.sh
+
+# Every test: the format check, the release build's, the Python package's,
+# under ASan + UBSan, and under ThreadSanitizer (OpenMP kernels included);
+# then the fuzz targets.
+test: test-format test-release test-python test-asan test-tsan test-fuzz
 
 # Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
 bench: build
 	$(BUILD_DIR)/bench/bench_max_pooling
 	$(BUILD_DIR)/bench/bench_roi
+
+# libdml.torch.roi_align against torchvision.ops.roi_align, forward and backward.
+bench-python: python-package
+	PYTHONPATH=$(abspath $(PYTHON_DIR)) $(PYTHON) bench/bench_roi_align_torch.py
 
 install: build
 	cmake --install $(BUILD_DIR)

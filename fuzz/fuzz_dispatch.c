@@ -1,7 +1,9 @@
 /* fuzz_dispatch: a valid description (a template: one dispatchable of the
  * example models) with a few fuzzed mutations (data types, layouts, sizes,
  * ranks, scalar fields, dropped tensors, OWNED_BY_DML inputs, fused
- * activations, alignments) is created, compiled, initialized and dispatched with fuzzed
+ * activations, alignments, huge TotalTensorSizeInBytes) is created on a
+ * device of fuzzed ThreadCount and RoiAlignMaxSamplesPerAxis (invalid ones
+ * must be refused), compiled, initialized and dispatched with fuzzed
  * bindings (offsets, sizes, NONE/NULL, wrong types and counts, aliasing
  * inputs and outputs, misaligned addresses) over one pool of memory in
  * which every buffer has guard regions around it, and fuzzed input values
@@ -10,7 +12,8 @@
  * Invariants beyond ASan/UBSan/LSan (fuzz/README.md):
  *   - create: S_OK or E_INVALIDARG naming the operator; it rejects every
  *     malformed tensor; the description is unchanged and not kept;
- *   - compile succeeds (every kernel exists on the CPU);
+ *   - compile succeeds (every kernel exists on the CPU) but for OWNED_BY_DML
+ *     inputs whose sizes exceed 2^64 bytes in all (E_INVALIDARG);
  *   - initialize writes nothing but the persistent resource's bytes;
  *   - a dispatch that fails writes nothing and leaves the device usable;
  *   - a dispatch that succeeds writes only the bytes of the addressed
@@ -31,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 enum {
     MAX_ELEMENTS = 4096, /* per tensor, for a dispatch to run (DML_FUZZ_MAX_ELEMENTS overrides it) */
-    MAX_SAMPLES = 16,    /* ROI align: MaximumSamplesPerOutput (dispatch time grows with it) */
+    /* ROI align: sample evaluations one dispatch may take (docs/operators/roi_align.md, "Cost and precision") */
+    MAX_ROI_ALIGN_SAMPLES = 1 << 22,
     MAX_MUTATIONS = 5,
     MAX_TENSORS = 8,   /* tensor fields of one description */
     MAX_BINDINGS = 16, /* entries of a binding array (counts are fuzzed up to slots + 1) */
@@ -143,17 +147,24 @@ static void mutate_layout(fuzz_input* in, description* d) {
     recompute_total(buffer);
 }
 
+/* Huge: 2^64 - 4 and a little less (the persistent size of an OWNED_BY_DML input wraps when
+ * rounded up to 256), or 2^32 .. 2^63 (two such inputs sum past 2^64). */
+static uint64_t huge_total(uint8_t how) {
+    return how % 2 ? UINT64_MAX - 3 - 4u * (how / 2 % 128) : (uint64_t)1 << (32 + how / 2 % 32);
+}
+
 static void mutate_total(fuzz_input* in, description* d) {
     DML_BUFFER_TENSOR_DESC* buffer = buffer_of(d, fuzz_u8(in) % d->tensor_count);
     uint8_t how = fuzz_u8(in);
     if (buffer == NULL) return;
     recompute_total(buffer);
-    switch (how % 4) {
-    case 0: buffer->TotalTensorSizeInBytes += 4u * (1 + how / 4 % 8); break;
+    switch (how % 5) {
+    case 0: buffer->TotalTensorSizeInBytes += 4u * (1 + how / 5 % 8); break;
     case 1: buffer->TotalTensorSizeInBytes += 2; break; /* not a multiple of 4 */
     case 2:
         if (buffer->TotalTensorSizeInBytes >= 4) buffer->TotalTensorSizeInBytes -= 4;
         break;
+    case 3: buffer->TotalTensorSizeInBytes = huge_total(how / 5); break;
     default: break;
     }
 }
@@ -216,7 +227,11 @@ static void mutate_drop(fuzz_input* in, description* d) {
 static void mutate_owned(fuzz_input* in, description* d) {
     uint32_t t = fuzz_u8(in) % d->tensor_count;
     DML_BUFFER_TENSOR_DESC* buffer = buffer_of(d, t);
-    if (buffer != NULL) buffer->Flags ^= DML_TENSOR_FLAG_OWNED_BY_DML;
+    if (buffer == NULL) return;
+    buffer->Flags ^= DML_TENSOR_FLAG_OWNED_BY_DML;
+    /* Owned inputs are dispatched whatever their declared size. */
+    uint8_t how = fuzz_u8(in);
+    if (how % 4 == 0) buffer->TotalTensorSizeInBytes = huge_total(how / 4);
 }
 
 /* A fused activation of any fusable type (or none). */
@@ -326,14 +341,6 @@ static void mutate(fuzz_input* in, description* d) {
         default: mutate_alignment(in, d); break;
         }
     }
-    /* Dispatch time grows with the samples per output: the harness bounds it. */
-    if (d->schema->type == DML_OPERATOR_ROI_ALIGN || d->schema->type == DML_OPERATOR_ROI_ALIGN1 ||
-        d->schema->type == DML_OPERATOR_ROI_ALIGN_GRAD)
-        for (size_t i = 0; i < d->schema->field_count; i++)
-            if (strcmp(d->schema->fields[i].name, "MaximumSamplesPerOutput") == 0) {
-                void* slot = fuzz_field_at(d->desc->Desc, &d->schema->fields[i]);
-                if (fuzz_load_u32(slot) > MAX_SAMPLES) fuzz_store_u32(slot, MAX_SAMPLES);
-            }
 }
 
 /* ---- What the harness keeps of each tensor after the description is gone ---- */
@@ -385,11 +392,61 @@ static bool describe_tensors(const description* d, tensor_info* info) {
     return well_formed;
 }
 
+/* The most bytes of memory the harness gives one region (16 per element). */
+static uint64_t region_cap(void) { return 16 * max_elements; }
+
+static uint64_t capped(uint64_t size) { return size < region_cap() ? size : region_cap(); }
+
+/* Whether a dispatch is quick enough to run. Bound tensors must fit their
+ * regions; OWNED_BY_DML inputs may declare any size (dmlCompileOperator must
+ * reject one that does not fit the persistent resource, and initialize one
+ * whose binding is smaller than it declares). */
 static bool small_enough(const tensor_info* info, uint32_t count) {
-    for (uint32_t t = 0; t < count; t++)
-        if (info[t].present && (info[t].elements > max_elements || info[t].total_bytes > 16 * max_elements))
-            return false;
+    for (uint32_t t = 0; t < count; t++) {
+        if (!info[t].present) continue;
+        bool bound = !(info[t].owned && !info[t].is_output);
+        if (info[t].elements > max_elements || (bound && info[t].total_bytes > region_cap())) return false;
+    }
     return true;
+}
+
+/* Whether dmlCompileOperator must reject the description: its OWNED_BY_DML
+ * inputs, each rounded up to 256 bytes, exceed 2^64 bytes in all. */
+static bool persistent_size_overflows(const tensor_info* info, uint32_t count) {
+    uint64_t total = 0;
+    for (uint32_t t = 0; t < count; t++) {
+        if (!info[t].present || !info[t].owned || info[t].is_output) continue;
+        uint64_t padded = info[t].total_bytes + 255;
+        if (padded < 255 || total + padded / 256 * 256 < total) return true;
+        total += padded / 256 * 256;
+    }
+    return false;
+}
+
+static uint32_t field_u32(const description* d, const char* name, uint32_t otherwise) {
+    for (size_t i = 0; i < d->schema->field_count; i++)
+        if (strcmp(d->schema->fields[i].name, name) == 0)
+            return fuzz_load_u32(fuzz_field_at(d->desc->Desc, &d->schema->fields[i]));
+    return otherwise;
+}
+
+/* ROI align evaluates at most R*C*OH*OW * s^2 samples, twice that for the
+ * gradient of MAX, with s = min(MaximumSamplesPerOutput, the device's
+ * RoiAlignMaxSamplesPerAxis) (docs/operators/roi_align.md, "Cost and
+ * precision"). The largest tensor bounds R*C*OH*OW. Large sample counts are
+ * fuzzed; a dispatch runs only within MAX_ROI_ALIGN_SAMPLES. */
+static bool roi_align_within_budget(const description* d, const tensor_info* info, UINT samples_per_axis_limit) {
+    DML_OPERATOR_TYPE type = d->schema->type;
+    if (type != DML_OPERATOR_ROI_ALIGN && type != DML_OPERATOR_ROI_ALIGN1 && type != DML_OPERATOR_ROI_ALIGN_GRAD)
+        return true;
+    uint64_t limit = samples_per_axis_limit ? samples_per_axis_limit : DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
+    uint64_t per_axis = field_u32(d, "MaximumSamplesPerOutput", UINT32_MAX);
+    if (per_axis > limit) per_axis = limit;
+    uint64_t largest = 1;
+    for (uint32_t t = 0; t < d->tensor_count; t++)
+        if (info[t].present && info[t].elements > largest) largest = info[t].elements;
+    /* largest <= max_elements and per_axis <= 2^16: no overflow. */
+    return 2 * largest * per_axis * per_axis <= MAX_ROI_ALIGN_SAMPLES;
 }
 
 /* ---- Memory: one pool, regions with guards between them ---- */
@@ -705,7 +762,7 @@ static HRESULT dispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDIN
             FUZZ_CHECK(!overlap(temporary, inputs[i]), "accepted a temporary resource that overlaps an input");
         for (uint32_t o = 0; o < output_ranges; o++)
             FUZZ_CHECK(!overlap(temporary, outputs[o]), "accepted a temporary resource that overlaps an output");
-        uint64_t offset = (uint64_t)(temporary.begin - p->bytes);
+        uint64_t offset = (uint64_t)(temporary.begin - (uintptr_t)p->bytes);
         memcpy(after + offset, before + offset, temporary_size);
     }
     /* Written: only the addressed elements of the outputs. */
@@ -736,10 +793,16 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
                 if (info[t].is_output == (kind == 1) && info[t].slot == i) s.info[kind][i] = &info[t];
             const tensor_info* ti = s.info[kind][i];
             s.region[kind][i] = region_count;
-            sizes[region_count++] = ti && ti->present ? ti->total_bytes + 16u * (fuzz_u8(in) % 4) : 64;
+            /* An OWNED_BY_DML input declared larger than the harness's
+             * regions gets a region (and a binding) smaller than it says. */
+            sizes[region_count++] = ti && ti->present ? capped(ti->total_bytes) + 16u * (fuzz_u8(in) % 4) : 64;
         }
     uint32_t persistent_region = region_count, spare_region = region_count + 1, temporary_region = region_count + 2;
-    sizes[region_count++] = persistent_size + 256;
+    /* A persistent resource larger than the harness's regions is bound
+     * with the region's size: too small, so initialize and dispatch must
+     * refuse it. */
+    uint64_t persistent_bound = capped(persistent_size);
+    sizes[region_count++] = persistent_bound + 256;
     sizes[region_count++] = 256;
     sizes[region_count++] = temporary_size + 256;
     pool p;
@@ -759,8 +822,10 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
     if (before == NULL || after == NULL || mask == NULL || first == NULL) abort();
 
     /* Initialization: the OWNED_BY_DML inputs are copied into the persistent resource. */
-    bool canonical = true;
+    bool canonical = persistent_bound == persistent_size;
     binding_list init;
+    for (uint32_t i = 0; i < input_count; i++)
+        if (s.info[0][i] && s.info[0][i]->present && s.info[0][i]->total_bytes > region_cap()) canonical = false;
     for (uint32_t i = 0; i < input_count; i++)
         canonical &= make_binding(in, &init, i, &p, s.region[0][i],
                                   s.info[0][i] && s.info[0][i]->present && s.info[0][i]->owned);
@@ -772,9 +837,9 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
     bind_none(&persistent, 0);
     uint8_t persistent_mode = fuzz_u8(in) % 8;
     if (persistent_size > 0 && persistent_mode < 6)
-        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 0, persistent_size);
+        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 0, persistent_bound);
     else if (persistent_size > 0 && persistent_mode == 6)
-        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 16, persistent_size); /* misaligned */
+        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 16, persistent_bound); /* misaligned */
     else if (persistent_size == 0 && persistent_mode == 7)
         bind_buffer(&persistent, 0, p.regions[spare_region].base, 0, 256); /* not wanted */
     canonical &= persistent_mode < 6;
@@ -810,11 +875,11 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
     persistent_mode = fuzz_u8(in) % 8;
     bind_none(&persistent, 0);
     if (persistent_size > 0 && persistent_mode < 5)
-        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 0, persistent_size);
+        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 0, persistent_bound);
     else if (persistent_size > 0 && persistent_mode == 5)
-        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 0, persistent_size - 4); /* too small */
+        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 0, persistent_bound - 4); /* too small */
     else if (persistent_size > 0 && persistent_mode == 6)
-        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 16, persistent_size); /* misaligned */
+        bind_buffer(&persistent, 0, p.regions[persistent_region].base, 16, persistent_bound); /* misaligned */
     else if (persistent_size == 0 && persistent_mode == 7)
         bind_buffer(&persistent, 0, p.regions[spare_region].base, 0, 256); /* not wanted */
     canonical &= persistent_mode < 5;
@@ -863,6 +928,61 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
     free(p.bytes);
 }
 
+/* The device: mostly valid (one or two threads: kernels that split small
+ * problems, ROI align's gradients, do so with two; ROI align's sample limit
+ * from 1 to its maximum), sometimes invalid: a ThreadCount past
+ * DML_MAX_THREAD_COUNT (up to 2^32 - 1) or a RoiAlignMaxSamplesPerAxis past
+ * DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS, which dmlCreateDevice must refuse.
+ * Valid thread counts above two would start that many threads per input:
+ * they are left to the tests. */
+static DML_DEVICE_DESC device_desc(fuzz_input* in, bool* valid) {
+    static const UINT samples_per_axis[] = {0, 0, 1, 16, 256, DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS};
+    static const UINT bad_thread_counts[] = {
+        DML_MAX_THREAD_COUNT + 1, 32768, 65536, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFFu};
+    DML_DEVICE_DESC desc;
+    memset(&desc, 0, sizeof desc);
+    uint8_t mode = fuzz_u8(in);
+    *valid = mode < 224;
+    desc.ThreadCount = 1 + mode % 2;
+    if (*valid) {
+        desc.RoiAlignMaxSamplesPerAxis = samples_per_axis[mode / 2 % COUNT_OF(samples_per_axis)];
+    } else if (mode < 240) {
+        uint32_t random = fuzz_u32(in);
+        desc.ThreadCount = mode % 2 ? bad_thread_counts[random % COUNT_OF(bad_thread_counts)]
+                                    : DML_MAX_THREAD_COUNT + 1 + random % (UINT32_MAX - DML_MAX_THREAD_COUNT);
+    } else {
+        uint32_t random = fuzz_u32(in);
+        desc.RoiAlignMaxSamplesPerAxis =
+            DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS + 1 + random % (UINT32_MAX - DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS);
+    }
+    return desc;
+}
+
+/* Creates the device of desc, or checks that an invalid desc is refused and
+ * creates a valid one of one thread instead. */
+static DMLDevice* create_device(DML_DEVICE_DESC desc, bool valid) {
+    DMLDevice* device = NULL;
+    HRESULT status = dmlCreateDevice(&desc, &device);
+    if (fuzz_verbose())
+        fprintf(stderr, "dmlCreateDevice (ThreadCount %u, RoiAlignMaxSamplesPerAxis %u): %s %s\n", desc.ThreadCount,
+                desc.RoiAlignMaxSamplesPerAxis, dmlStatusName(status), dmlGetLastErrorMessage());
+    if (valid) {
+        FUZZ_CHECK(status == S_OK && device != NULL, "dmlCreateDevice failed");
+        return device;
+    }
+    const char* message = dmlGetLastErrorMessage();
+    const char* field = desc.ThreadCount > DML_MAX_THREAD_COUNT ? "ThreadCount" : "RoiAlignMaxSamplesPerAxis";
+    FUZZ_CHECK(status == E_INVALIDARG && device == NULL, "dmlCreateDevice accepted %s %u", field,
+               desc.ThreadCount > DML_MAX_THREAD_COUNT ? desc.ThreadCount : desc.RoiAlignMaxSamplesPerAxis);
+    FUZZ_CHECK(strncmp(message, "dmlCreateDevice: ", 17) == 0 && strstr(message, field) != NULL,
+               "dmlCreateDevice's message does not name %s: %s", field, message);
+    DML_DEVICE_DESC fallback;
+    memset(&fallback, 0, sizeof fallback);
+    fallback.ThreadCount = 1;
+    FUZZ_CHECK(dmlCreateDevice(&fallback, &device) == S_OK, "dmlCreateDevice failed");
+    return device;
+}
+
 static DML_EXECUTION_FLAGS execution_flags(fuzz_input* in, DML_EXECUTION_FLAGS template_flags) {
     uint8_t byte = fuzz_u8(in);
     return byte < 224 ? template_flags : (DML_EXECUTION_FLAGS)(byte % 8);
@@ -873,10 +993,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t template_count;
     const fuzz_template* templates = fuzz_templates(&template_count);
     const fuzz_template* template = &templates[fuzz_u8(&in) % template_count];
-    /* One or two threads: kernels that split small problems (ROI align's
-     * gradients) do so with two. No output of these descriptions has two
-     * elements at one address, so results never depend on the thread count. */
-    uint32_t threads = 1 + fuzz_u8(&in) % 2;
+    /* No output of these descriptions has two elements at one address, so
+     * results never depend on the thread count. */
+    bool device_valid;
+    DML_DEVICE_DESC device_desc_fuzzed = device_desc(&in, &device_valid);
 
     fuzz_arena arena = {NULL};
     description d;
@@ -897,13 +1017,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     tensor_info info[MAX_TENSORS];
     bool well_formed = describe_tensors(&d, info);
-    bool small = well_formed && small_enough(info, d.tensor_count);
+    UINT samples_per_axis = device_valid ? device_desc_fuzzed.RoiAlignMaxSamplesPerAxis : 0;
+    bool small =
+        well_formed && small_enough(info, d.tensor_count) && roi_align_within_budget(&d, info, samples_per_axis);
+    bool persistent_overflows = well_formed && persistent_size_overflows(info, d.tensor_count);
 
-    DML_DEVICE_DESC device_desc;
-    memset(&device_desc, 0, sizeof device_desc);
-    device_desc.ThreadCount = threads;
-    DMLDevice* device = NULL;
-    FUZZ_CHECK(dmlCreateDevice(&device_desc, &device) == S_OK, "dmlCreateDevice failed");
+    DMLDevice* device = create_device(device_desc_fuzzed, device_valid);
     const char* name = d.schema->name;
     if (fuzz_verbose()) {
         fprintf(stderr, "template %s, execution flags 0x%x\n", template->name, (unsigned)flags);
@@ -921,14 +1040,22 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(well_formed, "dmlCreateOperator accepted a malformed tensor");
         DMLCompiledOperator* compiled = NULL;
         status = dmlCompileOperator(device, op, flags, &compiled);
-        FUZZ_CHECK(status == S_OK, "dmlCompileOperator failed");
+        if (fuzz_verbose())
+            fprintf(stderr, "dmlCompileOperator: %s %s\n", dmlStatusName(status), dmlGetLastErrorMessage());
         dmlReleaseOperator(op); /* the compiled operator holds its own copy */
-        DML_BINDING_PROPERTIES properties;
-        FUZZ_CHECK(dmlGetBindingProperties(compiled, &properties) == S_OK, "dmlGetBindingProperties failed");
-        if (small)
-            run_operator(&in, compiled, name, info, d.tensor_count, d.input_count, d.output_count,
-                         properties.PersistentResourceSize, properties.TemporaryResourceSize);
-        dmlReleaseCompiledOperator(compiled);
+        if (persistent_overflows) {
+            FUZZ_CHECK(FAILED(status) && compiled == NULL, "dmlCompileOperator accepted a persistent resource "
+                                                           "of more than 2^64 bytes");
+            check_failure(status, "dmlCompileOperator", name);
+        } else {
+            FUZZ_CHECK(status == S_OK, "dmlCompileOperator failed");
+            DML_BINDING_PROPERTIES properties;
+            FUZZ_CHECK(dmlGetBindingProperties(compiled, &properties) == S_OK, "dmlGetBindingProperties failed");
+            if (small)
+                run_operator(&in, compiled, name, info, d.tensor_count, d.input_count, d.output_count,
+                             properties.PersistentResourceSize, properties.TemporaryResourceSize);
+            dmlReleaseCompiledOperator(compiled);
+        }
     }
     FUZZ_CHECK(dmlGetDeviceRemovedReason(device) == S_OK, "the device was removed");
     dmlReleaseDevice(device);

@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
 logs=${LOG_DIR:-$build/logs}
 mkdir -p "$logs"
+logs=$(cd "$logs" && pwd) # absolute: some steps run inside the build directory
 status=0
 
 cmake -S . -B "$build" -DDML_CUDA=ON -DDML_WERROR=ON -DCMAKE_BUILD_TYPE=Release ${CMAKE_FLAGS:-} \
@@ -20,7 +21,7 @@ cmake --build "$build" -j "$(nproc)" > "$logs/build.log" 2>&1 || { grep -E 'erro
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
 
 echo "== ctest (CPU and CUDA)"
-(cd "$build" && ctest --output-on-failure -j 4 > "../$logs/ctest.log" 2>&1) || status=1
+(cd "$build" && ctest --output-on-failure -j 4 > "$logs/ctest.log" 2>&1) || status=1
 grep -E 'tests passed|Skipped|Failed|\*\*\*' "$logs/ctest.log" | tail -15
 
 if [ -x "$build/tools/dmlrun/dmlrun" ]; then

@@ -3,7 +3,10 @@
 # As root it runs apt-get itself; otherwise it prints the command to run.
 set -euo pipefail
 
-packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang libclang-rt-14-dev libomp-dev valgrind)
+packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang clang-format libclang-rt-14-dev libomp-dev valgrind
+  # The Python package (python/) and its tests: headers, build tools, DLPack, NumPy, PyTorch, torchvision.
+  python3-dev python3-setuptools python3-pip libdlpack-dev python3-numpy python3-pytest python3-torch
+  python3-torchvision)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -79,6 +79,10 @@ void test_note_implementation(const char* name) {
 }
 
 int test_main(int argc, char** argv) {
+    /* Line-buffered even into a pipe (ctest): a sanitizer that ends the
+     * process mid-case (halt_on_error) must not take the seed and the lines
+     * of the finished cases with it. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const char* fixed = getenv("DML_TEST_SEED");
     seed = fixed && *fixed ? strtoull(fixed, NULL, 10) : ((uint64_t)time(NULL) << 20) ^ (uint64_t)clock();
     printf("seed %" PRIu64 " (set DML_TEST_SEED to reproduce)\n", seed);

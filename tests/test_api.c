@@ -27,6 +27,16 @@ TEST_CASE(device_creation) {
     desc.Flags = (DML_CREATE_DEVICE_FLAGS)0x10;
     EXPECT_STATUS(dmlCreateDevice(&desc, &device), E_INVALIDARG, "Flags");
     EXPECT_STATUS(dmlCreateDevice(NULL, NULL), E_POINTER, "device");
+    /* ThreadCount is capped (OpenMP runtimes abort or crash past their limits). */
+    desc.Flags = DML_CREATE_DEVICE_FLAG_NONE;
+    const UINT too_many[3] = {DML_MAX_THREAD_COUNT + 1, 32768, 2147483648u};
+    for (int i = 0; i < 3; i++) {
+        desc.ThreadCount = too_many[i];
+        EXPECT_STATUS(dmlCreateDevice(&desc, &device), E_INVALIDARG, "dmlCreateDevice", "ThreadCount", "<= 1024");
+    }
+    desc.ThreadCount = DML_MAX_THREAD_COUNT;
+    EXPECT_STATUS(dmlCreateDevice(&desc, &device), S_OK, NULL);
+    dmlReleaseDevice(device);
     EXPECT(strcmp(dmlStatusName(E_INVALIDARG), "E_INVALIDARG") == 0, "status names");
     EXPECT(strcmp(dmlOperatorTypeName(DML_OPERATOR_MAX_POOLING2), "MAX_POOLING2") == 0, "operator names");
     EXPECT(strcmp(dmlDataTypeName(DML_TENSOR_DATA_TYPE_FLOAT16), "FLOAT16") == 0, "type names");
@@ -285,9 +295,94 @@ TEST_CASE(owned_by_dml_inputs_use_the_persistent_resource) {
     b.inputs[0].Type = DML_BINDING_TYPE_NONE;
     EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), S_OK, NULL);
     EXPECT(b.output[0] == 5 && b.output[3] == 15, "computed from the captured input: %g %g", b.output[0], b.output[3]);
+
+    /* The resource's address must suit the owned tensors' elements, as every
+     * other binding's must (its Offset being a multiple of 256 is not enough). */
+    void* larger = NULL;
+    EXPECT_STATUS(dmlAllocateBuffer(device, 2 * properties.PersistentResourceSize, &larger), S_OK, NULL);
+    DML_BUFFER_BINDING misaligned_buffer = {(char*)larger + 2, 0, properties.PersistentResourceSize};
+    DML_BINDING_DESC misaligned = {DML_BINDING_TYPE_BUFFER, &misaligned_buffer};
+    EXPECT_STATUS(dmlInitializeOperator(compiled, 1, init_inputs, &misaligned), E_INVALIDARG, "MAX_POOLING2",
+                  "PersistentResource", "aligned");
+    b.bindings.PersistentResource = misaligned;
+    EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), E_INVALIDARG, "PersistentResource", "aligned");
+    dmlFreeBuffer(device, larger);
     dmlFreeBuffer(device, persistent);
     dmlReleaseCompiledOperator(compiled);
     dmlReleaseDevice(device);
+}
+
+/* The persistent resource's size is an overflow-checked sum: an owned input
+ * whose rounded size, or owned inputs whose sizes together, pass 2^64 are an
+ * error at compile time (once wrapped to 0, dispatch read through NULL). */
+TEST_CASE(persistent_size_past_2_64_is_an_error) {
+    DMLDevice* device = test_device(1);
+    pool_op p;
+    pool_op_init(&p, false);
+    p.in.Flags = DML_TENSOR_FLAG_OWNED_BY_DML;
+    DMLOperator* op = NULL;
+    DMLCompiledOperator* compiled = NULL;
+    const UINT64 wrapping[2] = {UINT64_MAX - 251, UINT64_MAX - 3}; /* multiples of 4 */
+    for (int i = 0; i < 2; i++) {
+        p.in.TotalTensorSizeInBytes = wrapping[i];
+        EXPECT_STATUS(dmlCreateOperator(device, &p.op, &op), S_OK, NULL);
+        EXPECT_STATUS(dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled), E_INVALIDARG, "MAX_POOLING2",
+                      "InputTensor", "OWNED_BY_DML", "2^64");
+        EXPECT(compiled == NULL, "no compiled operator on failure");
+        dmlReleaseOperator(op);
+    }
+
+    /* MAX_POOLING_GRAD: two owned inputs. */
+    DML_BUFFER_TENSOR_DESC gradient = p.in;
+    gradient.Flags = DML_TENSOR_FLAG_NONE;
+    gradient.TotalTensorSizeInBytes = 64;
+    DML_TENSOR_DESC gradient_desc = {DML_TENSOR_TYPE_BUFFER, &gradient};
+    DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {&p.in_desc, &p.out_desc, &gradient_desc, 2,          p.strides,
+                                               p.window,   p.padding,   p.padding,      p.dilations};
+    DML_OPERATOR_DESC grad_op = {DML_OPERATOR_MAX_POOLING_GRAD, &grad};
+    p.out.Flags = DML_TENSOR_FLAG_OWNED_BY_DML;
+    const UINT64 second[2] = {(UINT64)1 << 63, ((UINT64)1 << 63) - 512};
+    for (int i = 0; i < 2; i++) {
+        p.in.TotalTensorSizeInBytes = (UINT64)1 << 63;
+        p.out.TotalTensorSizeInBytes = second[i];
+        EXPECT_STATUS(dmlCreateOperator(device, &grad_op, &op), S_OK, NULL);
+        HRESULT status = dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled);
+        if (i == 0) {
+            EXPECT_STATUS(status, E_INVALIDARG, "MAX_POOLING_GRAD", "InputGradientTensor", "2^64");
+        } else { /* 2^64 - 512 in all: representable, so accepted */
+            EXPECT_STATUS(status, S_OK, NULL);
+            DML_BINDING_PROPERTIES properties = {0};
+            dmlGetBindingProperties(compiled, &properties);
+            EXPECT(properties.PersistentResourceSize == UINT64_MAX - 511, "PersistentResourceSize %llu",
+                   (unsigned long long)properties.PersistentResourceSize);
+        }
+        dmlReleaseCompiledOperator(compiled);
+        compiled = NULL;
+        dmlReleaseOperator(op);
+    }
+    dmlReleaseDevice(device);
+}
+
+/* Operators and compiled operators keep their device alive, as in DirectML:
+ * any release order works (ASan checks that nothing is used after free). */
+TEST_CASE(release_order_does_not_matter) {
+    for (int order = 0; order < 2; order++) {
+        DMLDevice* device = test_device(1);
+        pool_op p;
+        pool_op_init(&p, true);
+        DMLOperator* op = NULL;
+        DMLCompiledOperator* compiled = NULL;
+        EXPECT_STATUS(dmlCreateOperator(device, &p.op, &op), S_OK, NULL);
+        EXPECT_STATUS(dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled), S_OK, NULL);
+        dmlReleaseDevice(device); /* the caller's reference only */
+        if (order == 0) dmlReleaseOperator(op);
+        bound b;
+        bound_init(&b);
+        if (compiled) EXPECT_STATUS(dmlDispatch(compiled, &b.bindings), S_OK, NULL);
+        EXPECT(b.output[0] == 5 && b.output[3] == 15, "dispatch after dmlReleaseDevice computes");
+        dmlReleaseCompiledOperator(compiled);
+        if (order == 1) dmlReleaseOperator(op); /* the last reference */
+    }
 }
 
 TEST_CASE(buffers_round_trip) {

@@ -59,7 +59,7 @@ typedef struct DML_DEVICE_DESC {
      * supports. Operators, data types and dimension counts introduced after
      * it are rejected by dmlCreateOperator, as DirectML at that level would. */
     DML_FEATURE_LEVEL FeatureLevel;
-    UINT ThreadCount;      /* CPU: worker threads; 0 = all cores */
+    UINT ThreadCount;      /* CPU: worker threads; 0 = all cores (at most DML_MAX_THREAD_COUNT) */
     void* CudaStream;      /* CUDA: a cudaStream_t to dispatch on; NULL = the device's own */
     INT CudaDeviceOrdinal; /* CUDA: which GPU */
     DML_CPU_ISA MaxCpuIsa; /* CPU: the highest instruction set kernels may use (see DML_CPU_ISA) */
@@ -69,6 +69,11 @@ typedef struct DML_DEVICE_DESC {
      * at most DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS. */
     UINT RoiAlignMaxSamplesPerAxis;
 } DML_DEVICE_DESC;
+
+/* The most CPU worker threads a device may ask for: larger values are
+ * E_INVALIDARG (OpenMP runtimes abort the process when they cannot create
+ * the threads); 0 (all cores) takes at most this many. */
+#define DML_MAX_THREAD_COUNT 1024u
 
 #define DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS 4096u /* 2^24 samples per output element */
 #define DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS 65536u    /* 2^32 samples per output element */
@@ -96,6 +101,9 @@ const char* dmlStatusName(HRESULT status);
 /* desc may be NULL: CPU backend, highest feature level, all cores.
  * A FeatureLevel above what libdml supports gives DXGI_ERROR_UNSUPPORTED. */
 HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device);
+/* Releases the caller's reference: the device lives on while operators or
+ * compiled operators created on it do (as in DirectML), so the release
+ * order of a device and its children does not matter. */
 void dmlReleaseDevice(DMLDevice* device);
 /* S_OK while healthy; the cause once the device is removed (spec §7.3). */
 HRESULT dmlGetDeviceRemovedReason(const DMLDevice* device);

@@ -26,21 +26,16 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     DML_DEVICE_DESC defaults = {0};
     if (desc == NULL) desc = &defaults;
 
-    const dml_backend* backend = NULL;
-    if (desc->Backend == DML_BACKEND_CPU) {
-        backend = &dml_cpu_backend;
-    } else if (desc->Backend == DML_BACKEND_CUDA) {
-        backend = dml_cuda_backend();
-        if (backend == NULL)
-            return dml_fail(DXGI_ERROR_UNSUPPORTED,
-                            "dmlCreateDevice: Backend is DML_BACKEND_CUDA but this libdml was built without CUDA "
-                            "(configure with -DDML_CUDA=ON where nvcc is installed)");
-    } else {
+    if (desc->Backend != DML_BACKEND_CPU && desc->Backend != DML_BACKEND_CUDA)
         return dml_fail(E_INVALIDARG,
                         "dmlCreateDevice: Backend is %u but must be DML_BACKEND_CPU (0) or "
                         "DML_BACKEND_CUDA (1)",
                         (unsigned)desc->Backend);
-    }
+    const dml_backend* backend = dml_backend_find(desc->Backend);
+    if (backend == NULL)
+        return dml_fail(DXGI_ERROR_UNSUPPORTED,
+                        "dmlCreateDevice: Backend is DML_BACKEND_CUDA but this libdml was built without CUDA "
+                        "(configure with -DDML_CUDA=ON where nvcc is installed)");
     if ((unsigned)desc->Flags & ~(unsigned)DML_CREATE_DEVICE_FLAG_DEBUG)
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: Flags 0x%x has unknown bits", (unsigned)desc->Flags);
 
@@ -58,6 +53,9 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: FeatureLevel 0x%x is not a DML_FEATURE_LEVEL value",
                         (unsigned)level);
 
+    if (desc->ThreadCount > DML_MAX_THREAD_COUNT)
+        return dml_fail(E_INVALIDARG, "dmlCreateDevice: ThreadCount is %u but must be <= %u (0: all cores)",
+                        desc->ThreadCount, DML_MAX_THREAD_COUNT);
     UINT samples_per_axis =
         desc->RoiAlignMaxSamplesPerAxis ? desc->RoiAlignMaxSamplesPerAxis : DML_ROI_ALIGN_DEFAULT_SAMPLES_PER_AXIS;
     if (samples_per_axis > DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS)
@@ -69,9 +67,10 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     DMLDevice* created = calloc(1, sizeof *created);
     if (created == NULL) return dml_fail(E_OUTOFMEMORY, "dmlCreateDevice: out of memory");
     created->backend = backend;
+    created->backend_kind = desc->Backend;
     created->feature_level = level;
-    created->flags = desc->Flags;
     created->roi_align_samples_per_axis = samples_per_axis;
+    atomic_init(&created->references, 1);
     atomic_init(&created->removed_reason, S_OK);
     HRESULT status = backend->create(created, desc);
     if (FAILED(status)) {
@@ -82,11 +81,15 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     return S_OK;
 }
 
-void dmlReleaseDevice(DMLDevice* device) {
-    if (device == NULL) return;
+void dml_device_retain(DMLDevice* device) { atomic_fetch_add(&device->references, 1); }
+
+void dml_device_release(DMLDevice* device) {
+    if (device == NULL || atomic_fetch_sub(&device->references, 1) != 1) return;
     device->backend->destroy(device);
     free(device);
 }
+
+void dmlReleaseDevice(DMLDevice* device) { dml_device_release(device); }
 
 HRESULT dml_device_remove(DMLDevice* device, HRESULT reason, const char* what) {
     HRESULT healthy = S_OK;
@@ -104,9 +107,7 @@ HRESULT dmlGetDeviceRemovedReason(const DMLDevice* device) {
     return atomic_load(&((DMLDevice*)device)->removed_reason);
 }
 
-DML_BACKEND dmlGetDeviceBackend(const DMLDevice* device) {
-    return device && device->backend != &dml_cpu_backend ? DML_BACKEND_CUDA : DML_BACKEND_CPU;
-}
+DML_BACKEND dmlGetDeviceBackend(const DMLDevice* device) { return device ? device->backend_kind : DML_BACKEND_CPU; }
 
 DML_CPU_ISA dmlGetDeviceCpuIsa(const DMLDevice* device) {
     return device ? (DML_CPU_ISA)(DML_CPU_ISA_GENERIC + device->cpu_isa) : DML_CPU_ISA_GENERIC;

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/ops.h"
 #include "checked.h"
+#include "operator.h"
 #include "status.h"
 
 struct DMLCompiledOperator {
@@ -21,6 +21,16 @@ struct DMLCompiledOperator {
 static void release_params(DMLOperator* op) {
     free(op->params);
     op->params = NULL;
+}
+
+HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size) {
+    void* copy = malloc(size);
+    if (copy == NULL) return dml_fail(E_OUTOFMEMORY, "%s: out of memory", op->name);
+    memcpy(copy, params, size);
+    free(op->params);
+    op->params = copy;
+    op->params_size = size;
+    return S_OK;
 }
 
 void* dml_plan_state(dml_plan* plan, size_t size) {
@@ -81,14 +91,17 @@ HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLO
         free(created);
         return status;
     }
+    dml_device_retain(device);
     *op = created;
     return S_OK;
 }
 
 void dmlReleaseOperator(DMLOperator* op) {
     if (op == NULL) return;
+    DMLDevice* device = op->device;
     release_params(op);
     free(op);
+    dml_device_release(device);
 }
 
 HRESULT dmlGetOperatorSlotCounts(const DMLOperator* op, UINT* inputCount, UINT* outputCount) {
@@ -118,6 +131,7 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
     DMLCompiledOperator* result = calloc(1, sizeof *result);
     if (result == NULL) return dml_fail(E_OUTOFMEMORY, "%s: out of memory", op->name);
     result->device = device;
+    dml_device_retain(device); /* released with the compiled operator, on every path */
     result->op = *op;
     result->op.params = NULL;
     result->flags = flags;
@@ -133,7 +147,17 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
         const dml_tensor* tensor = &op->inputs[i].tensor;
         if (!tensor->present || !(tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML)) continue;
         result->persistent_offsets[i] = result->persistent_size;
-        result->persistent_size += dml_round_up_u64(tensor->total_bytes, DML_PERSISTENT_BUFFER_ALIGNMENT);
+        uint64_t padded; /* round_up(total_bytes, 256), overflow-checked as the sum */
+        if (!dml_add_u64(tensor->total_bytes, DML_PERSISTENT_BUFFER_ALIGNMENT - 1, &padded) ||
+            !dml_add_u64(result->persistent_size,
+                         padded / DML_PERSISTENT_BUFFER_ALIGNMENT * DML_PERSISTENT_BUFFER_ALIGNMENT,
+                         &result->persistent_size)) {
+            dmlReleaseCompiledOperator(result);
+            return dml_fail(E_INVALIDARG,
+                            "%s: %s is OWNED_BY_DML with TotalTensorSizeInBytes %llu: the persistent resource "
+                            "would exceed 2^64 bytes",
+                            op->name, op->inputs[i].field, (unsigned long long)tensor->total_bytes);
+        }
     }
     result->initialized = result->persistent_size == 0;
     *compiled = result;
@@ -142,9 +166,11 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
 
 void dmlReleaseCompiledOperator(DMLCompiledOperator* compiled) {
     if (compiled == NULL) return;
+    DMLDevice* device = compiled->device;
     release_params(&compiled->op);
     free(compiled->plan.state);
     free(compiled);
+    dml_device_release(device);
 }
 
 HRESULT dmlGetBindingProperties(const DMLCompiledOperator* compiled, DML_BINDING_PROPERTIES* properties) {
@@ -263,7 +289,8 @@ static HRESULT bind_slots(const DMLCompiledOperator* compiled, bool outputs, UIN
  * initialization or dispatch: NONE when size is 0, else a large enough
  * buffer at an offset aligned to 256 (DML_*_BUFFER_ALIGNMENT). */
 static HRESULT bind_resource(const DMLCompiledOperator* compiled, const char* what, const char* field,
-                             const DML_BINDING_DESC* binding, uint64_t size, byte_range* range) {
+                             const DML_BINDING_DESC* binding, uint64_t size, uint32_t element_alignment,
+                             byte_range* range) {
     const DMLOperator* op = &compiled->op;
     const char* size_field = field[0] == 'T' ? "TemporaryResourceSize" : "PersistentResourceSize";
     memset(range, 0, sizeof *range);
@@ -276,12 +303,22 @@ static HRESULT bind_resource(const DMLCompiledOperator* compiled, const char* wh
         return dml_fail(E_INVALIDARG, "%s: %s: %s must be bound (%s is %llu)", op->name, what, field, size_field,
                         (unsigned long long)size);
     _Static_assert(DML_TEMPORARY_BUFFER_ALIGNMENT == DML_PERSISTENT_BUFFER_ALIGNMENT, "one alignment rule");
-    return check_buffer(op->name, what, field, binding, size, DML_PERSISTENT_BUFFER_ALIGNMENT, 1, range);
+    return check_buffer(op->name, what, field, binding, size, DML_PERSISTENT_BUFFER_ALIGNMENT, element_alignment,
+                        range);
 }
 
 static HRESULT bind_persistent(const DMLCompiledOperator* compiled, const char* what, const DML_BINDING_DESC* binding,
                                byte_range* range) {
-    return bind_resource(compiled, what, "PersistentResource", binding, compiled->persistent_size, range);
+    /* Kernels read the owned tensors in place: the resource's address must
+     * suit their elements (their offsets in it are multiples of 256). */
+    const DMLOperator* op = &compiled->op;
+    uint32_t element_alignment = 1;
+    for (uint32_t i = 0; i < op->input_count; i++)
+        if (op->inputs[i].tensor.present && (op->inputs[i].tensor.flags & DML_TENSOR_FLAG_OWNED_BY_DML) &&
+            dml_tensor_element_size(&op->inputs[i].tensor) > element_alignment)
+            element_alignment = dml_tensor_element_size(&op->inputs[i].tensor);
+    return bind_resource(compiled, what, "PersistentResource", binding, compiled->persistent_size, element_alignment,
+                         range);
 }
 
 HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, const DML_BINDING_DESC* inputs,
@@ -367,7 +404,7 @@ HRESULT dmlDispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* 
     byte_range persistent, temporary;
     DML_TRY(bind_persistent(compiled, "dispatch", &bindings->PersistentResource, &persistent));
     DML_TRY(bind_resource(compiled, "dispatch", "TemporaryResource", &bindings->TemporaryResource,
-                          compiled->plan.temporary_size, &temporary));
+                          compiled->plan.temporary_size, 1, &temporary));
 
     dml_kernel_args args = {.op = op,
                             .plan = &compiled->plan,

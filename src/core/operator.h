@@ -138,33 +138,61 @@ typedef struct dml_backend {
     const dml_impl* const* impls[DML_KERNEL_COUNT];
 } dml_backend;
 
-extern const dml_backend dml_cpu_backend;
-/* The CUDA backend, or NULL when libdml was built without CUDA. */
-const dml_backend* dml_cuda_backend(void);
+/* The backend of a DML_BACKEND value, or NULL when this libdml has none
+ * (src/backends.c). */
+const dml_backend* dml_backend_find(DML_BACKEND kind);
+
+/* ---- The operator registry (defined by src/ops/registry.c) ---- */
+typedef HRESULT (*dml_op_create_fn)(DMLOperator* op, const void* desc);
+
+typedef struct dml_op_info {
+    DML_OPERATOR_TYPE type;
+    const char* name;             /* without the DML_OPERATOR_ prefix */
+    DML_FEATURE_LEVEL introduced; /* the first feature level that has it */
+    dml_op_create_fn create;      /* validates a description and fills the DMLOperator */
+} dml_op_info;
+
+/* The registry entry of an operator type, or NULL. */
+const dml_op_info* dml_op_info_find(DML_OPERATOR_TYPE type);
+
+/* Copies a family's parameter struct (no pointers inside) into the operator. */
+HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size);
 
 /* The removed reason is atomic: any thread may remove the device while others
  * query it. C++ (the CUDA backend) sees std::atomic of the same size and
  * alignment (checked below); only C code (src/core/device.c) touches it. */
 #ifdef __cplusplus
 typedef std::atomic<HRESULT> dml_atomic_hresult;
+typedef std::atomic<uint32_t> dml_atomic_u32;
 static_assert(sizeof(dml_atomic_hresult) == sizeof(HRESULT) && alignof(dml_atomic_hresult) == alignof(HRESULT),
+              "C and C++ must agree on the layout of struct DMLDevice");
+static_assert(sizeof(dml_atomic_u32) == sizeof(uint32_t) && alignof(dml_atomic_u32) == alignof(uint32_t),
               "C and C++ must agree on the layout of struct DMLDevice");
 #else
 typedef _Atomic HRESULT dml_atomic_hresult;
+typedef _Atomic uint32_t dml_atomic_u32;
 _Static_assert(sizeof(dml_atomic_hresult) == sizeof(HRESULT) && _Alignof(dml_atomic_hresult) == _Alignof(HRESULT),
+               "C and C++ must agree on the layout of struct DMLDevice");
+_Static_assert(sizeof(dml_atomic_u32) == sizeof(uint32_t) && _Alignof(dml_atomic_u32) == _Alignof(uint32_t),
                "C and C++ must agree on the layout of struct DMLDevice");
 #endif
 
 struct DMLDevice {
     const dml_backend* backend;
+    DML_BACKEND backend_kind;
     DML_FEATURE_LEVEL feature_level;
-    DML_CREATE_DEVICE_FLAGS flags;
     uint32_t threads;                    /* CPU worker threads (>= 1) */
     dml_isa cpu_isa;                     /* CPU implementations up to this level may run */
     uint32_t roi_align_samples_per_axis; /* DML_DEVICE_DESC.RoiAlignMaxSamplesPerAxis, resolved */
     void* backend_state;                 /* owned by the backend */
     dml_atomic_hresult removed_reason;   /* S_OK while healthy */
+    dml_atomic_u32 references;           /* the caller's, plus one per (compiled) operator */
 };
+
+/* References of operators and compiled operators: the device is destroyed
+ * when the last of them and the caller's (dmlReleaseDevice) are released. */
+void dml_device_retain(DMLDevice* device);
+void dml_device_release(DMLDevice* device);
 
 /* Puts the device into the removed state (spec tensors.md §7.3) and returns
  * DXGI_ERROR_DEVICE_REMOVED with a message naming what failed, followed by

@@ -37,13 +37,6 @@ UINT64 DMLCalcBufferTensorSize(DML_TENSOR_DATA_TYPE dataType, UINT dimensionCoun
     return dml_round_up_u64(bytes, 4);
 }
 
-uint64_t dml_tensor_addressed_bytes(const dml_tensor* tensor) {
-    uint64_t last_index = 0;
-    for (uint32_t i = 0; i < tensor->rank; i++)
-        last_index += (uint64_t)(tensor->sizes[i] - 1) * tensor->strides[i];
-    return (last_index + 1) * dml_tensor_element_size(tensor);
-}
-
 HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dml_tensor_role role, const char* op_name,
                              const char* field) {
     memset(tensor, 0, sizeof *tensor);

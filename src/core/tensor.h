@@ -36,18 +36,7 @@ typedef enum dml_tensor_role { DML_TENSOR_INPUT, DML_TENSOR_OUTPUT } dml_tensor_
 HRESULT dml_tensor_from_desc(dml_tensor* tensor, const DML_TENSOR_DESC* desc, dml_tensor_role role, const char* op_name,
                              const char* field);
 
-/* Offset in elements of the element at logical coordinates coords[rank]. */
-static inline uint64_t dml_tensor_offset(const dml_tensor* tensor, const uint32_t* coords) {
-    uint64_t offset = 0;
-    for (uint32_t i = 0; i < tensor->rank; i++)
-        offset += (uint64_t)coords[i] * tensor->strides[i];
-    return offset;
-}
-
 static inline uint32_t dml_tensor_element_size(const dml_tensor* tensor) { return dmlDataTypeSize(tensor->type); }
-
-/* Bytes addressed by the tensor: (last element's index + 1) * element size. */
-uint64_t dml_tensor_addressed_bytes(const dml_tensor* tensor);
 
 /* Bit of a data type in a set of allowed types. */
 #define DML_TYPE_BIT(type) (1u << (unsigned)(type))

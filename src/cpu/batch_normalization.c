@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "../core/half.h"
+#include "../core/elements.h"
 #include "../ops/batch_normalization.h"
 #include "cpu.h"
 
@@ -44,18 +44,6 @@ enum {
 };
 
 /* ---- Element access ---- */
-
-/* Rounds a FLOAT64 value to FLOAT16 once: round to FLOAT32 toward zero with
- * a sticky last bit (round to odd), which the FLOAT16 rounding then resolves
- * as a direct FLOAT64 -> FLOAT16 rounding would. */
-static uint16_t double_to_half(double value) {
-    float rounded = (float)value;
-    if ((double)rounded != value && isfinite(rounded) && !isnan(value)) {
-        if (fabs((double)rounded) > fabs(value)) rounded = nextafterf(rounded, 0.0f);
-        rounded = dml_bits_to_float(dml_float_to_bits(rounded) | 1u);
-    }
-    return dml_float_to_half(rounded);
-}
 
 /* Hot loops are written once as always-inline functions and instantiated by
  * the dispatchers below with constant `half` and unit steps, so that each
@@ -76,7 +64,7 @@ HOT void store_float(bool half, void* base, uint64_t index, float value) {
 
 HOT void store_double(bool half, void* base, uint64_t index, double value) {
     if (half)
-        ((uint16_t*)base)[index] = double_to_half(value);
+        ((uint16_t*)base)[index] = dml_double_to_half(value);
     else
         ((float*)base)[index] = (float)value;
 }

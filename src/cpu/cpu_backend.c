@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "../backends.h"
 #include "../core/status.h"
 #include "cpu.h"
 
@@ -14,6 +15,7 @@ static HRESULT cpu_create(DMLDevice* device, const DML_DEVICE_DESC* desc) {
 #ifdef _OPENMP
     if (threads == 0) threads = (unsigned)omp_get_num_procs();
 #endif
+    if (threads > DML_MAX_THREAD_COUNT) threads = DML_MAX_THREAD_COUNT;
     device->threads = threads ? threads : 1;
     return dml_cpu_device_isa(desc->MaxCpuIsa, &device->cpu_isa);
 }

@@ -3,21 +3,41 @@
  * DML_CPU_ISA and by DML_DEVICE_DESC.MaxCpuIsa (as oneDNN's
  * ONEDNN_MAX_CPU_ISA caps its JIT kernels). */
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/status.h"
 #include "cpu.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+/* The register state the OS saves on context switches (XCR0). */
+static uint64_t os_saved_state(void) {
+    uint32_t low, high;
+    __asm__ volatile("xgetbv" : "=a"(low), "=d"(high) : "c"(0));
+    return ((uint64_t)high << 32) | low;
+}
+#endif
+
+/* From CPUID and XCR0 directly (compilers differ in the feature names their
+ * __builtin_cpu_supports knows): a level counts only when the CPU has every
+ * instruction set of it and the OS saves its registers. */
 static dml_isa detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    /* libgcc's cpu model also checks that the OS saves the wider registers. */
-    __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
-        return DML_ISA_GENERIC;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq"))
-        return DML_ISA_AVX512;
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return DML_ISA_GENERIC;
+    bool fma = ecx & (1u << 12), osxsave = ecx & (1u << 27), avx = ecx & (1u << 28), f16c = ecx & (1u << 29);
+    if (!(fma && osxsave && avx && f16c)) return DML_ISA_GENERIC;
+    uint64_t state = os_saved_state();
+    if ((state & 0x6) != 0x6) return DML_ISA_GENERIC; /* XMM and YMM */
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return DML_ISA_GENERIC;
+    bool avx2 = ebx & (1u << 5);
+    bool avx512 = (ebx & (1u << 16)) && (ebx & (1u << 17)) && (ebx & (1u << 30)) && (ebx & (1u << 31)); /* F DQ BW VL */
+    if (!avx2) return DML_ISA_GENERIC;
+    if (avx512 && (state & 0xE6) == 0xE6) return DML_ISA_AVX512; /* and opmask, ZMM */
     return DML_ISA_AVX2;
 #else
     return DML_ISA_GENERIC;

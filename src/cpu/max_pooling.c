@@ -26,7 +26,7 @@ typedef struct window_max {
 
 /* Comparison rules per type (spec §5, in src/ops/max_pooling_rules.h). */
 #define GREATER_INT(v, best) ((v) > (best))
-#define GREATER_FLOAT(v, best) dml_pool_greater_f32(v, best)
+#define GREATER_FLOAT(v, best) dml_nan_aware_greater(v, best)
 #define GREATER_HALF(v, best) dml_pool_greater_f16(v, best)
 
 /* Scans one window of the plane at `plane` (element pointer) in increasing

@@ -106,7 +106,7 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
                 float value =
                     sx.outside || sy.outside ? p->out_of_bounds_value : sample_value(&plane, &sx, &sy, linear);
                 if (p->reduction_max) {
-                    bool take = first || dml_roi_greater(value, best);
+                    bool take = first || dml_nan_aware_greater(value, best);
                     best = take ? value : best;
                     first = false;
                 } else {
@@ -183,7 +183,7 @@ static void select_max_sample(const grad_problem* g, const plane_view* input_pla
             dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, p);
             float value =
                 sx.outside || sy.outside ? 0.0f : sample_value(input_plane, &sx, &sy, p->interpolation_linear);
-            if (first || dml_roi_greater(value, best)) {
+            if (first || dml_nan_aware_greater(value, best)) {
                 best = value;
                 *best_tx = tx;
                 *best_ty = ty;

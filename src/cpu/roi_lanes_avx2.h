@@ -130,7 +130,7 @@ static inline roi_task roi_task_at(int64_t task, uint32_t rois, uint32_t blocks,
     return t;
 }
 
-/* The max rule of every ROI reduction per lane (dml_roi_greater): value >
+/* The max rule of every ROI reduction per lane (dml_nan_aware_greater): value >
  * best, or best is NaN and value is not. */
 static inline __m256 lanes_greater(__m256 value, __m256 best) {
     __m256 value_nan = _mm256_cmp_ps(value, value, _CMP_UNORD_Q), best_nan = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);

@@ -56,7 +56,7 @@ static void pool_row(const roi_pooling_problem* f, uint64_t row) {
             for (uint32_t x = columns.start; x < columns.end; x++) {
                 uint64_t offset = plane + y * f->in_strides[2] + x * f->in_strides[3];
                 float value = roi_load(f->input, offset, f->half);
-                if (!found || dml_roi_greater(value, best)) {
+                if (!found || dml_nan_aware_greater(value, best)) {
                     found = true;
                     best = value;
                     best_offset = offset;

@@ -33,13 +33,12 @@
  * FLOAT32, one rounding to the output type (§8.2); every other output rounded
  * once from FLOAT64.
  *
- * Temporaries (chunk partials and per-group values) are stream-ordered
- * (cudaMallocAsync/cudaFreeAsync on the device's stream), as for
- * MAX_POOLING_GRAD: TemporaryResourceSize stays 0. */
+ * Temporaries (chunk partials and per-group values) live in the
+ * TemporaryResource the plan sizes (temporaries_size). */
 #include <math.h>
 #include <stdio.h>
 
-#include "../core/half.h"
+#include "../core/elements.h"
 #include "../ops/batch_normalization.h"
 #include "cuda.h"
 
@@ -159,18 +158,6 @@ __device__ __forceinline__ void view_offsets(const dim_view<Ops>& view, uint32_t
 
 /* ---- Element access ---- */
 
-/* Rounds a FLOAT64 value to FLOAT16 once, as the CPU does: to FLOAT32 toward
- * zero with a sticky last bit (round to odd), which the FLOAT16 rounding then
- * resolves as a direct rounding would. */
-__device__ uint16_t double_to_half(double value) {
-    float rounded = (float)value;
-    if ((double)rounded != value && isfinite(rounded) && !isnan(value)) {
-        if (fabs((double)rounded) > fabs(value)) rounded = nextafterf(rounded, 0.0f);
-        rounded = dml_bits_to_float(dml_float_to_bits(rounded) | 1u);
-    }
-    return dml_float_to_half(rounded);
-}
-
 struct f32_type {
     typedef float T;
     static __device__ __forceinline__ float load(const void* base, uint32_t offset) {
@@ -193,7 +180,7 @@ struct f16_type {
         ((uint16_t*)base)[offset] = dml_float_to_half(value);
     }
     static __device__ __forceinline__ void store_double(void* base, uint32_t offset, double value) {
-        ((uint16_t*)base)[offset] = double_to_half(value);
+        ((uint16_t*)base)[offset] = dml_double_to_half(value);
     }
 };
 

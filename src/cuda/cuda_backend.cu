@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../backends.h"
 #include "cuda.h"
 
 /* ---- Shared helpers (cuda.h) ---- */

@@ -22,7 +22,7 @@ constexpr unsigned kThreads = 256;
 /* Floats: strict >, and NaN never wins over a number (decision MP-3). */
 struct f32_type {
     typedef float T;
-    static __device__ bool greater(T v, T best) { return dml_pool_greater_f32(v, best); }
+    static __device__ bool greater(T v, T best) { return dml_nan_aware_greater(v, best); }
     static __device__ T lowest() { return __int_as_float((int)0xFF800000u); } /* -inf */
 };
 struct f16_type {

@@ -32,8 +32,8 @@
  *   thread per (roi, channel) sums that channel's terms in FLOAT64 in §4.4
  *   order; one thread per ROI coordinate then adds the channel sums in the
  *   fixed group shape of roi_align_math.h, as the CPU does.
- * The temporaries come from the stream-ordered pool (cudaMallocAsync) and are
- * freed on the stream; TemporaryResourceSize stays 0. */
+ * The temporaries (per-ROI geometry, the MAX selections, the channel sums)
+ * live in the TemporaryResource the plan sizes (grad_scratch_layout). */
 #include "../core/half.h"
 #include "../ops/roi.h"
 #include "../ops/roi_align_math.h"
@@ -199,7 +199,7 @@ template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, ui
             float value =
                 sx.outside || sy.outside ? p.out_of_bounds_value : sample_value(plane, sx, sy, p.interpolation_linear);
             if (p.reduction_max) {
-                bool take = first || dml_roi_greater(value, best);
+                bool take = first || dml_nan_aware_greater(value, best);
                 best = take ? value : best;
                 first = false;
             } else {
@@ -375,7 +375,7 @@ template <class T> DML_CUDA_FN void select_max_element(const grad_problem& g, ui
         for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
             dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
             float value = sx.outside || sy.outside ? 0.0f : sample_value(plane, sx, sy, p.interpolation_linear);
-            if (first || dml_roi_greater(value, best)) {
+            if (first || dml_nan_aware_greater(value, best)) {
                 best = value;
                 best_index = (tx - ox * per_x) * per_y + (ty - oy * per_y);
             }

@@ -63,7 +63,7 @@ template <class T> __host__ __device__ void pool_element(const roi_pooling_probl
         for (uint32_t x = columns.start; x < columns.end; x++) {
             uint64_t offset = plane + y * f.in_strides[2] + x * f.in_strides[3];
             float value = load_value(input, offset);
-            if (!found || dml_roi_greater(value, best)) {
+            if (!found || dml_nan_aware_greater(value, best)) {
                 found = true;
                 best = value;
                 best_offset = offset;

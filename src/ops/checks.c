@@ -26,16 +26,6 @@ HRESULT dml_op_add_output(DMLOperator* op, const char* field, const DML_TENSOR_D
     return add_slot(op, op->outputs, &op->output_count, DML_TENSOR_OUTPUT, field, desc, optional);
 }
 
-HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size) {
-    void* copy = malloc(size);
-    if (copy == NULL) return dml_fail(E_OUTOFMEMORY, "%s: out of memory", op->name);
-    memcpy(copy, params, size);
-    free(op->params);
-    op->params = copy;
-    op->params_size = size;
-    return S_OK;
-}
-
 HRESULT dml_check_array(const DMLOperator* op, const char* field, const void* array, uint32_t count) {
     if (array == NULL && count > 0)
         return dml_fail(E_INVALIDARG, "%s: %s is NULL but must hold %u entries", op->name, field, count);

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/half.h"
+#include "../core/elements.h"
 #include "../core/tensor.h"
 #include "max_pooling.h"
 
@@ -65,14 +65,10 @@ DML_HOST_DEVICE dml_pool_taps dml_pool_window_taps(const dml_pooling_params* p, 
     return r;
 }
 
-/* greater(v, best): strict >, and NaN never wins over a number (decision
- * MP-3): v > best || (isnan(best) && !isnan(v)). Integers: plain >. */
-DML_HOST_DEVICE bool dml_pool_greater_f32(float v, float best) { return v > best || (best != best && v == v); }
-
-DML_HOST_DEVICE bool dml_pool_half_is_nan(uint16_t h) { return (h & 0x7FFFu) > 0x7C00u; }
-
+/* greater(v, best) of floating-point windows is dml_nan_aware_greater
+ * (decision MP-3; FLOAT16 compared exactly as FLOAT32); integers: plain >. */
 DML_HOST_DEVICE bool dml_pool_greater_f16(uint16_t v, uint16_t best) {
-    return !dml_pool_half_is_nan(v) && (dml_pool_half_is_nan(best) || dml_half_to_float(v) > dml_half_to_float(best));
+    return dml_nan_aware_greater(dml_half_to_float(v), dml_half_to_float(best));
 }
 
 #endif

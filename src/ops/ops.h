@@ -11,36 +11,19 @@
 
 #include "../core/operator.h"
 #include "../core/status.h"
+#include "operators.h"
 
-typedef HRESULT (*dml_op_create_fn)(DMLOperator* op, const void* desc);
-
-typedef struct dml_op_info {
-    DML_OPERATOR_TYPE type;
-    const char* name;             /* without the DML_OPERATOR_ prefix */
-    DML_FEATURE_LEVEL introduced; /* the first feature level that has it */
-    dml_op_create_fn create;      /* NULL: known to libdml, not implemented yet */
-} dml_op_info;
-
-/* The registry entry of an operator type, or NULL. */
-const dml_op_info* dml_op_info_find(DML_OPERATOR_TYPE type);
-
-/* Family create functions (one file per family in src/ops/). */
-HRESULT dml_create_max_pooling(DMLOperator* op, const void* desc);
-HRESULT dml_create_max_pooling_grad(DMLOperator* op, const void* desc);
-HRESULT dml_create_batch_normalization(DMLOperator* op, const void* desc);
-HRESULT dml_create_batch_normalization_training(DMLOperator* op, const void* desc);
-HRESULT dml_create_batch_normalization_grad(DMLOperator* op, const void* desc); /* GRAD and TRAINING_GRAD */
-HRESULT dml_create_roi_pooling(DMLOperator* op, const void* desc);
-HRESULT dml_create_roi_align(DMLOperator* op, const void* desc); /* ROI_ALIGN and ROI_ALIGN1 */
-HRESULT dml_create_roi_align_grad(DMLOperator* op, const void* desc);
+/* Family create functions (one file per family in src/ops/), one per entry
+ * of DML_OPERATOR_LIST. */
+#define DML_CREATE_FUNCTION(TYPE, LEVEL, family) HRESULT dml_create_##family(DMLOperator* op, const void* desc);
+DML_OPERATOR_LIST(DML_CREATE_FUNCTION)
+#undef DML_CREATE_FUNCTION
 
 /* ---- Building slots ---- */
 /* Validates desc (NULL allowed when optional) and appends the next input or
  * output slot, present or absent. */
 HRESULT dml_op_add_input(DMLOperator* op, const char* field, const DML_TENSOR_DESC* desc, bool optional);
 HRESULT dml_op_add_output(DMLOperator* op, const char* field, const DML_TENSOR_DESC* desc, bool optional);
-/* Copies the family's parameter struct into the operator. */
-HRESULT dml_op_set_params(DMLOperator* op, const void* params, size_t size);
 
 static inline bool dml_op_level_at_least(const DMLOperator* op, DML_FEATURE_LEVEL level) {
     return op->device->feature_level >= level;

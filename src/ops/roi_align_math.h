@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/portable.h"
+#include "../core/elements.h"
 #include "roi.h"
 
 /* One axis (X or Y) of one region (§4.1): where its samples lie. */
@@ -241,9 +241,5 @@ DML_HOST_DEVICE uint32_t dml_roi_gradient_groups(uint32_t channels) {
 DML_HOST_DEVICE uint32_t dml_roi_gradient_group_begin(uint32_t group, uint32_t groups, uint32_t channels) {
     return (uint32_t)((uint64_t)group * channels / groups);
 }
-
-/* The max rule of every ROI reduction: strict >, and NaN never wins over a
- * number (same as max pooling). */
-DML_HOST_DEVICE bool dml_roi_greater(float value, float best) { return value > best || (isnan(best) && !isnan(value)); }
 
 #endif

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "roi_align_math.h" /* DML_HOST_DEVICE, dml_roi_greater */
+#include "roi_align_math.h" /* DML_HOST_DEVICE, dml_nan_aware_greater */
 
 /* Rounded coordinates are clamped to +-2^61: the bin arithmetic below is then
  * exact in 128 bits, and results are exact for every |coordinate| < 2^61

@@ -90,6 +90,14 @@ args=(--iterations 0); expect_error zero_iterations --status 2 "--iterations mus
 args=(--backend tpu); expect_error bad_backend --status 2 "--backend is cpu or cuda"
 args=(--fast); expect_error unknown_option --status 2 "unknown option '--fast'"
 args=(a.json b.json); expect_error two_models --status 2 "one model at a time"
+args=(--max-memory 0); expect_error zero_max_memory --status 2 "--max-memory needs a byte count"
+args=(--max-memory 17179869184G); expect_error huge_max_memory --status 2 "--max-memory needs a byte count"
+# --max-memory caps all resources together: x (36 bytes) and y (16) take 52.
+model memory_cap "$RESOURCES" "$POOL" "$DISPATCH"
+args=(--max-memory 51 "$work/memory_cap.json")
+expect_error memory_cap "resources.y: 16 bytes would bring the resources to more than --max-memory (51 bytes; 36 taken"
+args=(--max-memory=52 "$work/memory_cap.json"); expect_error memory_cap_fits --status 0
+args=(--max-memory 1K "$work/memory_cap.json"); expect_error memory_cap_suffix --status 0
 
 # ---- Resources ----
 model bad_type '"x": {"initialValuesDataType": "FLOAT33", "initialValues": [1]}' "" ""
@@ -142,6 +150,14 @@ model normal_with_min '"x": {"initialValuesDataType": "FLOAT32", "initialValues"
 expect_error normal_with_min "resources.x.initialValues.random.min" "unknown field 'min'"
 model duplicate_member '"x": {"initialValuesDataType": "FLOAT32", "initialValuesDataType": "FLOAT16", "initialValues": [1]}' "" ""
 expect_error duplicate_member "resources.x.initialValuesDataType" "appears twice"
+# Duplicate keys anywhere are errors, the top level's included (cJSON's lookup took the first).
+printf '{"resources": {%s}, "dispatchables": {%s}, "commands": [%s], "commands": []}\n' "$RESOURCES" "$POOL" "$DISPATCH" >"$work/duplicate_commands.json"
+expect_error duplicate_commands "commands" "'commands' appears twice in the model"
+printf '{"resources": {%s, %s}, "dispatchables": {}, "commands": []}\n' "$X" "$X" >"$work/duplicate_resource.json"
+expect_error duplicate_resource "resources.x" "'x' appears twice"
+# FLOAT16 overflow is an error, as FLOAT32's is (it silently became inf).
+model float16_overflow '"h": {"initialValuesDataType": "FLOAT16", "initialValues": [1, 70000]}' "" ""
+expect_error float16_overflow "resources.h.initialValues[1]" "out of the FLOAT16 range"
 model bad_resource_type '"x": {"type": "texture", "initialValuesDataType": "FLOAT32", "initialValues": [1]}' "" ""
 expect_error bad_resource_type "resources.x.type" "'texture'"
 model missing_file '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "missing.npy"}}' "" ""
@@ -151,6 +167,7 @@ mkfifo "$work/pipe.bin"
 model fifo_file '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "pipe.bin"}}' "" ""
 expect_error fifo_file "resources.x.initialValues.sourcePath" "cannot read" "not a regular file"
 model device_file '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "/dev/zero"}}' "" ""
+args=("$work/device_file.json" --allow-any-path)
 expect_error device_file "resources.x.initialValues.sourcePath" "'/dev/zero'" "not a regular file"
 printf 'not a numpy file at all' >"$work/garbage.npy"
 model garbage_npy '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "garbage.npy"}}' "" ""
@@ -171,8 +188,8 @@ model source_is_directory '"x": {"initialValuesDataType": "FLOAT32", "initialVal
 expect_error source_is_directory "resources.x.initialValues.sourcePath" "is a directory"
 # A .npy written by dmlrun itself, read back as another type.
 model write_int32 '"i": {"initialValuesDataType": "INT32", "initialValues": [1, 2, 3]}' "" \
-  "{\"type\": \"writeFile\", \"resource\": \"i\", \"targetPath\": \"$work/int32.npy\"}"
-"$dmlrun" "$work/write_int32.json" >/dev/null 2>&1 || echo "FAIL: writing int32.npy"
+  '{"type": "writeFile", "resource": "i", "targetPath": "int32.npy"}'
+"$dmlrun" "$work/write_int32.json" --output-dir "$work" >/dev/null 2>&1 || echo "FAIL: writing int32.npy"
 model npy_type_mismatch '"x": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "int32.npy"}}' "" ""
 expect_error npy_type_mismatch "resources.x.initialValues.sourcePath" "holds INT32 values but initialValuesDataType is FLOAT32"
 
@@ -296,7 +313,7 @@ expect_error binding_array "commands[0].bindings.InputTensor" "binds 2 resources
 model binding_number "$RESOURCES" "$POOL" '{"type": "dispatch", "dispatchable": "pool", "bindings": {"InputTensor": 3, "OutputTensor": "y"}}'
 expect_error binding_number "commands[0].bindings.InputTensor" "must be a resource name"
 model binding_twice "$RESOURCES" "$POOL" '{"type": "dispatch", "dispatchable": "pool", "bindings": {"InputTensor": "x", "InputTensor": "x", "OutputTensor": "y"}}'
-expect_error binding_twice "commands[0].bindings.InputTensor" "bound twice"
+expect_error binding_twice "commands[0].bindings.InputTensor" "appears twice"
 model overlap "$X, \"y\": {\"initialValuesDataType\": \"FLOAT32\", \"initialValues\": {\"valueCount\": 9, \"value\": 0}}" "$POOL" '{"type": "dispatch", "dispatchable": "pool", "bindings": {"InputTensor": "y", "OutputTensor": "y"}}'
 expect_error overlap "commands[0]" "dispatching 'pool' failed" "overlaps"
 model print_unknown "$RESOURCES" "$POOL" '{"type": "print", "resource": "nothing"}'
@@ -315,8 +332,58 @@ model expect_mismatch "$RESOURCES" "$POOL" "$DISPATCH, {\"type\": \"expect\", \"
 expect_error expect_mismatch "commands[1]: expect 'y': 2 of 4 values differ" "[1] got 4, expected 5 (error 1)" "[2] got 6, expected nan" "largest error inf at [2]" "1 expect command failed"
 model write_shape "$RESOURCES" "$POOL" '{"type": "writeFile", "resource": "y", "targetPath": "y.npy", "shape": [2, 3]}'
 expect_error write_shape "commands[0].shape" "has 6 elements but resource 'y' has 4"
-model write_no_directory "$RESOURCES" "$POOL" "{\"type\": \"writeFile\", \"resource\": \"y\", \"targetPath\": \"$work/no/such/dir/y.npy\"}"
+model write_no_directory "$RESOURCES" "$POOL" '{"type": "writeFile", "resource": "y", "targetPath": "no/such/dir/y.npy"}'
 expect_error write_no_directory "commands[0].targetPath" "cannot write"
+
+# ---- Confinement: a model reads inside its directory and writes inside the
+# output directory; links, FIFOs, the model and its inputs are refused ----
+model source_absolute '"x": {"initialValuesDataType": "UINT8", "initialValues": {"sourcePath": "/etc/passwd"}}' "" ""
+expect_error source_absolute "sourcePath" "'/etc/passwd' leaves the model's directory" "--allow-any-path"
+model source_parent '"x": {"initialValuesDataType": "UINT8", "initialValues": {"sourcePath": "sub/../../x.bin"}}' "" ""
+expect_error source_parent "sourcePath" "leaves the model's directory"
+ln -sf /etc/passwd "$work/passwd_link"
+model source_link '"x": {"initialValuesDataType": "UINT8", "initialValues": {"sourcePath": "passwd_link"}}' "" ""
+expect_error source_link "sourcePath" "'passwd_link' resolves outside the model's directory"
+WRITE_X='{"type": "writeFile", "resource": "x", "targetPath": "%s"}'
+write_model() { model "$1" "$X" "" "$(printf "$WRITE_X" "$2")"; }
+write_model target_absolute "$HOME/.bashrc"
+expect_error target_absolute "commands[0].targetPath" "leaves the output directory"
+write_model target_parent "../outside.bin"
+expect_error target_parent "commands[0].targetPath" "leaves the output directory"
+echo keep >"$work/kept.txt"
+ln -sf kept.txt "$work/file_link"
+write_model target_link "file_link"
+args=("$work/target_link.json" --output-dir "$work")
+expect_error target_link "commands[0].targetPath" "symbolic link"
+grep -qx keep "$work/kept.txt" || { echo "FAIL [target_link]: the link's target was changed"; failures=$((failures + 1)); }
+mkdir -p "$work/elsewhere"
+ln -sfn "$work/elsewhere" "$work/out_link"
+write_model target_dir_link "out_link/x.bin"
+args=("$work/target_dir_link.json" --output-dir "$work/sub_out")
+mkdir -p "$work/sub_out" && ln -sfn "$work/elsewhere" "$work/sub_out/out_link"
+expect_error target_dir_link "commands[0].targetPath" "outside the output directory"
+rm -f "$work/fifo" && mkfifo "$work/fifo"
+write_model target_fifo "fifo"
+args=("$work/target_fifo.json" --output-dir "$work")
+expect_error target_fifo "commands[0].targetPath" "not a regular file"
+write_model target_model "target_model.json"
+args=("$work/target_model.json" --output-dir "$work")
+expect_error target_model "commands[0].targetPath" "the model or one of its input files"
+grep -q writeFile "$work/target_model.json" || { echo "FAIL [target_model]: the model was overwritten"; failures=$((failures + 1)); }
+printf 'abcd' >"$work/input.bin"
+model target_input '"x": {"initialValuesDataType": "UINT8", "initialValues": {"sourcePath": "input.bin"}}' "" \
+  "$(printf "$WRITE_X" "input.bin")"
+args=("$work/target_input.json" --output-dir "$work")
+expect_error target_input "commands[0].targetPath" "the model or one of its input files"
+# Allowed: inside --output-dir; anywhere with --allow-any-path.
+write_model target_inside "written.bin"
+cases=$((cases + 1))
+"$dmlrun" "$work/target_inside.json" --output-dir "$work/sub_out" >/dev/null 2>&1 && [ -s "$work/sub_out/written.bin" ] ||
+  { echo "FAIL [target_inside]: not written to --output-dir"; failures=$((failures + 1)); }
+write_model target_anywhere "$work/elsewhere/anywhere.bin"
+cases=$((cases + 1))
+"$dmlrun" "$work/target_anywhere.json" --allow-any-path >/dev/null 2>&1 && [ -s "$work/elsewhere/anywhere.bin" ] ||
+  { echo "FAIL [target_anywhere]: --allow-any-path did not allow an absolute path"; failures=$((failures + 1)); }
 model write_no_target "$RESOURCES" "$POOL" '{"type": "writeFile", "resource": "y"}'
 expect_error write_no_target "commands[0].targetPath" "required"
 

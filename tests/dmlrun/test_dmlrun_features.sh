@@ -66,7 +66,7 @@ model print_text '"f": {"initialValuesDataType": "FLOAT32", "initialValues": [0.
   "u16": {"initialValuesDataType": "UINT16", "initialValues": [65535]},
   "i32": {"initialValuesDataType": "INT32", "initialValues": [-2147483648, 2147483647]},
   "u32": {"initialValuesDataType": "UINT32", "initialValues": [4294967295]},
-  "i64": {"initialValuesDataType": "INT64", "initialValues": ["-9223372036854775808", 9007199254740992]},
+  "i64": {"initialValuesDataType": "INT64", "initialValues": ["-9223372036854775808", 9007199254740991]},
   "u64": {"initialValuesDataType": "UINT64", "initialValues": ["18446744073709551615"]},
   "t": {"initialValuesDataType": 1, "initialValues": [1.5]}' "" \
   '{"type": "print", "resource": "f"}, {"type": "print", "resource": "h"}, {"type": "print", "resource": "d"},
@@ -83,7 +83,7 @@ run print_text && has print_text \
   "Resource 'u16': 65535" \
   "Resource 'i32': -2147483648, 2147483647" \
   "Resource 'u32': 4294967295" \
-  "Resource 'i64': -9223372036854775808, 9007199254740992" \
+  "Resource 'i64': -9223372036854775808, 9007199254740991" \
   "Resource 'u64': 18446744073709551615" \
   "Resource 't': 1.5"
 

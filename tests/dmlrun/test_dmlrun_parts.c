@@ -338,11 +338,20 @@ TEST_CASE(value_from_json_checks_ranges) {
         {DML_TENSOR_DATA_TYPE_INT64, "\"-9223372036854775808\"", true, -9223372036854775808.0},
         {DML_TENSOR_DATA_TYPE_UINT64, "\"18446744073709551615\"", true, 18446744073709551615.0},
         {DML_TENSOR_DATA_TYPE_UINT64, "18446744073709551615", false, 0}, /* not exact as a JSON number */
+        {DML_TENSOR_DATA_TYPE_UINT64, "9007199254740993", false, 0},     /* reads as ...992: not exact */
+        {DML_TENSOR_DATA_TYPE_UINT64, "9007199254740992", false, 0},     /* may be a rounded ...993 */
+        {DML_TENSOR_DATA_TYPE_UINT64, "9007199254740991", true, 9007199254740991.0},
+        {DML_TENSOR_DATA_TYPE_UINT64, "\"9007199254740993\"", true, 9007199254740993.0},
+        {DML_TENSOR_DATA_TYPE_INT64, "-9007199254740993", false, 0},
         {DML_TENSOR_DATA_TYPE_FLOAT32, "1e39", false, 0},
         {DML_TENSOR_DATA_TYPE_FLOAT32, "\"-Inf\"", true, -INFINITY},
         {DML_TENSOR_DATA_TYPE_FLOAT32, "0.1", true, 0.1f},
         {DML_TENSOR_DATA_TYPE_FLOAT16, "65504", true, 65504},
-        {DML_TENSOR_DATA_TYPE_FLOAT16, "1e6", true, INFINITY},
+        {DML_TENSOR_DATA_TYPE_FLOAT16, "65519", true, 65504}, /* below the midpoint: rounds to the largest */
+        {DML_TENSOR_DATA_TYPE_FLOAT16, "65520", false, 0},    /* overflow is an error, as for FLOAT32 */
+        {DML_TENSOR_DATA_TYPE_FLOAT16, "-1e6", false, 0},
+        {DML_TENSOR_DATA_TYPE_FLOAT16, "1e39", false, 0},
+        {DML_TENSOR_DATA_TYPE_FLOAT16, "\"inf\"", true, INFINITY},
         {DML_TENSOR_DATA_TYPE_FLOAT64, "\"text\"", false, 0},
         {DML_TENSOR_DATA_TYPE_FLOAT64, "true", false, 0},
     };

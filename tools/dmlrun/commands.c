@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "npy.h"
@@ -111,7 +112,6 @@ static bool parse_bindings(const dmlrun_model* model, const dmlrun_dispatchable*
             return dmlrun_fail(member_place, "'%s' is not a tensor field of %s (its tensor fields: %s)", member->string,
                                dispatchable->schema->name, tensor_field_list(dispatchable, list, sizeof list));
         const dmlrun_tensor_info* tensor = &dispatchable->tensors[t];
-        if (bindings[t].bound) return dmlrun_fail(member_place, "%s is bound twice", member->string);
         if (!tensor->present)
             return dmlrun_fail(member_place, "%s is absent from the description of '%s', so it must not be bound",
                                member->string, dispatchable->name);
@@ -260,11 +260,12 @@ static bool parse_expected(dmlrun_model* model, dmlrun_command* command, const c
     dmlrun_place_member(member_place, place, "sourcePath");
     const char* source_path;
     if (!dmlrun_json_string(source, member_place, &source_path)) return false;
-    char* path = dmlrun_resolve_path(model, source_path);
-    if (path == NULL) return dmlrun_fail(member_place, "out of memory");
+    char* path = dmlrun_input_path(model, source_path, member_place);
+    if (path == NULL) return false;
     uint8_t* bytes;
     size_t size;
     bool ok = dmlrun_read_file(path, member_place, &bytes, &size);
+    if (ok && !dmlrun_note_input(model, path)) ok = dmlrun_fail(member_place, "out of memory");
     if (ok) {
         size_t length = strlen(source_path);
         if (length >= 4 && strcasecmp(source_path + length - 4, ".npy") == 0) {
@@ -662,19 +663,20 @@ static bool run_write_file(const dmlrun_model* model, const dmlrun_command* comm
         }
         file_bytes = npy;
     }
-#ifdef DMLRUN_FUZZING
-    /* Fuzzing builds write no file: the bytes are made, not written. */
-    bool ok = file_bytes != NULL || file_size == 0;
-    int error = 0;
-#else
-    FILE* file = fopen(command->target_path, "wb");
+    int fd = dmlrun_open_output(model, command->target_path, place);
+    FILE* file = fd < 0 ? NULL : fdopen(fd, "wb");
+    if (fd >= 0 && file == NULL) close(fd);
     bool ok = file != NULL && fwrite(file_bytes, 1, file_size, file) == file_size;
     int error = errno;
     if (file != NULL && fclose(file) != 0 && ok) {
         ok = false;
         error = errno;
     }
-#endif
+    if (fd < 0) { /* dmlrun_open_output said why */
+        free(npy);
+        free(data);
+        return false;
+    }
     free(npy);
     free(data);
     if (!ok) return dmlrun_fail(place, "cannot write '%s': %s", command->target_path, strerror(error));

@@ -26,14 +26,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "op_schema.h"
 
 /* The largest buffer dmlrun allocates for a resource, a file or expected
  * values: sizes above it are model errors, not allocation attempts. */
 #ifdef DMLRUN_FUZZING
-/* Fuzzing builds (DML_FUZZ, fuzz/fuzz_dmlrun.c) also read files of the
- * working directory only and write none. */
+/* Fuzzing builds (DML_FUZZ, fuzz/fuzz_dmlrun.c): small buffers, so that
+ * an execution stays fast. */
 #define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)1 << 20)
 #else
 #define DMLRUN_MAX_BUFFER_BYTES ((uint64_t)4 << 30)
@@ -149,11 +150,28 @@ typedef struct dmlrun_options {
     uint32_t warmup;     /* untimed dispatches before them */
     bool verbose;
     bool skip_unimplemented; /* default tour: skip operators libdml reports E_NOTIMPL for */
+    const char* output_dir;  /* --output-dir; NULL: the working directory */
+    bool allow_any_path;     /* --allow-any-path */
+    uint64_t max_memory;     /* --max-memory: bytes; 0: dmlrun_default_max_memory() */
 } dmlrun_options;
+
+/* A file's identity: outputs may not replace the model or its inputs. */
+typedef struct dmlrun_file_id {
+    dev_t device;
+    ino_t inode;
+} dmlrun_file_id;
 
 typedef struct dmlrun_model {
     cJSON* root;
-    char* directory; /* of the model file: sourcePath is relative to it */
+    char* directory;              /* of the model file: sourcePath is relative to it */
+    const char* output_directory; /* targetPath is relative to it; NULL: the working directory */
+    bool allow_any_path;          /* --allow-any-path: no confinement (paths.c) */
+    uint64_t max_memory;          /* bytes all resources may take together; 0: the default */
+    uint64_t resource_bytes;      /* what they take so far */
+    dmlrun_file_id* inputs;       /* the model file and every file read */
+    size_t input_count;
+    size_t* resource_index; /* hash of the names: slot -> resource index + 1 (0: empty) */
+    size_t resource_index_capacity;
     dmlrun_resource* resources;
     size_t resource_count;
     dmlrun_dispatchable* dispatchables;
@@ -165,13 +183,25 @@ typedef struct dmlrun_model {
 
 /* resources.c: parses every resource and builds its initial contents. */
 bool dmlrun_load_resources(dmlrun_model* model, const cJSON* resources);
+/* The default of --max-memory: half the physical memory (8 GiB when it
+ * cannot be read), so that a model's resources never exhaust the machine. */
+uint64_t dmlrun_default_max_memory(void);
 /* Index of the resource with that name, or SIZE_MAX. */
 size_t dmlrun_find_resource(const dmlrun_model* model, const char* name);
 /* Reads a whole file (at most DMLRUN_MAX_BUFFER_BYTES). */
 bool dmlrun_read_file(const char* path, const char* place, uint8_t** bytes, size_t* size);
+
+/* ---- Confinement (paths.c) ---- */
 /* sourcePath relative to the model's directory (or, as DxDispatch does, to
- * the working directory when only that exists). Returns a malloc'ed path. */
-char* dmlrun_resolve_path(const dmlrun_model* model, const char* path);
+ * the working directory when only that has it), refused when it leaves that
+ * directory (unless allow_any_path). A malloc'ed path, or NULL after an error. */
+char* dmlrun_input_path(const dmlrun_model* model, const char* path, const char* place);
+/* Remembers the identity of a file read, which outputs may not replace. */
+bool dmlrun_note_input(dmlrun_model* model, const char* path);
+/* Opens targetPath (relative to the output directory) for writing: a
+ * regular file inside it, not a link, not the model or an input; truncated.
+ * A file descriptor, or -1 after an error. */
+int dmlrun_open_output(const dmlrun_model* model, const char* path, const char* place);
 
 /* commands.c */
 bool dmlrun_parse_commands(dmlrun_model* model, const cJSON* commands);

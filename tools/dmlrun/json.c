@@ -137,7 +137,58 @@ static void blank_comments_and_trailing_commas(char* text, size_t length) {
     }
 }
 
+static int compare_member_names(const void* a, const void* b) {
+    return strcmp((*(const cJSON* const*)a)->string, (*(const cJSON* const*)b)->string);
+}
+
+/* Fails when an object of value (at place, extended in place while
+ * descending) has two members of one name: JSON leaves that undefined and
+ * cJSON's lookups would silently take the first. Sorting keeps objects of
+ * 100k members (resources) fast. */
+static bool find_duplicate_member(const cJSON* value, char place[DMLRUN_PLACE_CAPACITY], const char* source) {
+    size_t count = 0, place_length = strlen(place);
+    for (const cJSON* child = value->child; child != NULL; child = child->next, count++) {
+        if (cJSON_IsArray(value))
+            snprintf(place + place_length, DMLRUN_PLACE_CAPACITY - place_length, "[%zu]", count);
+        else
+            snprintf(place + place_length, DMLRUN_PLACE_CAPACITY - place_length, "%s%s", place_length ? "." : "",
+                     child->string);
+        if (!find_duplicate_member(child, place, source)) return false;
+    }
+    place[place_length] = '\0';
+    if (!cJSON_IsObject(value) || count < 2) return true;
+    const cJSON** members = malloc(count * sizeof *members);
+    if (members == NULL) return dmlrun_fail(NULL, "%s: out of memory checking the JSON's member names", source);
+    size_t i = 0;
+    for (const cJSON* child = value->child; child != NULL; child = child->next)
+        members[i++] = child;
+    qsort(members, count, sizeof *members, compare_member_names);
+    bool unique = true;
+    for (i = 1; i < count && unique; i++)
+        if (strcmp(members[i - 1]->string, members[i]->string) == 0) {
+            char member_place[DMLRUN_PLACE_CAPACITY];
+            dmlrun_place_member(member_place, place, members[i]->string);
+            unique = dmlrun_fail(member_place, "'%s' appears twice in %s", members[i]->string,
+                                 place[0] ? "this object" : "the model");
+        }
+    free(members);
+    return unique;
+}
+
+/* cJSON allocates through these, so that a parse that failed for want of
+ * memory is reported as that and not as a syntax error. */
+static bool json_allocation_failed;
+
+static void* json_malloc(size_t size) {
+    void* memory = malloc(size);
+    if (memory == NULL) json_allocation_failed = true;
+    return memory;
+}
+
 cJSON* dmlrun_json_parse(char* text, size_t length, const char* source) {
+    cJSON_Hooks hooks = {json_malloc, free};
+    cJSON_InitHooks(&hooks);
+    json_allocation_failed = false;
     unsigned line, column;
     const char* nul = memchr(text, '\0', length);
     if (nul != NULL) {
@@ -149,10 +200,20 @@ cJSON* dmlrun_json_parse(char* text, size_t length, const char* source) {
     const char* end = NULL;
     /* The length includes the terminating NUL: cJSON then rejects trailing garbage. */
     cJSON* root = cJSON_ParseWithLengthOpts(text, length + 1, &end, 1);
-    if (root != NULL) return root;
+    if (root != NULL) {
+        char place[DMLRUN_PLACE_CAPACITY] = "";
+        if (find_duplicate_member(root, place, source)) return root;
+        cJSON_Delete(root);
+        return NULL;
+    }
 
     size_t offset = (end != NULL && end >= text && end <= text + length) ? (size_t)(end - text) : length;
     dmlrun_json_line_column(text, offset, &line, &column);
+    if (json_allocation_failed) {
+        dmlrun_fail(NULL, "%s:%u:%u: out of memory while parsing the JSON (%zu bytes of text)", source, line, column,
+                    length);
+        return NULL;
+    }
     size_t rest = offset;
     while (rest < length && isspace((unsigned char)text[rest]))
         rest++;
@@ -202,9 +263,6 @@ bool dmlrun_json_check_object(const cJSON* object, const char* place, const char
         const char* name = member->string ? member->string : "";
         char member_place[DMLRUN_PLACE_CAPACITY];
         dmlrun_place_member(member_place, place, name);
-        for (const cJSON* earlier = object->child; earlier != member; earlier = earlier->next)
-            if (earlier->string && strcmp(earlier->string, name) == 0)
-                return dmlrun_fail(member_place, "'%s' appears twice in %s", name, what);
         bool is_known = false;
         const char* same_but_case = NULL;
         for (size_t i = 0; i < known_count && !is_known; i++) {
@@ -253,8 +311,9 @@ bool dmlrun_json_bool(const cJSON* value, const char* place, bool* out) {
     return dmlrun_fail(place, "must be a boolean (true, false, 0 or 1), not %s", dmlrun_json_kind(value));
 }
 
-/* An integral JSON number within [min, max]; integers beyond 2^53 are not
- * exact as JSON numbers. */
+/* An integral JSON number within [min, max]. From 2^53 on, a JSON number may
+ * already have been rounded (9007199254740993 reads as ...992): such values
+ * must be written as decimal strings. */
 static bool integral_number(const cJSON* value, const char* place, double min, double max, const char* type,
                             double* out) {
     double number = value->valuedouble;
@@ -262,8 +321,8 @@ static bool integral_number(const cJSON* value, const char* place, double min, d
         return dmlrun_fail(place, "is %.17g but must be an integer (%s)", number, type);
     if (number < min) return dmlrun_fail(place, "is %.17g but must be >= %.17g (%s)", number, min, type);
     if (number > max) return dmlrun_fail(place, "is %.17g but must be <= %.17g (%s)", number, max, type);
-    if (fabs(number) > 9007199254740992.0)
-        return dmlrun_fail(place, "is beyond 2^53, where JSON numbers are not exact: write it as a decimal string");
+    if (fabs(number) >= 9007199254740992.0)
+        return dmlrun_fail(place, "is 2^53 or beyond, where JSON numbers are not exact: write it as a decimal string");
     *out = number;
     return true;
 }

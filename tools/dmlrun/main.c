@@ -23,6 +23,12 @@ static const char usage[] = "usage: dmlrun [MODEL.json] [options]\n"
                             "  --iterations N      timed dispatches per dispatch command (default 1)\n"
                             "  --warmup N          untimed dispatches before them (default 1 when\n"
                             "                      --iterations > 1, else 0)\n"
+                            "  --output-dir DIR    where writeFile writes (default: the working directory)\n"
+                            "  --allow-any-path    let the model read and write outside its directory and\n"
+                            "                      the output directory (a model is as trusted as a script)\n"
+                            "  --max-memory BYTES  the most all resources may take together, with an\n"
+                            "                      optional K, M or G (2^10, 2^20, 2^30); default: half\n"
+                            "                      the physical memory\n"
                             "  --verbose           say what dmlrun does\n"
                             "  --version           print libdml's version\n"
                             "  --help              this text\n"
@@ -43,6 +49,25 @@ static bool parse_count(const char* option, const char* text, uint32_t max, uint
     return true;
 }
 
+/* "1073741824", "512M", "8G": a byte count of at least 1. */
+static bool parse_bytes(const char* option, const char* text, uint64_t* out) {
+    char* end = NULL;
+    errno = 0;
+    unsigned long long value = (text[0] >= '0' && text[0] <= '9') ? strtoull(text, &end, 10) : 0;
+    unsigned shift = 0;
+    if (end != NULL && (*end == 'K' || *end == 'M' || *end == 'G') && end[1] == '\0')
+        shift = *end == 'K' ? 10 : *end == 'M' ? 20 : 30, end++;
+    if (end == NULL || *end != '\0' || errno == ERANGE || value == 0 || value > (UINT64_MAX >> shift)) {
+        fprintf(stderr,
+                "dmlrun: %s needs a byte count of at least 1 (a number, optionally followed by K, M or G), "
+                "not '%s'\n",
+                option, text);
+        return false;
+    }
+    *out = (uint64_t)value << shift;
+    return true;
+}
+
 /* Returns 0 to run, 1 after --help/--version, 2 on a bad command line. */
 static int parse_options(int argc, char** argv, dmlrun_options* options, const char** model_path) {
     bool warmup_given = false;
@@ -57,6 +82,10 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
         if (strcmp(argument, "--version") == 0) {
             printf("dmlrun (libdml %s)\n", dmlGetVersionString());
             return 1;
+        }
+        if (strcmp(argument, "--allow-any-path") == 0) {
+            options->allow_any_path = true;
+            continue;
         }
         if (strcmp(argument, "--verbose") == 0 || strcmp(argument, "-v") == 0) {
             options->verbose = true;
@@ -78,7 +107,8 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
         memcpy(name, argument, name_length);
         name[name_length] = '\0';
         bool known = strcmp(name, "--backend") == 0 || strcmp(name, "--threads") == 0 ||
-                     strcmp(name, "--iterations") == 0 || strcmp(name, "--warmup") == 0;
+                     strcmp(name, "--iterations") == 0 || strcmp(name, "--warmup") == 0 ||
+                     strcmp(name, "--output-dir") == 0 || strcmp(name, "--max-memory") == 0;
         if (!known) {
             fprintf(stderr, "dmlrun: unknown option '%s'\n%s", argument, usage);
             return 2;
@@ -100,8 +130,12 @@ static int parse_options(int argc, char** argv, dmlrun_options* options, const c
                 fprintf(stderr, "dmlrun: --backend is cpu or cuda, not '%s'\n", value);
                 return 2;
             }
+        } else if (strcmp(name, "--output-dir") == 0) {
+            options->output_dir = value;
+        } else if (strcmp(name, "--max-memory") == 0) {
+            if (!parse_bytes(name, value, &options->max_memory)) return 2;
         } else if (strcmp(name, "--threads") == 0) {
-            if (!parse_count(name, value, 65536, &options->threads)) return 2;
+            if (!parse_count(name, value, DML_MAX_THREAD_COUNT, &options->threads)) return 2;
         } else if (strcmp(name, "--iterations") == 0) {
             if (!parse_count(name, value, 1000000, &options->iterations)) return 2;
             if (options->iterations == 0) {
@@ -127,7 +161,9 @@ int main(int argc, char** argv) {
      * reports as not implemented yet are skipped with a note there. */
     options.skip_unimplemented = model_path == NULL;
 
-    dmlrun_model model = {0};
+    dmlrun_model model = {.output_directory = options.output_dir,
+                          .allow_any_path = options.allow_any_path,
+                          .max_memory = options.max_memory};
     bool ok = model_path
                   ? dmlrun_load_model(&model, model_path)
                   : dmlrun_load_model_text(&model, dmlrun_default_model, dmlrun_default_model_size, "(built-in tour)");

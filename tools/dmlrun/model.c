@@ -27,6 +27,8 @@ void dmlrun_model_free(dmlrun_model* model) {
     dmlReleaseDevice(model->device);
     cJSON_Delete(model->root);
     free(model->directory);
+    free(model->inputs);
+    free(model->resource_index);
     memset(model, 0, sizeof *model);
 }
 
@@ -72,6 +74,10 @@ bool dmlrun_load_model(dmlrun_model* model, const char* path) {
     uint8_t* bytes;
     size_t length;
     if (!dmlrun_read_file(path, NULL, &bytes, &length)) return false;
+    if (!dmlrun_note_input(model, path)) {
+        free(bytes);
+        return dmlrun_fail(NULL, "out of memory");
+    }
     const char* slash = strrchr(path, '/');
     model->directory = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
     if (model->directory == NULL) {

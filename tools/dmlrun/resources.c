@@ -9,21 +9,24 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "npy.h"
 #include "random.h"
 #include "values.h"
 
+uint64_t dmlrun_default_max_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0) return (uint64_t)8 << 30;
+    return (uint64_t)pages * (uint64_t)page_size / 2;
+}
+
 /* ---- Files ---- */
 
 bool dmlrun_read_file(const char* path, const char* place, uint8_t** bytes, size_t* size) {
     *bytes = NULL;
     *size = 0;
-#ifdef DMLRUN_FUZZING
-    if (strchr(path, '/') != NULL)
-        return dmlrun_fail(place, "fuzzing build: '%s' is not in the working directory", path);
-#endif
     struct stat status;
     if (stat(path, &status) != 0) return dmlrun_fail(place, "cannot read '%s': %s", path, strerror(errno));
     if (S_ISDIR(status.st_mode)) return dmlrun_fail(place, "cannot read '%s': it is a directory", path);
@@ -54,25 +57,42 @@ bool dmlrun_read_file(const char* path, const char* place, uint8_t** bytes, size
     return true;
 }
 
-char* dmlrun_resolve_path(const dmlrun_model* model, const char* path) {
-    if (path[0] == '/' || model->directory == NULL) return strdup(path);
-    size_t length = strlen(model->directory) + strlen(path) + 2;
-    char* joined = malloc(length);
-    if (joined == NULL) return NULL;
-    snprintf(joined, length, "%s/%s", model->directory, path);
-    struct stat status;
-    /* DxDispatch falls back to the working directory when only that has the file. */
-    if (stat(joined, &status) != 0 && stat(path, &status) == 0) {
-        free(joined);
-        return strdup(path);
-    }
-    return joined;
+/* ---- Names: a hash table (open addressing), so that models of 100k
+ * resources are looked up in constant time per name ---- */
+
+static size_t name_hash(const char* name) { /* FNV-1a */
+    uint64_t hash = 14695981039346656037u;
+    for (const unsigned char* c = (const unsigned char*)name; *c; c++)
+        hash = (hash ^ *c) * 1099511628211u;
+    return (size_t)hash;
 }
 
 size_t dmlrun_find_resource(const dmlrun_model* model, const char* name) {
-    for (size_t i = 0; i < model->resource_count; i++)
-        if (strcmp(model->resources[i].name, name) == 0) return i;
-    return SIZE_MAX;
+    if (model->resource_index_capacity == 0) return SIZE_MAX;
+    size_t mask = model->resource_index_capacity - 1;
+    for (size_t slot = name_hash(name) & mask;; slot = (slot + 1) & mask) {
+        size_t entry = model->resource_index[slot];
+        if (entry == 0) return SIZE_MAX;
+        if (strcmp(model->resources[entry - 1].name, name) == 0) return entry - 1;
+    }
+}
+
+/* Indexes resources [0, resource_count): a power of two at least twice the
+ * count, so probes stay short and an empty slot always ends them. */
+static bool index_resources(dmlrun_model* model) {
+    size_t capacity = 2;
+    while (capacity < 2 * model->resource_count)
+        capacity *= 2;
+    model->resource_index = calloc(capacity, sizeof *model->resource_index);
+    if (model->resource_index == NULL) return false;
+    model->resource_index_capacity = capacity;
+    for (size_t i = 0; i < model->resource_count; i++) {
+        size_t slot = name_hash(model->resources[i].name) & (capacity - 1);
+        while (model->resource_index[slot] != 0)
+            slot = (slot + 1) & (capacity - 1);
+        model->resource_index[slot] = i + 1;
+    }
+    return true;
 }
 
 /* ---- Initial values ---- */
@@ -273,9 +293,10 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
         if (!dmlrun_json_string(dmlrun_json_member(values, "sourcePath"), member_place, &source)) return false;
         if (has_extension(source, ".jpg") || has_extension(source, ".png"))
             return dmlrun_fail(member_place, "image files are not supported (use .npy or raw .bin/.dat files)");
-        char* path = dmlrun_resolve_path(model, source);
-        if (path == NULL) return dmlrun_fail(member_place, "out of memory");
+        char* path = dmlrun_input_path(model, source, member_place);
+        if (path == NULL) return false;
         bool read = dmlrun_read_file(path, member_place, &file_bytes, &file_size);
+        if (read && !dmlrun_note_input(model, path)) read = dmlrun_fail(member_place, "out of memory");
         if (read && has_extension(source, ".npy")) {
             dmlrun_npy_array array;
             char error[256];
@@ -354,6 +375,15 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
     }
     resource->size_bytes = (size + 3) / 4 * 4; /* buffers are multiples of 4 bytes (DirectML's rule) */
     resource->shown_bytes = offset + value_bytes;
+    uint64_t max_memory = model->max_memory ? model->max_memory : dmlrun_default_max_memory();
+    if (resource->size_bytes > max_memory - model->resource_bytes) {
+        free(file_bytes);
+        return dmlrun_fail(place,
+                           "%" PRIu64 " bytes would bring the resources to more than --max-memory (%" PRIu64
+                           " bytes; %" PRIu64 " taken before this one)",
+                           resource->size_bytes, max_memory, model->resource_bytes);
+    }
+    model->resource_bytes += resource->size_bytes;
     resource->host = calloc(1, (size_t)resource->size_bytes);
     if (resource->host == NULL) {
         free(file_bytes);
@@ -420,11 +450,10 @@ bool dmlrun_load_resources(dmlrun_model* model, const cJSON* resources) {
     for (const cJSON* member = resources->child; member != NULL; member = member->next) {
         char place[DMLRUN_PLACE_CAPACITY];
         dmlrun_place_member(place, "resources", member->string);
-        if (dmlrun_find_resource(model, member->string) != SIZE_MAX)
-            return dmlrun_fail(place, "a second resource named '%s'", member->string);
+        /* Names are unique: the parser refuses a member name twice. */
         dmlrun_resource* resource = &model->resources[model->resource_count++];
         resource->name = member->string;
         if (!parse_resource(model, resource, member, place)) return false;
     }
-    return true;
+    return index_resources(model) || dmlrun_fail("resources", "out of memory");
 }

@@ -104,14 +104,14 @@ bool dmlrun_value_from_json(DML_TENSOR_DATA_TYPE type, const cJSON* json, const 
             memcpy(dst, &value, sizeof value);
             return true;
         }
-        float single;
-        if (!dmlrun_json_float(json, place, &single)) return false;
-        if (type == DML_TENSOR_DATA_TYPE_FLOAT32) {
-            memcpy(dst, &single, sizeof single);
-        } else {
-            uint16_t half = dmlrun_half_from_double(single);
-            memcpy(dst, &half, sizeof half);
-        }
+        if (!dmlrun_json_double(json, place, &value)) return false;
+        /* Values up to the midpoint above the largest finite value round to
+         * it; beyond is an error, as for FLOAT32 (infinity is written "inf"). */
+        double midpoint = type == DML_TENSOR_DATA_TYPE_FLOAT32 ? 0x1.ffffffp+127 : 65520.0;
+        if (isfinite(value) && fabs(value) >= midpoint)
+            return dmlrun_fail(place, "%.17g is out of the %s range (+-%s)", value, name,
+                               type == DML_TENSOR_DATA_TYPE_FLOAT32 ? "3.4028235e38" : "65504");
+        dmlrun_value_from_double(type, value, dst);
         return true;
     }
     int64_t min;

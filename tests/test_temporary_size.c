@@ -1,0 +1,90 @@
+/* The "no hidden scratch" contract (docs/tensors-and-bindings.md,
+ * "Temporary resource"): TemporaryResourceSize stays within the documented
+ * multiple of the tensors it serves, for random shapes and thread counts. */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+typedef struct tensor {
+    UINT sizes[4];
+    DML_BUFFER_TENSOR_DESC buffer;
+    DML_TENSOR_DESC desc;
+} tensor;
+
+static void tensor_make(tensor* t, const UINT sizes[4]) {
+    memcpy(t->sizes, sizes, sizeof t->sizes);
+    t->buffer = (DML_BUFFER_TENSOR_DESC){DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_FLAG_NONE, 4, t->sizes, NULL, 0, 0};
+    t->buffer.TotalTensorSizeInBytes = DMLCalcBufferTensorSize(DML_TENSOR_DATA_TYPE_FLOAT32, 4, t->sizes, NULL);
+    t->desc = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, &t->buffer};
+}
+
+/* The TemporaryResourceSize of desc compiled on a CPU device of `threads`. */
+static uint64_t temporary_size(const DML_OPERATOR_DESC* desc, uint32_t threads) {
+    DMLDevice* device = test_device(threads);
+    DMLOperator* op = NULL;
+    DMLCompiledOperator* compiled = NULL;
+    DML_BINDING_PROPERTIES properties;
+    memset(&properties, 0, sizeof properties);
+    EXPECT_STATUS(dmlCreateOperator(device, desc, &op), S_OK, NULL);
+    if (op != NULL) EXPECT_STATUS(dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled), S_OK, NULL);
+    if (compiled != NULL) EXPECT_STATUS(dmlGetBindingProperties(compiled, &properties), S_OK, NULL);
+    dmlReleaseCompiledOperator(compiled);
+    dmlReleaseOperator(op);
+    dmlReleaseDevice(device);
+    return properties.TemporaryResourceSize;
+}
+
+/* MAX_POOLING_GRAD: one FLOAT32 band of an input plane per thread, so at
+ * most 4 * T * H * W bytes. */
+TEST_CASE(max_pooling_grad_bound) {
+    for (int round = 0; round < 20 && !test_case_failed(); round++) {
+        uint32_t threads = test_rand_range(1, 8);
+        UINT in_sizes[4] = {test_rand_range(1, 3), test_rand_range(1, 3), test_rand_range(2, 40),
+                            test_rand_range(2, 40)};
+        UINT out_sizes[4] = {in_sizes[0], in_sizes[1], in_sizes[2] - 1, in_sizes[3] - 1};
+        tensor input, gradient, output;
+        tensor_make(&input, in_sizes);
+        tensor_make(&gradient, out_sizes);
+        tensor_make(&output, in_sizes);
+        UINT strides[2] = {1, 1}, window[2] = {2, 2}, pads[2] = {0, 0}, dilations[2] = {1, 1};
+        DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {&input.desc, &gradient.desc, &output.desc, 2,        strides,
+                                                   window,      pads,           pads,         dilations};
+        DML_OPERATOR_DESC desc = {DML_OPERATOR_MAX_POOLING_GRAD, &grad};
+        uint64_t size = temporary_size(&desc, threads), bound = 4ull * threads * in_sizes[2] * in_sizes[3];
+        EXPECT(size <= bound, "MAX_POOLING_GRAD %ux%ux%ux%u, %u threads: TemporaryResourceSize %llu > %llu (seed %llu)",
+               in_sizes[0], in_sizes[1], in_sizes[2], in_sizes[3], threads, (unsigned long long)size,
+               (unsigned long long)bound, (unsigned long long)test_seed());
+    }
+}
+
+/* BATCH_NORMALIZATION_TRAINING: 24 bytes per reduction chunk (at most one
+ * per element) and 32 per group (at most one per element), 64-aligned: at
+ * most 56 E + 64 bytes, E the input's elements; the worst case is no
+ * reduced axis (the mean has the input's sizes). */
+TEST_CASE(batch_normalization_training_bound) {
+    for (int round = 0; round < 20 && !test_case_failed(); round++) {
+        uint32_t threads = test_rand_range(1, 8);
+        UINT sizes[4] = {test_rand_range(1, 4), test_rand_range(1, 8), test_rand_range(1, 16), test_rand_range(1, 16)};
+        UINT mean_sizes[4];
+        for (int i = 0; i < 4; i++)
+            mean_sizes[i] = test_rand_bool() ? sizes[i] : 1; /* reduced where 1 */
+        tensor input, scale, bias, output, mean, variance;
+        tensor_make(&input, sizes);
+        tensor_make(&scale, mean_sizes);
+        tensor_make(&bias, mean_sizes);
+        tensor_make(&output, sizes);
+        tensor_make(&mean, mean_sizes);
+        tensor_make(&variance, mean_sizes);
+        DML_BATCH_NORMALIZATION_TRAINING_OPERATOR_DESC bn = {
+            &input.desc, &scale.desc, &bias.desc, NULL, &output.desc, &mean.desc, &variance.desc, 1e-5f, NULL};
+        DML_OPERATOR_DESC desc = {DML_OPERATOR_BATCH_NORMALIZATION_TRAINING, &bn};
+        uint64_t elements = (uint64_t)sizes[0] * sizes[1] * sizes[2] * sizes[3];
+        uint64_t size = temporary_size(&desc, threads), bound = 56 * elements + 64;
+        EXPECT(size <= bound,
+               "BATCH_NORMALIZATION_TRAINING %ux%ux%ux%u, mean %ux%ux%ux%u: TemporaryResourceSize %llu > %llu "
+               "(seed %llu)",
+               sizes[0], sizes[1], sizes[2], sizes[3], mean_sizes[0], mean_sizes[1], mean_sizes[2], mean_sizes[3],
+               (unsigned long long)size, (unsigned long long)bound, (unsigned long long)test_seed());
+    }
+}

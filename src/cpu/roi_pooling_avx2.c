@@ -148,7 +148,9 @@ static HRESULT run_pooling(const dml_kernel_args* args) {
      * is computed by one thread alone. */
 #pragma omp parallel num_threads(dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)tasks, 1))
     {
-        float* tile = (float*)args->temporary + (size_t)roi_current_thread() * plan->tile_floats;
+        /* No temporary resource (NULL) without a tile. */
+        float* tile =
+            plan->tile_floats ? (float*)args->temporary + (size_t)roi_current_thread() * plan->tile_floats : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             roi_task t = roi_task_at(task, rois->sizes[2], blocks, f.input.lanes.contiguous);

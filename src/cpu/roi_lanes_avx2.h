@@ -104,10 +104,15 @@ static inline void lanes_store(const channel_lanes* v, uint64_t offset, uint32_t
             _mm256_storeu_ps((float*)v->base + offset, value);
         return;
     }
+    if (v->half) { /* F16C rounds as dml_float_to_half does, NaN included (tested bit for bit) */
+        __m128i halves = _mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        lanes_store_bits(v, offset, lanes, _mm256_cvtepu16_epi32(halves));
+        return;
+    }
     float values[ROI_LANES];
     _mm256_storeu_ps(values, value);
     for (uint32_t i = 0; i < lanes; i++)
-        roi_store(v->base, offset + i * v->channel_stride, v->half, values[i]);
+        ((float*)v->base)[offset + i * v->channel_stride] = values[i];
 }
 
 /* Task `task` of rois x blocks (roi, 8-channel block) tasks, in the order

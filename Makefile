@@ -15,16 +15,19 @@ PYTHON ?= /usr/bin/python3
 PYTHON_DIR ?= $(BUILD_DIR)/python
 
 .PHONY: all setup build build-asan build-tsan build-fuzz run test test-format test-release python-package test-python \
-	test-asan test-tsan test-fuzz fuzz fuzz-seeds bench bench-python install clean
+	test-asan test-tsan test-fuzz fuzz fuzz-seeds bench bench-python install package clean
 
 all: build
 
 setup:
 	@bash scripts/setup.sh
 
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DDML_WERROR=ON $(CMAKE_FLAGS)
+COMPILE = cmake --build $(BUILD_DIR) -j $(JOBS)
+
 build: setup
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DDML_WERROR=ON $(CMAKE_FLAGS)
-	cmake --build $(BUILD_DIR) -j $(JOBS)
+	$(CONFIGURE)
+	$(COMPILE)
 
 build-asan: setup
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDML_WERROR=ON \
@@ -44,9 +47,12 @@ build-fuzz: setup
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
 
 # The main job: a short tour of the operators (dmlrun's embedded default
-# model), each dispatch timed over 20 iterations.
-run: build
-	$(BUILD_DIR)/tools/dmlrun/dmlrun --iterations 20
+# model), each dispatch timed over 20 iterations and each result checked.
+# Quiet: one line per step, a failing step's output in full.
+run: setup
+	@scripts/quiet.sh "configure ($(BUILD_DIR))" $(CONFIGURE)
+	@scripts/quiet.sh "build" $(COMPILE)
+	@$(BUILD_DIR)/tools/dmlrun/dmlrun --iterations 20
 
 test-release: build
 	cd $(BUILD_DIR) && ctest $(CTEST_OUTPUT) -j $(JOBS)
@@ -95,10 +101,17 @@ test-format: setup
 # then the fuzz targets.
 test: test-format test-release test-python test-asan test-tsan test-fuzz
 
-# Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU).
+# Benchmarks against the peers (oneDNN from libdnnl-dev on the CPU): every
+# bench_* program built, each printing its table and writing
+# $(BUILD_DIR)/bench/<program>.csv beside it.
 bench: build
-	$(BUILD_DIR)/bench/bench_max_pooling
-	$(BUILD_DIR)/bench/bench_roi
+	@set -e; for program in $(BUILD_DIR)/bench/bench_*; do \
+	  case "$$program" in *.csv|*/bench_cuda) continue;; esac; \
+	  [ -f "$$program" ] && [ -x "$$program" ] || continue; \
+	  echo "== $$program (CSV: $$program.csv)"; \
+	  "$$program" --csv "$$program.csv"; \
+	done
+	@if [ -x $(BUILD_DIR)/bench/bench_cuda ] && nvidia-smi -L > /dev/null 2>&1; then bench/gpu_bench.sh $(BUILD_DIR); fi
 
 # libdml.torch.roi_align against torchvision.ops.roi_align, forward and backward.
 bench-python: python-package
@@ -106,6 +119,10 @@ bench-python: python-package
 
 install: build
 	cmake --install $(BUILD_DIR)
+
+# The Debian package: $(BUILD_DIR)/libdml_<version>_amd64.deb.
+package: build
+	cd $(BUILD_DIR) && cpack
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

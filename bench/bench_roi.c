@@ -7,29 +7,17 @@
  * interpolation of the forward, and a small-ROI/large-ROI pair. Each row:
  * median time, GB/s and fraction of the copy floor for the minimal bytes
  * (inputs read once, outputs written once), the implementation that ran, and
- * the ratio to torchvision (> 1: libdml is faster). */
+ * the ratio to torchvision (bench_report: < 1 is faster than the peer).
+ * Arguments: bench.h's (--csv PATH, --only TEXT on the row's description). */
 #include <dml/dml.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "../src/core/half.h"
 #include "bench.h"
-
-#define CHECK_DML(call)                                                                                                \
-    do {                                                                                                               \
-        HRESULT status_ = (call);                                                                                      \
-        if (FAILED(status_)) {                                                                                         \
-            fprintf(stderr, "%s: %s\n", #call, dmlGetLastErrorMessage());                                              \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 typedef enum { ROI_POOL, ROI_ALIGN_FORWARD, ROI_ALIGN_FEATURES, ROI_ALIGN_FEATURES_AND_BOXES } workload_kind;
 typedef enum { ROIS_DEFAULT, ROIS_SMALL, ROIS_LARGE } roi_kind;
@@ -138,78 +126,22 @@ typedef struct tensor_desc {
 
 /* A 4-D tensor, packed NCHW or (channels_last) NHWC in memory. */
 static const DML_TENSOR_DESC* tensor(tensor_desc* t, bool half, UINT n, UINT c, UINT h, UINT w, bool channels_last) {
-    DML_TENSOR_DATA_TYPE type = half ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
     UINT sizes[4] = {n, c, h, w};
-    UINT nhwc[4] = {c * h * w, 1, w * c, c};
     memcpy(t->sizes, sizes, sizeof sizes);
-    memcpy(t->strides, nhwc, sizeof nhwc);
-    t->buffer = (DML_BUFFER_TENSOR_DESC){type,
-                                         DML_TENSOR_FLAG_NONE,
-                                         4,
-                                         t->sizes,
-                                         channels_last ? t->strides : NULL,
-                                         DMLCalcBufferTensorSize(type, 4, t->sizes, NULL),
-                                         0};
-    t->desc = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, &t->buffer};
-    return &t->desc;
+    bench_channels_last_strides(4, t->sizes, t->strides);
+    return bench_tensor(&t->buffer, &t->desc, half ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32, 4,
+                        t->sizes, channels_last ? t->strides : NULL);
 }
 
 static const DML_TENSOR_DESC* index_tensor(tensor_desc* t, UINT rois) {
     t->sizes[0] = rois;
-    t->buffer =
-        (DML_BUFFER_TENSOR_DESC){DML_TENSOR_DATA_TYPE_UINT32, DML_TENSOR_FLAG_NONE, 1, t->sizes, NULL, 4ull * rois, 0};
-    t->desc = (DML_TENSOR_DESC){DML_TENSOR_TYPE_BUFFER, &t->buffer};
-    return &t->desc;
+    return bench_tensor(&t->buffer, &t->desc, DML_TENSOR_DATA_TYPE_UINT32, 1, t->sizes, NULL);
 }
 
 /* ---- One measurement ---- */
 
-typedef struct dml_job {
-    DMLCompiledOperator* compiled;
-    DML_DISPATCH_BINDINGS bindings;
-    DML_BUFFER_BINDING buffers[6], temporary_buffer;
-    DML_BINDING_DESC inputs[4], outputs[2];
-    void* temporary;
-    char implementation[64];
-} dml_job;
-
-static void run_dml(void* context) {
-    dml_job* job = context;
-    CHECK_DML(dmlDispatch(job->compiled, &job->bindings));
-}
-
-/* Compiles desc and binds buffers (inputs, then outputs; NULL binds NONE)
- * and the temporary resource the plan asks for. */
-static void prepare(dml_job* job, DMLDevice* device, const DML_OPERATOR_DESC* desc, int inputs, int outputs,
-                    void* const* buffers, const uint64_t* sizes) {
-    DMLOperator* op;
-    CHECK_DML(dmlCreateOperator(device, desc, &op));
-    CHECK_DML(dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &job->compiled));
-    dmlReleaseOperator(op);
-    CHECK_DML(dmlInitializeOperator(job->compiled, 0, NULL, NULL));
-    for (int i = 0; i < inputs + outputs; i++) {
-        job->buffers[i] = (DML_BUFFER_BINDING){buffers[i], 0, sizes[i]};
-        DML_BINDING_DESC binding = {buffers[i] ? DML_BINDING_TYPE_BUFFER : DML_BINDING_TYPE_NONE, &job->buffers[i]};
-        if (i < inputs)
-            job->inputs[i] = binding;
-        else
-            job->outputs[i - inputs] = binding;
-    }
-    job->bindings =
-        (DML_DISPATCH_BINDINGS){(UINT)inputs, job->inputs, (UINT)outputs, job->outputs, {0, NULL}, {0, NULL}};
-    DML_COMPILED_OPERATOR_INFO info;
-    CHECK_DML(dmlGetCompiledOperatorInfo(job->compiled, &info));
-    snprintf(job->implementation, sizeof job->implementation, "%s", info.ImplementationName);
-    job->temporary = NULL;
-    if (info.TemporaryResourceSize > 0) {
-        job->temporary = malloc(info.TemporaryResourceSize);
-        job->temporary_buffer = (DML_BUFFER_BINDING){job->temporary, 0, info.TemporaryResourceSize};
-        job->bindings.TemporaryResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &job->temporary_buffer};
-    }
-}
-
 typedef struct measurement {
-    double seconds, cpu_seconds, bytes;
+    double seconds, bytes;
     char implementation[64];
 } measurement;
 
@@ -273,17 +205,17 @@ static measurement measure(DMLDevice* device, const workload* wl) {
                                              wl->samples,
                                              wl->samples,
                                              0};
-    dml_job job;
+    bench_dml_job job;
     measurement m = {0};
     if (wl->kind == ROI_POOL) {
         DML_OPERATOR_DESC desc = {DML_OPERATOR_ROI_POOLING, &pool};
-        prepare(&job, device, &desc, 2, 1, (void*[]){input, rois, pooled_data},
-                (uint64_t[]){image * element, roi_bytes, pooled * element});
+        bench_dml_prepare(&job, device, &desc, 2, 1, (void*[]){input, rois, pooled_data},
+                          (uint64_t[]){image * element, roi_bytes, pooled * element});
         m.bytes = (double)((image + pooled) * element + roi_bytes);
     } else if (wl->kind == ROI_ALIGN_FORWARD) {
         DML_OPERATOR_DESC desc = {DML_OPERATOR_ROI_ALIGN1, &forward};
-        prepare(&job, device, &desc, 3, 1, (void*[]){input, rois, batch, pooled_data},
-                (uint64_t[]){image * element, roi_bytes, batch_bytes, pooled * element});
+        bench_dml_prepare(&job, device, &desc, 3, 1, (void*[]){input, rois, batch, pooled_data},
+                          (uint64_t[]){image * element, roi_bytes, batch_bytes, pooled * element});
         m.bytes = (double)((image + pooled) * element + roi_bytes + batch_bytes);
     } else {
         bool boxes = wl->kind == ROI_ALIGN_FEATURES_AND_BOXES;
@@ -295,19 +227,15 @@ static measurement measure(DMLDevice* device, const workload* wl) {
             grad.InputTensor = NULL; /* AVERAGE needs no input for the feature gradient */
         }
         DML_OPERATOR_DESC desc = {DML_OPERATOR_ROI_ALIGN_GRAD, &grad};
-        prepare(&job, device, &desc, 4, 2,
-                (void*[]){boxes ? input : NULL, pooled_data, rois, batch, image_out, roi_gradient},
-                (uint64_t[]){image * element, pooled * element, roi_bytes, batch_bytes, image * element, roi_bytes});
+        bench_dml_prepare(
+            &job, device, &desc, 4, 2,
+            (void*[]){boxes ? input : NULL, pooled_data, rois, batch, image_out, roi_gradient},
+            (uint64_t[]){image * element, pooled * element, roi_bytes, batch_bytes, image * element, roi_bytes});
         m.bytes = (double)((image * (boxes ? 2 : 1) + pooled) * element + roi_bytes * (boxes ? 2 : 1) + batch_bytes);
     }
-    /* CPU seconds per dispatch, all threads: on a loaded machine the wall
-     * time overstates the work (threads wait for a core). */
-    clock_t cpu_start = clock();
-    m.seconds = bench_median_seconds(run_dml, &job, 2, 11);
-    m.cpu_seconds = (double)(clock() - cpu_start) / CLOCKS_PER_SEC / 13;
+    m.seconds = bench_dml_time(&job);
     snprintf(m.implementation, sizeof m.implementation, "%s", job.implementation);
-    dmlReleaseCompiledOperator(job.compiled);
-    free(job.temporary);
+    bench_dml_release(&job);
     free(rows);
     free(rois);
     free(batch);
@@ -347,21 +275,21 @@ static const char* describe(const workload* wl, char* text, size_t size) {
     return text;
 }
 
-/* Whether the workload is run: its description contains `only` (NULL: all). */
-static bool selected(const workload* wl, const char* only) {
+/* Whether the workload is run: its description contains --only's text. */
+static bool selected(const bench_context* ctx, const workload* wl) {
     char text[128];
-    return !only || strstr(describe(wl, text, sizeof text), only);
+    return bench_selected(ctx, describe(wl, text, sizeof text));
 }
 
 /* Runs the peer on every selected workload it has; peer_seconds[i] stays 0 elsewhere. */
-static void run_peer(int threads, const char* only, double* peer_seconds) {
+static void run_peer(const bench_context* ctx, double* peer_seconds) {
     char command[8192];
-    int length =
-        snprintf(command, sizeof command, "/usr/bin/python3 %s/peer_torchvision.py %d", DML_BENCH_SOURCE_DIR, threads);
+    int length = snprintf(command, sizeof command, "/usr/bin/python3 %s/peer_torchvision.py %d", DML_BENCH_SOURCE_DIR,
+                          ctx->threads);
     char tokens[WORKLOAD_COUNT][128];
     for (int i = 0; i < WORKLOAD_COUNT; i++) {
         tokens[i][0] = 0;
-        if (selected(&workloads[i], only) && peer_token(&workloads[i], tokens[i], sizeof tokens[i]))
+        if (selected(ctx, &workloads[i]) && peer_token(&workloads[i], tokens[i], sizeof tokens[i]))
             length += snprintf(command + length, sizeof command - (size_t)length, " %s", tokens[i]);
     }
     FILE* peer = popen(command, "r");
@@ -381,33 +309,26 @@ static void run_peer(int threads, const char* only, double* peer_seconds) {
 }
 
 int main(int argc, char** argv) {
+    bench_context ctx;
+    if (bench_begin(&ctx, "ROI pooling and ROI align", argc, argv) == BENCH_PEER_CHILD) return 0; /* no oneDNN peer */
     DMLDevice* device;
-    CHECK_DML(dmlCreateDevice(NULL, &device));
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-#else
-    int threads = 1;
-#endif
-    /* An argument: only the workloads whose description contains it (e.g. "roi_pool", "f16 nhwc"). */
-    const char* only = argc > 1 ? argv[1] : NULL;
-    double bandwidth = bench_copy_bandwidth(threads);
-    printf("ROI pooling and ROI align, %d threads; copy bandwidth %.2f GB/s (read + write)\n", threads,
-           bandwidth * 1e-9);
+    BENCH_CHECK_DML(dmlCreateDevice(NULL, &device));
     double peer_seconds[WORKLOAD_COUNT] = {0};
     if (getenv("DML_BENCH_NO_PEER")) /* profiling libdml alone */
         printf("DML_BENCH_NO_PEER set: torchvision not run\n");
     else
-        run_peer(threads, only, peer_seconds);
+        run_peer(&ctx, peer_seconds);
     for (int i = 0; i < WORKLOAD_COUNT; i++) {
         const workload* wl = &workloads[i];
-        if (!selected(wl, only)) continue;
+        if (!selected(&ctx, wl)) continue;
         measurement m = measure(device, wl);
-        char label[400], text[128];
-        snprintf(label, sizeof label, "%s [%s] cpu %.1f ms", describe(wl, text, sizeof text), m.implementation,
-                 m.cpu_seconds * 1e3);
-        bench_report(label, m.seconds, m.bytes, bandwidth, peer_seconds[i]);
-        if (peer_seconds[i] > 0) bench_report("  torchvision", peer_seconds[i], m.bytes, bandwidth, 0);
+        char text[128];
+        printf("%s\n", describe(wl, text, sizeof text));
+        bench_report(&ctx, &(bench_row){text, wl->half ? "FLOAT16" : "FLOAT32", wl->channels_last ? "nhwc" : "nchw",
+                                        "libdml", m.implementation, m.seconds, m.bytes,
+                                        peer_seconds[i] > 0 ? "torchvision" : NULL, peer_seconds[i]});
     }
     dmlReleaseDevice(device);
+    bench_end(&ctx);
     return 0;
 }

@@ -31,5 +31,6 @@ function(dml_add_cuda_backend target)
   target_sources(${target} PRIVATE ${DML_CUDA_SOURCES})
   target_compile_definitions(${target} PRIVATE DML_HAVE_CUDA=1)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${DML_CUDA_WARNINGS}>)
-  target_link_libraries(${target} PUBLIC CUDA::cudart)
+  # The headers only: the libraries link the runtime themselves (CMakeLists.txt).
+  target_link_libraries(${target} PRIVATE CUDA::cudart_static)
 endfunction()

@@ -519,6 +519,13 @@ DML_OPERATOR_DESC* fuzz_copy_operator(fuzz_arena* arena, const DML_OPERATOR_DESC
     return copy;
 }
 
+uint64_t fuzz_splitmix64(uint64_t* state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 /* ---- Printing ---- */
 
 bool fuzz_verbose(void) {

@@ -116,6 +116,9 @@ void fuzz_print_operator(const DML_OPERATOR_DESC* desc);
 /* Whether DML_FUZZ_VERBOSE is set (to anything but 0). */
 bool fuzz_verbose(void);
 
+/* The next number of a splitmix64 stream (seeded random data). */
+uint64_t fuzz_splitmix64(uint64_t* state);
+
 /* ---- Devices ---- */
 /* A feature level: a mode byte; 0 gives 0 (the highest). */
 DML_FEATURE_LEVEL fuzz_feature_level(fuzz_input* in);

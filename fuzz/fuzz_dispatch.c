@@ -21,7 +21,12 @@
  *     changes), accepted no forbidden overlap, and wrote every addressed
  *     output byte from the inputs alone (a second dispatch over outputs
  *     filled with another pattern gives the same bytes);
- *   - the canonical bindings of a valid operator are accepted. */
+ *   - the canonical bindings of a valid operator are accepted.
+ *
+ * DML_FUZZ_BACKEND=cuda runs the same on a CUDA device: libdml sees a device
+ * copy of the pool (uploaded before each call, downloaded after it), and
+ * every check reads the host copy. There a problem the CUDA backend does not
+ * implement may be E_NOTIMPL at compile or dispatch. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,12 +54,45 @@ enum {
 
 /* Elements per tensor, and 16 bytes per element, for a dispatch to run. */
 static uint64_t max_elements = MAX_ELEMENTS;
+/* DML_FUZZ_BACKEND: the backend of the devices that dispatch. */
+static DML_BACKEND backend = DML_BACKEND_CPU;
+/* Whether libdml works on a device copy of the pool: on CUDA, and on the CPU
+ * with DML_FUZZ_MIRROR=1 (which tests the mirroring where no GPU is). */
+static bool use_mirror;
+
+/* DML_FUZZ_BACKEND=cpu (the default) or cuda; on cuda a device must exist:
+ * the process ends with status 77 (skipped, as the CUDA tests do) when none
+ * can be created. */
+static void choose_backend(void) {
+    const char* mirror = getenv("DML_FUZZ_MIRROR");
+    use_mirror = mirror != NULL && strcmp(mirror, "1") == 0;
+    const char* name = getenv("DML_FUZZ_BACKEND");
+    if (name == NULL || name[0] == '\0' || strcmp(name, "cpu") == 0) return;
+    if (strcmp(name, "cuda") != 0) {
+        fprintf(stderr, "fuzz_dispatch: DML_FUZZ_BACKEND is '%s' but must be cpu or cuda\n", name);
+        exit(2);
+    }
+    backend = DML_BACKEND_CUDA;
+    use_mirror = true;
+    DML_DEVICE_DESC desc;
+    memset(&desc, 0, sizeof desc);
+    desc.Backend = DML_BACKEND_CUDA;
+    DMLDevice* device = NULL;
+    HRESULT status = dmlCreateDevice(&desc, &device);
+    if (FAILED(status)) {
+        fprintf(stderr, "fuzz_dispatch: DML_FUZZ_BACKEND=cuda but no CUDA device can be created: %s (%s)\n",
+                dmlGetLastErrorMessage(), dmlStatusName(status));
+        exit(77);
+    }
+    dmlReleaseDevice(device);
+}
 
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
     (void)argc, (void)argv;
     /* Longer sessions may dispatch larger tensors (tiles, chunks, blocks of the kernels). */
     const char* elements = getenv("DML_FUZZ_MAX_ELEMENTS");
     if (elements != NULL && atoll(elements) > 0) max_elements = (uint64_t)atoll(elements);
+    choose_backend();
     size_t count;
     fuzz_templates(&count);
     if (count == 0) abort();
@@ -461,9 +499,11 @@ typedef struct pool {
     uint64_t size;
     region regions[MAX_BINDINGS + 3]; /* input slots, output slots, persistent, spare, temporary */
     uint32_t region_count;
+    DMLDevice* device;
+    uint8_t* mirror; /* on CUDA: the device copy libdml reads and writes; NULL on the CPU */
 } pool;
 
-static void pool_layout(pool* p, const uint64_t* sizes, uint32_t count) {
+static void pool_layout(pool* p, DMLDevice* device, const uint64_t* sizes, uint32_t count) {
     uint64_t offsets[MAX_BINDINGS + 3], end = 0;
     for (uint32_t i = 0; i < count; i++) {
         offsets[i] = (end + GUARD_BYTES + REGION_ALIGNMENT - 1) / REGION_ALIGNMENT * REGION_ALIGNMENT;
@@ -476,13 +516,119 @@ static void pool_layout(pool* p, const uint64_t* sizes, uint32_t count) {
     p->region_count = count;
     for (uint32_t i = 0; i < count; i++)
         p->regions[i] = (region){p->bytes + offsets[i], sizes[i]};
+    p->device = device;
+    p->mirror = NULL;
+    if (!use_mirror) return;
+    /* Device allocations are at least 256-aligned, as the pool: every
+     * address has the same alignment in both copies. */
+    void* mirror = NULL;
+    FUZZ_CHECK(dmlAllocateBuffer(device, p->size, &mirror) == S_OK, "dmlAllocateBuffer of %llu bytes failed",
+               (unsigned long long)p->size);
+    p->mirror = mirror;
 }
 
-static uint64_t splitmix(uint64_t* state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+static void pool_free(pool* p) {
+    if (p->mirror != NULL) dmlFreeBuffer(p->device, p->mirror);
+    free(p->bytes);
+}
+
+/* Before a call: the device copy gets the host's bytes. */
+static void pool_upload(const pool* p) {
+    if (p->mirror == NULL) return;
+    FUZZ_CHECK(dmlUpload(p->device, p->mirror, p->bytes, p->size) == S_OK, "dmlUpload failed");
+}
+
+/* After a call, failed or not: the host copy gets the device's bytes. */
+static void pool_download(pool* p) {
+    if (p->mirror == NULL) return;
+    FUZZ_CHECK(dmlSynchronize(p->device) == S_OK, "dmlSynchronize failed after a call");
+    FUZZ_CHECK(dmlDownload(p->device, p->bytes, p->mirror, p->size) == S_OK, "dmlDownload failed");
+}
+
+/* The address libdml gets for a host address: the same byte of the mirror
+ * for a byte of the pool (its end included), any other address unchanged. */
+static const void* mirrored_address(const pool* p, const void* host) {
+    uintptr_t address = (uintptr_t)host, base = (uintptr_t)p->bytes;
+    if (p->mirror == NULL || address < base || address - base > p->size) return host;
+    return p->mirror + (address - base);
+}
+
+/* Room for the mirrored copies of one call's bindings. */
+typedef struct mirrored_bindings {
+    DML_BINDING_DESC descs[2 * MAX_BINDINGS];
+    DML_BUFFER_BINDING buffers[2 * MAX_BINDINGS + 2];
+    DML_BUFFER_ARRAY_BINDING arrays[2 * MAX_BINDINGS + 2];
+    uint32_t desc_count, buffer_count, array_count;
+} mirrored_bindings;
+
+static DML_BUFFER_BINDING* mirror_buffer(const pool* p, mirrored_bindings* m, const DML_BUFFER_BINDING* host) {
+    FUZZ_CHECK(m->buffer_count < COUNT_OF(m->buffers), "too many bindings to mirror");
+    DML_BUFFER_BINDING* copy = &m->buffers[m->buffer_count++];
+    *copy = *host;
+    copy->Buffer = (void*)mirrored_address(p, host->Buffer);
+    return copy;
+}
+
+/* desc as libdml gets it: its buffers' addresses mirrored. A binding of an
+ * unknown type stays as it is (libdml must refuse it without reading it). */
+static DML_BINDING_DESC mirror_binding(const pool* p, mirrored_bindings* m, DML_BINDING_DESC desc) {
+    if (p->mirror == NULL || desc.Desc == NULL) return desc;
+    if (desc.Type == DML_BINDING_TYPE_BUFFER) {
+        desc.Desc = mirror_buffer(p, m, desc.Desc);
+    } else if (desc.Type == DML_BINDING_TYPE_BUFFER_ARRAY) {
+        /* The harness's arrays hold one binding. */
+        FUZZ_CHECK(m->array_count < COUNT_OF(m->arrays), "too many bindings to mirror");
+        DML_BUFFER_ARRAY_BINDING* array = &m->arrays[m->array_count++];
+        *array = *(const DML_BUFFER_ARRAY_BINDING*)desc.Desc;
+        if (array->BindingCount == 1 && array->Bindings != NULL) array->Bindings = mirror_buffer(p, m, array->Bindings);
+        desc.Desc = array;
+    }
+    return desc;
+}
+
+static const DML_BINDING_DESC* mirror_list(const pool* p, mirrored_bindings* m, UINT count,
+                                           const DML_BINDING_DESC* descs) {
+    if (p->mirror == NULL || descs == NULL) return descs;
+    FUZZ_CHECK(count <= COUNT_OF(m->descs) - m->desc_count, "too many bindings to mirror");
+    DML_BINDING_DESC* copies = &m->descs[m->desc_count];
+    m->desc_count += count;
+    for (UINT i = 0; i < count; i++)
+        copies[i] = mirror_binding(p, m, descs[i]);
+    return copies;
+}
+
+/* The message of the last pool_initialize or pool_dispatch: the download
+ * after the call (dmlSynchronize, dmlDownload) clears libdml's. */
+static char pool_call_message[1024];
+
+static void keep_message(void) {
+    snprintf(pool_call_message, sizeof pool_call_message, "%s", dmlGetLastErrorMessage());
+}
+
+/* dmlInitializeOperator and dmlDispatch on the pool (its mirror on CUDA). */
+static HRESULT pool_initialize(pool* p, DMLCompiledOperator* compiled, UINT count, const DML_BINDING_DESC* inputs,
+                               const DML_BINDING_DESC* persistent) {
+    mirrored_bindings m = {.desc_count = 0};
+    DML_BINDING_DESC mirrored_persistent = mirror_binding(p, &m, *persistent);
+    pool_upload(p);
+    HRESULT status = dmlInitializeOperator(compiled, count, mirror_list(p, &m, count, inputs), &mirrored_persistent);
+    keep_message();
+    pool_download(p);
+    return status;
+}
+
+static HRESULT pool_dispatch(pool* p, DMLCompiledOperator* compiled, const DML_DISPATCH_BINDINGS* bindings) {
+    mirrored_bindings m = {.desc_count = 0};
+    DML_DISPATCH_BINDINGS mirrored = *bindings;
+    mirrored.Inputs = mirror_list(p, &m, bindings->InputCount, bindings->Inputs);
+    mirrored.Outputs = mirror_list(p, &m, bindings->OutputCount, bindings->Outputs);
+    mirrored.TemporaryResource = mirror_binding(p, &m, bindings->TemporaryResource);
+    mirrored.PersistentResource = mirror_binding(p, &m, bindings->PersistentResource);
+    pool_upload(p);
+    HRESULT status = dmlDispatch(compiled, &mirrored);
+    keep_message();
+    pool_download(p);
+    return status;
 }
 
 /* Plain values of a type: floats in [-4, 4], small integers (valid batch
@@ -547,11 +693,11 @@ static void fill_input(region r, DML_TENSOR_DATA_TYPE type, uint8_t style, uint6
                     type == DML_TENSOR_DATA_TYPE_FLOAT64;
     if (element_size == 0 || style % 4 == 1) { /* raw random bytes */
         for (uint64_t i = 0; i < r.size; i++)
-            r.base[i] = (uint8_t)splitmix(state);
+            r.base[i] = (uint8_t)fuzz_splitmix64(state);
         return;
     }
     for (uint64_t i = 0; i + element_size <= r.size; i += element_size) {
-        uint64_t random = splitmix(state);
+        uint64_t random = fuzz_splitmix64(state);
         bool special = style % 4 == 2 || (style % 4 == 3 && random % 8 == 0);
         uint64_t bits = special ? special_bits(element_size, is_float, random >> 8) : plain_bits(type, random);
         memcpy(r.base + i, &bits, element_size); /* little-endian: the low bytes */
@@ -660,10 +806,13 @@ static UINT binding_count(fuzz_input* in, UINT count, bool* null_array, bool* ca
 
 /* ---- One run ---- */
 
-static void check_failure(HRESULT status, const char* function, const char* name) {
-    const char* message = dmlGetLastErrorMessage();
+/* A problem the CUDA backend does not implement: E_NOTIMPL there. */
+static bool not_implemented_on_cuda(HRESULT status) { return backend == DML_BACKEND_CUDA && status == E_NOTIMPL; }
+
+static void check_failure(HRESULT status, const char* function, const char* name, const char* message) {
     size_t length = strlen(name);
-    FUZZ_CHECK(status == E_INVALIDARG, "%s returned %s", function, dmlStatusName(status));
+    FUZZ_CHECK(status == E_INVALIDARG || not_implemented_on_cuda(status), "%s returned %s", function,
+               dmlStatusName(status));
     FUZZ_CHECK(strncmp(message, name, length) == 0 && message[length] == ':',
                "%s's message does not begin with '%s:': %s", function, name, message);
     FUZZ_CHECK(strstr(message, "(null)") == NULL, "%s's message prints a NULL string: %s", function, message);
@@ -725,11 +874,11 @@ static HRESULT dispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDIN
                         uint8_t* before, uint8_t* after, uint8_t* mask, uint64_t persistent_size,
                         uint64_t temporary_size, const char* name) {
     memcpy(before, p->bytes, p->size);
-    HRESULT status = dmlDispatch(compiled, bindings);
+    HRESULT status = pool_dispatch(p, compiled, bindings);
     memcpy(after, p->bytes, p->size);
-    if (fuzz_verbose()) fprintf(stderr, "dmlDispatch: %s %s\n", dmlStatusName(status), dmlGetLastErrorMessage());
+    if (fuzz_verbose()) fprintf(stderr, "dmlDispatch: %s %s\n", dmlStatusName(status), pool_call_message);
     if (FAILED(status)) {
-        check_failure(status, "dmlDispatch", name);
+        check_failure(status, "dmlDispatch", name, pool_call_message);
         FUZZ_CHECK(memcmp(before, after, p->size) == 0, "a failed dmlDispatch wrote to its buffers");
         return status;
     }
@@ -776,9 +925,9 @@ static HRESULT dispatch(DMLCompiledOperator* compiled, const DML_DISPATCH_BINDIN
     return status;
 }
 
-static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const char* name, const tensor_info* info,
-                         uint32_t tensor_count, uint32_t input_count, uint32_t output_count, uint64_t persistent_size,
-                         uint64_t temporary_size) {
+static void run_operator(fuzz_input* in, DMLDevice* device, DMLCompiledOperator* compiled, const char* name,
+                         const tensor_info* info, uint32_t tensor_count, uint32_t input_count, uint32_t output_count,
+                         uint64_t persistent_size, uint64_t temporary_size) {
     /* Regions: input slots, output slots, the persistent resource, a spare
      * one, the temporary resource. */
     slots s;
@@ -806,7 +955,7 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
     sizes[region_count++] = 256;
     sizes[region_count++] = temporary_size + 256;
     pool p;
-    pool_layout(&p, sizes, region_count);
+    pool_layout(&p, device, sizes, region_count);
 
     uint64_t random_state = fuzz_u64(in);
     for (uint32_t i = 0; i < input_count; i++)
@@ -844,13 +993,12 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
         bind_buffer(&persistent, 0, p.regions[spare_region].base, 0, 256); /* not wanted */
     canonical &= persistent_mode < 6;
     memcpy(before, p.bytes, p.size);
-    HRESULT status = dmlInitializeOperator(compiled, init_count, null_array ? NULL : init.descs, persistent.descs);
+    HRESULT status = pool_initialize(&p, compiled, init_count, null_array ? NULL : init.descs, persistent.descs);
     memcpy(after, p.bytes, p.size);
-    if (fuzz_verbose())
-        fprintf(stderr, "dmlInitializeOperator: %s %s\n", dmlStatusName(status), dmlGetLastErrorMessage());
+    if (fuzz_verbose()) fprintf(stderr, "dmlInitializeOperator: %s %s\n", dmlStatusName(status), pool_call_message);
     if (FAILED(status)) {
-        FUZZ_CHECK(!canonical, "the canonical initialization failed");
-        check_failure(status, "dmlInitializeOperator", name);
+        FUZZ_CHECK(!canonical || not_implemented_on_cuda(status), "the canonical initialization failed");
+        check_failure(status, "dmlInitializeOperator", name, pool_call_message);
         FUZZ_CHECK(memcmp(before, after, p.size) == 0, "a failed dmlInitializeOperator wrote to its buffers");
     } else {
         memset(mask, 0, p.size);
@@ -902,7 +1050,8 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
                                       dispatch_outputs,   outputs_null ? NULL : outputs.descs,
                                       temporary.descs[0], persistent.descs[0]};
     status = dispatch(compiled, &bindings, &s, &p, before, after, mask, persistent_size, temporary_size, name);
-    FUZZ_CHECK(SUCCEEDED(status) || !(canonical && initialized), "the canonical dispatch failed");
+    FUZZ_CHECK(SUCCEEDED(status) || !(canonical && initialized) || not_implemented_on_cuda(status),
+               "the canonical dispatch failed");
     if (SUCCEEDED(status)) {
         /* Again with every output byte inverted first (inputs unchanged: no
          * input overlaps an output): the same bytes, all of them written. */
@@ -925,7 +1074,7 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
     free(mask);
     free(after);
     free(before);
-    free(p.bytes);
+    pool_free(&p);
 }
 
 /* The device: mostly valid (one or two threads: kernels that split small
@@ -934,7 +1083,8 @@ static void run_operator(fuzz_input* in, DMLCompiledOperator* compiled, const ch
  * DML_MAX_THREAD_COUNT (up to 2^32 - 1) or a RoiAlignMaxSamplesPerAxis past
  * DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS, which dmlCreateDevice must refuse.
  * Valid thread counts above two would start that many threads per input:
- * they are left to the tests. */
+ * they are left to the tests. The device is of the fuzzed backend, but for
+ * an invalid ThreadCount (a CPU field): that refusal is checked on the CPU. */
 static DML_DEVICE_DESC device_desc(fuzz_input* in, bool* valid) {
     static const UINT samples_per_axis[] = {0, 0, 1, 16, 256, DML_ROI_ALIGN_MAX_SAMPLES_PER_AXIS};
     static const UINT bad_thread_counts[] = {
@@ -943,11 +1093,13 @@ static DML_DEVICE_DESC device_desc(fuzz_input* in, bool* valid) {
     memset(&desc, 0, sizeof desc);
     uint8_t mode = fuzz_u8(in);
     *valid = mode < 224;
+    desc.Backend = backend;
     desc.ThreadCount = 1 + mode % 2;
     if (*valid) {
         desc.RoiAlignMaxSamplesPerAxis = samples_per_axis[mode / 2 % COUNT_OF(samples_per_axis)];
     } else if (mode < 240) {
         uint32_t random = fuzz_u32(in);
+        desc.Backend = DML_BACKEND_CPU;
         desc.ThreadCount = mode % 2 ? bad_thread_counts[random % COUNT_OF(bad_thread_counts)]
                                     : DML_MAX_THREAD_COUNT + 1 + random % (UINT32_MAX - DML_MAX_THREAD_COUNT);
     } else {
@@ -959,7 +1111,7 @@ static DML_DEVICE_DESC device_desc(fuzz_input* in, bool* valid) {
 }
 
 /* Creates the device of desc, or checks that an invalid desc is refused and
- * creates a valid one of one thread instead. */
+ * creates a valid one of the fuzzed backend (of one thread) instead. */
 static DMLDevice* create_device(DML_DEVICE_DESC desc, bool valid) {
     DMLDevice* device = NULL;
     HRESULT status = dmlCreateDevice(&desc, &device);
@@ -978,6 +1130,7 @@ static DMLDevice* create_device(DML_DEVICE_DESC desc, bool valid) {
                "dmlCreateDevice's message does not name %s: %s", field, message);
     DML_DEVICE_DESC fallback;
     memset(&fallback, 0, sizeof fallback);
+    fallback.Backend = backend;
     fallback.ThreadCount = 1;
     FUZZ_CHECK(dmlCreateDevice(&fallback, &device) == S_OK, "dmlCreateDevice failed");
     return device;
@@ -1035,7 +1188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz_arena_release(&arena); /* the operator holds deep copies only */
     if (fuzz_verbose()) fprintf(stderr, "dmlCreateOperator: %s %s\n", dmlStatusName(status), dmlGetLastErrorMessage());
     if (FAILED(status)) {
-        check_failure(status, "dmlCreateOperator", name);
+        check_failure(status, "dmlCreateOperator", name, dmlGetLastErrorMessage());
     } else {
         FUZZ_CHECK(well_formed, "dmlCreateOperator accepted a malformed tensor");
         DMLCompiledOperator* compiled = NULL;
@@ -1046,13 +1199,15 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (persistent_overflows) {
             FUZZ_CHECK(FAILED(status) && compiled == NULL, "dmlCompileOperator accepted a persistent resource "
                                                            "of more than 2^64 bytes");
-            check_failure(status, "dmlCompileOperator", name);
+            check_failure(status, "dmlCompileOperator", name, dmlGetLastErrorMessage());
+        } else if (not_implemented_on_cuda(status)) {
+            check_failure(status, "dmlCompileOperator", name, dmlGetLastErrorMessage());
         } else {
             FUZZ_CHECK(status == S_OK, "dmlCompileOperator failed");
             DML_BINDING_PROPERTIES properties;
             FUZZ_CHECK(dmlGetBindingProperties(compiled, &properties) == S_OK, "dmlGetBindingProperties failed");
             if (small)
-                run_operator(&in, compiled, name, info, d.tensor_count, d.input_count, d.output_count,
+                run_operator(&in, device, compiled, name, info, d.tensor_count, d.input_count, d.output_count,
                              properties.PersistentResourceSize, properties.TemporaryResourceSize);
             dmlReleaseCompiledOperator(compiled);
         }

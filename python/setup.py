@@ -22,8 +22,11 @@ ROOT = os.path.dirname(HERE)
 
 
 def libdml_version():
-    with open(os.path.join(ROOT, "CMakeLists.txt")) as cmake_lists:
-        return re.search(r"project\(libdml VERSION ([0-9.]+)", cmake_lists.read()).group(1)
+    """DML_VERSION_* of include/dml/dml.h, where the version is set."""
+    with open(os.path.join(ROOT, "include", "dml", "dml.h")) as header:
+        text = header.read()
+    return ".".join(re.search(rf"#define DML_VERSION_{part} ([0-9]+)", text).group(1)
+                    for part in ("MAJOR", "MINOR", "PATCH"))
 
 
 def libdml_build_dir():
@@ -56,13 +59,9 @@ class BuildWithLibdml(build_ext):
         if not os.path.exists(static_library):
             raise RuntimeError(f"libdml: {static_library} is missing; build libdml first (make build)")
         ext.extra_objects = [static_library]
-        flags = private_link_flags(build_dir)
-        # The CUDA backend's objects are C++ (nvcc): they need its runtime
-        # library; the CUDA runtime is found where libdml found it.
-        if "-lcudart" in flags:
-            flags.append("-lstdc++")
-            flags += [f"-Wl,-rpath,{flag[2:]}" for flag in flags if flag.startswith("-L")]
-        ext.extra_link_args = flags
+        # With the CUDA backend these include the static CUDA runtime and the
+        # C++ runtime its objects need: the extension loads no CUDA library.
+        ext.extra_link_args = private_link_flags(build_dir)
         # Always relink: setuptools would skip an extension newer than its
         # sources even when libdml.a (or LIBDML_BUILD_DIR) changed.
         self.force = True

@@ -4,6 +4,8 @@
 set -euo pipefail
 
 packages=(gcc g++ make cmake pkg-config libcjson-dev libdnnl-dev clang clang-format libclang-rt-14-dev libomp-dev valgrind
+  # make package: cpack's DEB generator computes Depends with dpkg-shlibdeps, which finds the binaries with file.
+  dpkg-dev file
   # The Python package (python/) and its tests: headers, build tools, DLPack, NumPy, PyTorch, torchvision.
   python3-dev python3-setuptools python3-pip libdlpack-dev python3-numpy python3-pytest python3-torch
   python3-torchvision)

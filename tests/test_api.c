@@ -152,7 +152,9 @@ TEST_CASE(operator_feature_levels) {
     pool_op p;
     pool_op_init(&p, false);
     DMLOperator* op = NULL;
-    EXPECT_STATUS(dmlCreateOperator(device, &p.op, &op), E_INVALIDARG, "MAX_POOLING2", "feature level");
+    /* Levels print as DirectML names them (DML_FEATURE_LEVEL_2_1 is 0x2100). */
+    EXPECT_STATUS(dmlCreateOperator(device, &p.op, &op), E_INVALIDARG, "MAX_POOLING2",
+                  "needs feature level 2.1 but the device was created at 2.0");
     dmlReleaseDevice(device);
 }
 

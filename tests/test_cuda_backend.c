@@ -442,6 +442,98 @@ TEST_CASE(cuda_max_pooling_large) {
     dmlReleaseDevice(cuda);
 }
 
+/* The implementation CUDA compiles a run's operator to. */
+static const char* cuda_implementation_of(DMLDevice* cuda, const DML_OPERATOR_DESC* desc) {
+    static char name[96];
+    DMLOperator* op = NULL;
+    DMLCompiledOperator* compiled = NULL;
+    DML_COMPILED_OPERATOR_INFO info = {0};
+    snprintf(name, sizeof name, "(not compiled: %s)", dmlGetLastErrorMessage());
+    if (SUCCEEDED(dmlCreateOperator(cuda, desc, &op)) &&
+        SUCCEEDED(dmlCompileOperator(cuda, op, DML_EXECUTION_FLAG_NONE, &compiled)) &&
+        SUCCEEDED(dmlGetCompiledOperatorInfo(compiled, &info)))
+        snprintf(name, sizeof name, "%s", info.ImplementationName);
+    dmlReleaseCompiledOperator(compiled);
+    dmlReleaseOperator(op);
+    return name;
+}
+
+/* Spatial geometry of a packed NCHW case: windows that tile the input
+ * exactly (2x2 / 2 with widths that are and are not multiples of 4, or k x k
+ * / k), or any geometry (overlap, padding, dilation); at times planes tall
+ * and narrow enough that the gradient's gather splits them into bands. */
+static void nchw_geometry(pool_case* c) {
+    uint32_t shape = test_rand_range(0, 3);
+    if (shape == 3) {
+        random_geometry(c, 4, true, 23);
+        for (int i = 0; i < 2; i++) /* strides near 2^32 leave 32-bit coordinates: the strided kernel's */
+            if (c->strides[i] > 3) {
+                c->strides[i] = test_rand_range(1, 3);
+                c->out_sizes[2 + i] = output_size(c->in_sizes[2 + i], c->window[i], c->strides[i], c->dilations[i],
+                                                  c->start_padding[i], c->end_padding[i]);
+            }
+    } else {
+        c->rank = 4;
+        c->in_sizes[0] = c->out_sizes[0] = test_rand_range(1, 3);
+        c->in_sizes[1] = c->out_sizes[1] = test_rand_range(1, 5);
+        for (int i = 0; i < 2; i++) {
+            uint32_t k = shape == 2 ? test_rand_range(1, 4) : 2;
+            c->window[i] = c->strides[i] = k;
+            c->dilations[i] = 1;
+            c->start_padding[i] = c->end_padding[i] = 0;
+            c->out_sizes[2 + i] = test_rand_range(1, 12);
+            c->in_sizes[2 + i] = c->out_sizes[2 + i] * k;
+        }
+        if (shape == 0 && test_rand_bool()) { /* rows of whole 4-element vectors */
+            c->out_sizes[3] = 2 * test_rand_range(1, 6);
+            c->in_sizes[3] = 2 * c->out_sizes[3];
+        }
+    }
+    if (test_rand_range(0, 7) == 0) { /* tall and narrow: several bands per plane */
+        c->in_sizes[2] = test_rand_range(600, 1500);
+        c->in_sizes[3] = test_rand_range(1, 6);
+        for (int i = 0; i < 2; i++)
+            c->out_sizes[2 + i] = output_size(c->in_sizes[2 + i], c->window[i], c->strides[i], c->dilations[i],
+                                              c->start_padding[i], c->end_padding[i]);
+    }
+}
+
+/* The packed NCHW fast paths ("max_pooling/cuda/nchw", "max_pooling_grad/cuda/nchw"):
+ * bit-identical to the CPU, ties, NaN, infinities and signed zeros included. */
+TEST_CASE(cuda_max_pooling_nchw_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 400 && !test_case_failed(); iteration++) {
+        pool_case* c = calloc(1, sizeof *c);
+        bool grad = iteration % 2;
+        c->value_type = iteration % 4 < 2 ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
+        c->type = grad ? DML_OPERATOR_MAX_POOLING_GRAD : DML_OPERATOR_MAX_POOLING2;
+        if (!grad) {
+            uint32_t pick = test_rand_range(0, 2);
+            c->index_type = pick == 0   ? DML_TENSOR_DATA_TYPE_UNKNOWN
+                            : pick == 1 ? DML_TENSOR_DATA_TYPE_UINT32
+                                        : DML_TENSOR_DATA_TYPE_UINT64;
+        }
+        nchw_geometry(c);
+        c->in_layout = c->out_layout = c->idx_layout = test_rand_bool() ? TEST_LAYOUT_PACKED : TEST_LAYOUT_EXPLICIT;
+        /* The descriptions, to ask which implementation CUDA takes. */
+        test_tensor_init(&c->in, c->value_type, c->rank, c->in_sizes, c->in_layout);
+        test_tensor_init(&c->out, c->value_type, c->rank, c->out_sizes, c->out_layout);
+        if (c->index_type) test_tensor_init(&c->idx, c->index_type, c->rank, c->out_sizes, c->idx_layout);
+        test_tensor_init(&c->grad_out, c->value_type, c->rank, c->in_sizes, c->out_layout);
+        build_descs(c);
+        const char* name = cuda_implementation_of(cuda, &c->op);
+        EXPECT(strstr(name, "/cuda/nchw") != NULL, "CUDA chose %s; %s", name, describe(c));
+        if (grad)
+            compare_grad(cpu, cuda, c);
+        else
+            compare_forward(cpu, cuda, c);
+        free(c);
+    }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
 /* ---- Batch normalization: CPU vs CUDA ---- */
 
 /* Both backends compute in FLOAT64 (sums, statistics, the pre-activation
@@ -916,7 +1008,8 @@ TEST_CASE(cuda_binding_errors_keep_device) {
 
 /* ---- ROI families: CPU vs CUDA (roi_cases.h) ---- */
 
-static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
+/* packed: input and output packed NCHW, which CUDA runs as "roi_pooling/cuda/nchw". */
+static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, bool packed) {
     DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
     uint32_t batch = test_rand_range(1, 3), channels = large ? 64 : test_rand_range(1, 4);
     uint32_t height = large ? 61 : test_rand_range(1, 12), width = large ? 83 : test_rand_range(1, 12);
@@ -928,6 +1021,7 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
     test_layout layouts[3] = {large ? TEST_LAYOUT_PERMUTED : test_random_layout(true),
                               large ? TEST_LAYOUT_PACKED : test_random_layout(true),
                               large ? TEST_LAYOUT_PADDED : test_random_layout(false)};
+    if (packed) layouts[0] = layouts[2] = test_rand_bool() ? TEST_LAYOUT_PACKED : TEST_LAYOUT_EXPLICIT;
     twin_buffer input, rois, output;
     twin_init(&input, type, 4, in_sizes, layouts[0]);
     twin_init(&rois, type, 4, roi_sizes, layouts[1]);
@@ -951,6 +1045,10 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large) {
     snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g layouts %s/%s/%s",
              dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale,
              test_layout_name(layouts[0]), test_layout_name(layouts[1]), test_layout_name(layouts[2]));
+    if (packed) {
+        const char* name = cuda_implementation_of(cuda, &op);
+        EXPECT(strcmp(name, "roi_pooling/cuda/nchw") == 0, "CUDA chose %s; %s", name, context);
+    }
     HRESULT cpu_status =
         test_run(cpu, &op, 2, (test_buffer*[]){&input.cpu, &rois.cpu}, 1, (test_buffer*[]){&output.cpu});
     HRESULT cuda_status =
@@ -971,9 +1069,12 @@ TEST_CASE(cuda_roi_pooling_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, false);
+        compare_roi_pooling(cpu, cuda, false, false);
     /* More outputs than one pass of the grid: every thread loops. */
-    compare_roi_pooling(cpu, cuda, true);
+    compare_roi_pooling(cpu, cuda, true, false);
+    /* The packed NCHW fast path, small and large (more tasks than blocks). */
+    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
+        compare_roi_pooling(cpu, cuda, iteration % 100 == 99, true);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
@@ -1025,6 +1126,62 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
         bool with_input = c.reduction == DML_REDUCE_FUNCTION_MAX || want_roi_gradient || test_rand_bool();
         roi_align_run run;
         roi_align_grad_setup(&run, &c, with_input, want_output_gradient, want_roi_gradient);
+        compare_roi_align_run(cpu, cuda, &run, 2);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* The forward pass on packed NCHW input and output ("roi_align/cuda/nchw"):
+ * the CPU's bits, adaptive sample counts, MAX and AVERAGE, both interpolations. */
+TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 304 && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        if (iteration < 300)
+            random_roi_align_case(&c);
+        else
+            large_roi_align_case(&c, iteration - 300);
+        c.layouts[L_INPUT] = c.layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
+        roi_align_case_describe(&c);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        const char* name = cuda_implementation_of(cuda, &run.op);
+        EXPECT(strcmp(name, "roi_align/cuda/nchw") == 0, "CUDA chose %s; %s", name, run.context);
+        compare_roi_align_run(cpu, cuda, &run, 1);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* The feature gradient's one-launch form ("roi_align_grad/cuda/nchw":
+ * AVERAGE, a fixed sample count, packed NCHW gradients, no ROI gradient):
+ * random small problems and the large overlapping ones, the CPU's bits on
+ * every run. */
+TEST_CASE(cuda_roi_align_grad_nchw_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < 304 && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        if (iteration < 300) {
+            random_roi_align_case(&c);
+        } else {
+            large_roi_align_case(&c, iteration == 300 ? 0 : iteration == 301 ? 2 : 3);
+            if (iteration == 303) c.max_samples = c.min_samples = 2; /* 2^19 contributions */
+        }
+        c.reduction = DML_REDUCE_FUNCTION_AVERAGE;
+        c.max_samples = c.min_samples;
+        c.layouts[L_INPUT_GRADIENT] = c.layouts[L_OUTPUT_GRADIENT] = TEST_LAYOUT_PACKED;
+        roi_align_case_describe(&c);
+        roi_align_run run;
+        roi_align_grad_setup(&run, &c, test_rand_bool(), true, false);
+        const char* name = cuda_implementation_of(cuda, &run.op);
+        EXPECT(strcmp(name, "roi_align_grad/cuda/nchw") == 0, "CUDA chose %s; %s", name, run.context);
         compare_roi_align_run(cpu, cuda, &run, 2);
         roi_align_run_free(&run);
         roi_align_case_free(&c);

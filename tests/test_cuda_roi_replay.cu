@@ -17,6 +17,9 @@
 #include "../src/cuda/cuda.h"
 #include "../src/ops/roi_align_math.h"
 #include "../src/ops/roi_pooling_math.h"
+/* roi_align.cu's own system include, here at global scope (include guards
+ * keep it out of the namespace below). */
+#include <cooperative_groups.h>
 
 extern "C" {
 #include "harness.h"
@@ -144,13 +147,14 @@ static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run) {
     if (status != S_OK) return;
     roi_align_run_buffers(run, true, inputs, outputs);
     dml_kernel_args args = kernel_args(op, inputs, run->input_count, outputs, run->output_count);
-    bool half = run->input_gradient.present ? run->input_gradient.tensor.buffer.DataType == DML_TENSOR_DATA_TYPE_FLOAT16
-                                            : run->input.tensor.buffer.DataType == DML_TENSOR_DATA_TYPE_FLOAT16;
+    bool is_half = run->input_gradient.present
+                       ? run->input_gradient.tensor.buffer.DataType == DML_TENSOR_DATA_TYPE_FLOAT16
+                       : run->input.tensor.buffer.DataType == DML_TENSOR_DATA_TYPE_FLOAT16;
     bool grad = run->op.Type == DML_OPERATOR_ROI_ALIGN_GRAD;
     if (grad)
-        half ? replay_grad<uint16_t>(&args) : replay_grad<float>(&args);
+        is_half ? replay_grad<uint16_t>(&args) : replay_grad<float>(&args);
     else
-        half ? replay_forward<uint16_t>(&args) : replay_forward<float>(&args);
+        is_half ? replay_forward<uint16_t>(&args) : replay_forward<float>(&args);
     dmlReleaseOperator(op);
     roi_align_run_compare(run, "host replay");
 }

@@ -516,6 +516,128 @@ TEST_CASE(forward_is_identical_for_every_thread_count) {
         dmlReleaseDevice(devices[d]);
 }
 
+/* ---- Fast paths: bit-identical to the generic kernel ---- */
+
+/* Rewrites t's strides to channels-last (NHWC, NDHWC: C innermost) over the
+ * same logical sizes; t must have been built with TEST_LAYOUT_EXPLICIT. */
+static void make_channels_last(test_tensor* t) {
+    uint32_t rank = t->buffer.DimensionCount;
+    uint32_t stride = 1;
+    t->strides[1] = stride;
+    stride *= t->sizes[1];
+    for (uint32_t i = rank; i-- > 2;) {
+        t->strides[i] = stride;
+        stride *= t->sizes[i];
+    }
+    t->strides[0] = stride;
+    t->buffer.TotalTensorSizeInBytes = DMLCalcBufferTensorSize(t->buffer.DataType, rank, t->sizes, t->strides);
+}
+
+/* A problem in the layout classes the fast paths take (rows contiguous
+ * along W, or channels-last), wide enough for whole vectors and tails
+ * (W up to 45, C up to 21), W strides 1 and 2, padding and dilation. */
+static pool_case fast_path_case(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_type, bool channels_last) {
+    pool_case c = {.type = type, .data_type = data_type, .rank = test_rand_range(4, 5)};
+    c.input_sizes[0] = c.output_sizes[0] = test_rand_range(1, 2);
+    c.input_sizes[1] = c.output_sizes[1] = channels_last ? test_rand_range(1, 21) : test_rand_range(1, 3);
+    bool dilated = type == DML_OPERATOR_MAX_POOLING2 || type == DML_OPERATOR_MAX_POOLING_GRAD;
+    for (uint32_t i = 0; i < c.rank - 2; i++) {
+        bool w = i == c.rank - 3;
+        uint32_t in = c.input_sizes[2 + i] = w ? test_rand_range(1, 45) : test_rand_range(1, c.rank == 5 ? 4 : 7);
+        c.window[i] = test_rand_range(1, 4);
+        c.strides[i] = w ? test_rand_range(1, 2) : test_rand_range(1, 3);
+        c.dilations[i] = dilated ? test_rand_range(1, 2) : 1;
+        c.start_padding[i] = test_rand_range(0, c.window[i] - 1);
+        c.end_padding[i] = test_rand_range(0, c.window[i]);
+        uint32_t dilated_window = (c.window[i] - 1) * c.dilations[i] + 1;
+        uint32_t padded = in + c.start_padding[i] + c.end_padding[i];
+        c.output_sizes[2 + i] =
+            padded >= dilated_window ? (padded - dilated_window) / c.strides[i] + 1 + test_rand_range(0, 1) : 1;
+    }
+    c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
+    if (type == DML_OPERATOR_MAX_POOLING1 || type == DML_OPERATOR_MAX_POOLING2)
+        c.index_type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_UINT32 : DML_TENSOR_DATA_TYPE_UINT64;
+    for (int i = 0; i < 3; i++) {
+        static const test_layout contiguous_w[3] = {TEST_LAYOUT_PACKED, TEST_LAYOUT_EXPLICIT, TEST_LAYOUT_PADDED};
+        c.layouts[i] = channels_last ? TEST_LAYOUT_EXPLICIT : contiguous_w[test_rand_range(0, 2)];
+    }
+    return c;
+}
+
+static void pool_run_channels_last(pool_run* r, const pool_case* c) {
+    make_channels_last(&r->input);
+    make_channels_last(&r->output);
+    if (r->indices_buffer.block) make_channels_last(&r->indices);
+    if (r->output_gradient_buffer.block) make_channels_last(&r->output_gradient);
+    test_buffer_free(&r->input_buffer);
+    test_buffer_free(&r->output_buffer);
+    test_buffer_alloc(&r->input_buffer, r->input.buffer.TotalTensorSizeInBytes);
+    test_buffer_alloc(&r->output_buffer, r->output.buffer.TotalTensorSizeInBytes);
+    if (r->indices_buffer.block) {
+        test_buffer_free(&r->indices_buffer);
+        test_buffer_alloc(&r->indices_buffer, r->indices.buffer.TotalTensorSizeInBytes);
+    }
+    if (r->output_gradient_buffer.block) {
+        test_buffer_free(&r->output_gradient_buffer);
+        test_buffer_alloc(&r->output_gradient_buffer, r->output_gradient.buffer.TotalTensorSizeInBytes);
+    }
+    (void)c;
+}
+
+/* Copies every output buffer's payload (to compare two runs bit for bit). */
+static uint8_t* save_outputs(const pool_run* r, const pool_case* c, uint64_t* bytes) {
+    const test_buffer* first = is_grad(c) ? &r->output_gradient_buffer : &r->output_buffer;
+    uint64_t extra = !is_grad(c) && r->indices_buffer.block ? r->indices_buffer.size : 0;
+    *bytes = first->size + extra;
+    uint8_t* copy = malloc(*bytes);
+    memcpy(copy, first->data, first->size);
+    if (extra) memcpy(copy + first->size, r->indices_buffer.data, extra);
+    return copy;
+}
+
+/* Every operator on problems of the fast paths' layout classes: the device
+ * at this run's ISA level (DML_CPU_ISA) and a generic-only device give the
+ * same bits (values, indices, gradients: the determinism contract), and both
+ * match the float64 reference. */
+TEST_CASE(fast_paths_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(0), test_device(1)};
+    DML_DEVICE_DESC generic_desc = {.Backend = DML_BACKEND_CPU, .MaxCpuIsa = DML_CPU_ISA_GENERIC};
+    DMLDevice* generic = NULL;
+    if (test_backend_is_cuda() || FAILED(dmlCreateDevice(&generic_desc, &generic))) generic = test_device(0);
+    const DML_OPERATOR_TYPE types[4] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
+                                        DML_OPERATOR_MAX_POOLING_GRAD};
+    for (int i = 0; i < 400 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
+        bool channels_last = test_rand_bool();
+        pool_case c = fast_path_case(types[i % 4], type, channels_last);
+        pool_run r;
+        pool_run_init(&r, &c);
+        if (channels_last) pool_run_channels_last(&r, &c);
+        fill_pooling_input(&r, &c);
+        if (is_grad(&c)) /* values whose sums round: the order of accumulation shows in the bits */
+            test_fill_random(&r.output_buffer, &r.output, -1, 1);
+        char what[200];
+        snprintf(what, sizeof what, "%s%s", case_name(&c), channels_last ? " (channels-last)" : "");
+        EXPECT_STATUS(pool_dispatch(devices[i % 2], &r, &c), S_OK, NULL);
+        if (is_grad(&c)) {
+            check_grad(&r, &c, what);
+        } else {
+            check_forward(&r, &c, what);
+        }
+        uint64_t bytes;
+        uint8_t* fast = save_outputs(&r, &c, &bytes);
+        EXPECT_STATUS(pool_dispatch(generic, &r, &c), S_OK, NULL);
+        uint8_t* reference = save_outputs(&r, &c, &bytes);
+        EXPECT(memcmp(fast, reference, bytes) == 0, "%s: outputs differ from the generic kernel's", what);
+        free(fast);
+        free(reference);
+        pool_run_free(&r);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
 /* ---- Validation (spec §2, §3) ---- */
 
 typedef struct invalid_case {

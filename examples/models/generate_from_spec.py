@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes one dmlrun model per test vector of the spec's examples.md.
 
-usage: generate_from_spec.py path/to/spec/examples.md [output directory]
+usage: generate_from_spec.py docs/spec/examples.md [output directory]
 
 Each model binds the vector's inputs, dispatches the operator, prints every
 output and checks it with an `expect` command using the vector's tolerance.

@@ -27,6 +27,8 @@
 extern "C" {
 #endif
 
+/* libdml's version: the one place it is set (CMakeLists.txt, the .deb and the
+ * pkg-config and CMake package files read it from here). */
 #define DML_VERSION_MAJOR 0
 #define DML_VERSION_MINOR 1
 #define DML_VERSION_PATCH 0

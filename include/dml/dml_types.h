@@ -17,30 +17,81 @@
 extern "C" {
 #endif
 
+/* The Windows-style names are guarded, so a program that already has them
+ * (from its own Windows compatibility header, say) can include this one.
+ * Define DML_WINDOWS_TYPES_DEFINED when your program already declares the
+ * typedefs below; they must be the same sizes (HRESULT and BOOL 32-bit,
+ * UINT64 64-bit), which the checks after them verify. A macro already
+ * defined is kept as the program defined it. */
+#ifndef DML_WINDOWS_TYPES_DEFINED
+#define DML_WINDOWS_TYPES_DEFINED
 typedef uint32_t UINT;
 typedef int32_t INT;
 typedef uint64_t UINT64;
 typedef float FLOAT;
 typedef int32_t BOOL;
 typedef int32_t HRESULT;
+#endif
+#ifdef __cplusplus
+#define DML_STATIC_ASSERT_ static_assert
+#else
+#define DML_STATIC_ASSERT_ _Static_assert
+#endif
+DML_STATIC_ASSERT_(sizeof(UINT) == 4 && sizeof(INT) == 4 && sizeof(UINT64) == 8 && sizeof(FLOAT) == 4,
+                   "libdml: UINT, INT, UINT64 and FLOAT must have DirectML's sizes");
+DML_STATIC_ASSERT_(sizeof(BOOL) == 4 && sizeof(HRESULT) == 4 && (HRESULT)-1 < 0,
+                   "libdml: BOOL and HRESULT must be signed 32-bit integers, as in DirectML");
+#undef DML_STATIC_ASSERT_
 
 /* ---- HRESULT values (spec tensors.md §7.1) ---- */
+#ifndef S_OK
 #define S_OK ((HRESULT)0x00000000)
+#endif
+#ifndef S_FALSE
 #define S_FALSE ((HRESULT)0x00000001)
+#endif
+#ifndef E_NOTIMPL
 #define E_NOTIMPL ((HRESULT)0x80004001u)
+#endif
+#ifndef E_NOINTERFACE
 #define E_NOINTERFACE ((HRESULT)0x80004002u)
+#endif
+#ifndef E_POINTER
 #define E_POINTER ((HRESULT)0x80004003u)
+#endif
+#ifndef E_FAIL
 #define E_FAIL ((HRESULT)0x80004005u)
+#endif
+#ifndef E_OUTOFMEMORY
 #define E_OUTOFMEMORY ((HRESULT)0x8007000Eu)
+#endif
+#ifndef E_INVALIDARG
 #define E_INVALIDARG ((HRESULT)0x80070057u)
+#endif
+#ifndef DXGI_ERROR_INVALID_CALL
 #define DXGI_ERROR_INVALID_CALL ((HRESULT)0x887A0001u)
+#endif
+#ifndef DXGI_ERROR_UNSUPPORTED
 #define DXGI_ERROR_UNSUPPORTED ((HRESULT)0x887A0004u)
+#endif
+#ifndef DXGI_ERROR_DEVICE_REMOVED
 #define DXGI_ERROR_DEVICE_REMOVED ((HRESULT)0x887A0005u)
+#endif
+#ifndef DXGI_ERROR_DEVICE_HUNG
 #define DXGI_ERROR_DEVICE_HUNG ((HRESULT)0x887A0006u)
+#endif
+#ifndef DXGI_ERROR_DEVICE_RESET
 #define DXGI_ERROR_DEVICE_RESET ((HRESULT)0x887A0007u)
+#endif
+#ifndef DXGI_ERROR_DRIVER_INTERNAL_ERROR
 #define DXGI_ERROR_DRIVER_INTERNAL_ERROR ((HRESULT)0x887A0020u)
+#endif
+#ifndef SUCCEEDED
 #define SUCCEEDED(hr) (((HRESULT)(hr)) >= 0)
+#endif
+#ifndef FAILED
 #define FAILED(hr) (((HRESULT)(hr)) < 0)
+#endif
 
 /* ---- Constants ---- */
 #define DML_TENSOR_DIMENSION_COUNT_MAX 5

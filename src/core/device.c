@@ -47,8 +47,9 @@ HRESULT dmlCreateDevice(const DML_DEVICE_DESC* desc, DMLDevice** device) {
     if (level > DML_HIGHEST_FEATURE_LEVEL)
         return dml_fail(DXGI_ERROR_UNSUPPORTED,
                         "dmlCreateDevice: FeatureLevel 0x%x is above the highest libdml "
-                        "supports (0x%x)",
-                        (unsigned)level, (unsigned)DML_HIGHEST_FEATURE_LEVEL);
+                        "supports (" DML_LEVEL_FORMAT ", 0x%x)",
+                        (unsigned)level, DML_LEVEL_ARGS(DML_HIGHEST_FEATURE_LEVEL),
+                        (unsigned)DML_HIGHEST_FEATURE_LEVEL);
     if (!is_known_level(level))
         return dml_fail(E_INVALIDARG, "dmlCreateDevice: FeatureLevel 0x%x is not a DML_FEATURE_LEVEL value",
                         (unsigned)level);
@@ -157,8 +158,8 @@ HRESULT dmlCheckFeatureSupport(const DMLDevice* device, DML_FEATURE feature, UIN
         if (best == 0)
             return dml_fail(E_INVALIDARG,
                             "dmlCheckFeatureSupport: none of the requested feature levels is "
-                            "supported (device level 0x%x)",
-                            (unsigned)device->feature_level);
+                            "supported (device level " DML_LEVEL_FORMAT ")",
+                            DML_LEVEL_ARGS(device->feature_level));
         support->MaxSupportedFeatureLevel = best;
         return S_OK;
     }

@@ -76,8 +76,9 @@ HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLO
     if (info->create == NULL)
         return dml_fail(E_NOTIMPL, "%s: not implemented yet in this version of libdml", info->name);
     if (device->feature_level < info->introduced)
-        return dml_fail(E_INVALIDARG, "%s: needs feature level 0x%x but the device was created at 0x%x", info->name,
-                        (unsigned)info->introduced, (unsigned)device->feature_level);
+        return dml_fail(E_INVALIDARG,
+                        "%s: needs feature level " DML_LEVEL_FORMAT " but the device was created at " DML_LEVEL_FORMAT,
+                        info->name, DML_LEVEL_ARGS(info->introduced), DML_LEVEL_ARGS(device->feature_level));
     if (desc->Desc == NULL) return dml_fail(E_INVALIDARG, "%s: DML_OPERATOR_DESC.Desc is NULL", info->name);
 
     DMLOperator* created = calloc(1, sizeof *created);

@@ -18,6 +18,10 @@ extern "C" {
  * failure reads `return dml_fail(E_INVALIDARG, "...", ...);`. */
 HRESULT dml_fail(HRESULT status, const char* format, ...) DML_PRINTF(2, 3);
 
+/* A DML_FEATURE_LEVEL as DirectML names it: 0x4100 prints as "4.1". */
+#define DML_LEVEL_FORMAT "%u.%u"
+#define DML_LEVEL_ARGS(level) ((unsigned)(level) >> 12), (((unsigned)(level) >> 8) & 0xFu)
+
 /* Clears the message at the start of every public call. */
 void dml_clear_error(void);
 

@@ -61,9 +61,42 @@ HRESULT dml_cuda_check_launch(const char* kernel_name);
  * never more than the items need. */
 unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned threads);
 
+/* A 4-D tensor stored packed in NCHW order (the layout class of the
+ * "<kernel>/cuda/nchw" fast paths). */
+static inline bool dml_cuda_packed_nchw(const dml_tensor& t) {
+    return t.rank == 4 && t.strides[3] == 1 && t.strides[2] == t.sizes[3] &&
+           t.strides[1] == (uint64_t)t.sizes[2] * t.sizes[3] && t.strides[0] == (uint64_t)t.sizes[1] * t.strides[1];
+}
+
+/* The launch of a per-ROI fast path: blocks take tasks of one ROI and a
+ * chunk of about `outputs_per_block` / `outputs_per_channel` channels, in a
+ * grid-stride loop over rois * chunks tasks. */
+struct dml_cuda_roi_tasks {
+    uint32_t channel_chunk, chunks; /* channels per task, tasks per ROI */
+    unsigned blocks;
+};
+
+static inline dml_cuda_roi_tasks dml_cuda_plan_roi_tasks(const DMLDevice* device, uint32_t rois, uint32_t channels,
+                                                         uint32_t outputs_per_channel, uint32_t outputs_per_block) {
+    dml_cuda_roi_tasks t;
+    t.channel_chunk = outputs_per_channel >= outputs_per_block ? 1 : outputs_per_block / outputs_per_channel;
+    if (t.channel_chunk > channels) t.channel_chunk = channels;
+    t.chunks = (channels + t.channel_chunk - 1) / t.channel_chunk;
+    uint64_t tasks = (uint64_t)rois * t.chunks;
+    uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 32;
+    t.blocks = (unsigned)(tasks < enough ? tasks : enough);
+    return t;
+}
+
 /* ---- Implementations (one .cu per family) and their lists (cuda_backend.cu) ---- */
 #define DML_CUDA_GENERIC_IMPL(ID, name) extern const dml_impl dml_cuda_##name##_generic;
 DML_KERNEL_LIST(DML_CUDA_GENERIC_IMPL)
 #undef DML_CUDA_GENERIC_IMPL
+/* Fast paths, before the generic ones in their lists. */
+extern const dml_impl dml_cuda_max_pooling_nchw;
+extern const dml_impl dml_cuda_max_pooling_grad_nchw;
+extern const dml_impl dml_cuda_roi_align_nchw;
+extern const dml_impl dml_cuda_roi_align_grad_nchw;
+extern const dml_impl dml_cuda_roi_pooling_nchw;
 
 #endif

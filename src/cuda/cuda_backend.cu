@@ -66,6 +66,11 @@ unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned t
 
 /* ---- Device methods ---- */
 
+#define DML_STRINGIFY_(x) #x
+#define DML_STRINGIFY(x) DML_STRINGIFY_(x)
+/* "13.0": the toolkit whose static runtime is linked in (nvcc's version). */
+#define DML_CUDA_RUNTIME_NAME DML_STRINGIFY(__CUDACC_VER_MAJOR__) "." DML_STRINGIFY(__CUDACC_VER_MINOR__)
+
 /* A failed CUDA call of a device method (function is the libdml function,
  * call the CUDA call). */
 static HRESULT device_error(DMLDevice* device, cudaError_t error, const char* function, const char* call) {
@@ -85,6 +90,13 @@ static HRESULT device_error(DMLDevice* device, cudaError_t error, const char* fu
 static HRESULT cuda_create(DMLDevice* device, const DML_DEVICE_DESC* desc) {
     int count = 0;
     cudaError_t error = cudaGetDeviceCount(&count);
+    /* The CUDA runtime is linked in statically and loads the driver here: on
+     * a machine without one, this is the first and only CUDA call. */
+    if (error == cudaErrorInsufficientDriver)
+        return record_cuda_error(DXGI_ERROR_UNSUPPORTED, error,
+                                 "dmlCreateDevice: no usable CUDA device: the NVIDIA driver (libcuda.so.1) is missing "
+                                 "or older than the CUDA " DML_CUDA_RUNTIME_NAME " runtime libdml was built with "
+                                 "(the CPU backend needs no CUDA)");
     if (error != cudaSuccess)
         return record_cuda_error(DXGI_ERROR_UNSUPPORTED, error, "dmlCreateDevice: no usable CUDA device");
     if (desc->CudaDeviceOrdinal < 0 || desc->CudaDeviceOrdinal >= count)
@@ -224,11 +236,13 @@ static HRESULT cuda_synchronize(DMLDevice* device) {
 
 /* Per kernel, the implementations in order of preference (as on the CPU,
  * cpu_impl_list.c); the generic strided one, last, takes every problem. */
-constexpr const dml_impl* max_pooling_impls[] = {&dml_cuda_max_pooling_generic, nullptr};
-constexpr const dml_impl* max_pooling_grad_impls[] = {&dml_cuda_max_pooling_grad_generic, nullptr};
-constexpr const dml_impl* roi_pooling_impls[] = {&dml_cuda_roi_pooling_generic, nullptr};
-constexpr const dml_impl* roi_align_impls[] = {&dml_cuda_roi_align_generic, nullptr};
-constexpr const dml_impl* roi_align_grad_impls[] = {&dml_cuda_roi_align_grad_generic, nullptr};
+constexpr const dml_impl* max_pooling_impls[] = {&dml_cuda_max_pooling_nchw, &dml_cuda_max_pooling_generic, nullptr};
+constexpr const dml_impl* max_pooling_grad_impls[] = {&dml_cuda_max_pooling_grad_nchw,
+                                                      &dml_cuda_max_pooling_grad_generic, nullptr};
+constexpr const dml_impl* roi_pooling_impls[] = {&dml_cuda_roi_pooling_nchw, &dml_cuda_roi_pooling_generic, nullptr};
+constexpr const dml_impl* roi_align_impls[] = {&dml_cuda_roi_align_nchw, &dml_cuda_roi_align_generic, nullptr};
+constexpr const dml_impl* roi_align_grad_impls[] = {&dml_cuda_roi_align_grad_nchw, &dml_cuda_roi_align_grad_generic,
+                                                    nullptr};
 constexpr const dml_impl* batch_normalization_impls[] = {&dml_cuda_batch_normalization_generic, nullptr};
 constexpr const dml_impl* batch_normalization_training_impls[] = {&dml_cuda_batch_normalization_training_generic,
                                                                   nullptr};

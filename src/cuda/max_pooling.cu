@@ -30,6 +30,17 @@ struct f16_type {
     static __device__ bool greater(T v, T best) { return dml_pool_greater_f16(v, best); }
     static __device__ T lowest() { return 0xFC00u; } /* -inf */
 };
+/* The same comparison with the GPU's exact binary16 -> FLOAT32 conversion
+ * (every binary16 value, NaN included, is a FLOAT32 value: the order is the
+ * same), for the fast paths. */
+struct f16_cvt_type : f16_type {
+    static __device__ float widen(T h) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+        return f;
+    }
+    static __device__ bool greater(T v, T best) { return dml_nan_aware_greater(widen(v), widen(best)); }
+};
 template <class Int, Int Lowest> struct int_type {
     typedef Int T;
     static __device__ bool greater(T v, T best) { return v > best; }
@@ -303,8 +314,446 @@ HRESULT run_grad(const dml_kernel_args* args) {
     return half ? launch_grad<f16_type>(args, g) : launch_grad<f32_type>(args, g);
 }
 
+/* ---- Packed NCHW fast paths (4-D, FLOAT32 and FLOAT16) ----
+ *
+ * The same scan order, comparisons and FLOAT32 gradient sums as the strided
+ * kernels above, so the same bits; what changes is the work per element:
+ * 32-bit index math from a plan made at compile time, 16-byte (FLOAT16: 8-byte)
+ * loads where windows tile the input 2x2, and a gradient in one pass:
+ * - windows that tile the input exactly (window == stride, no padding,
+ *   dilation 1): one thread per window finds its argmax and writes every
+ *   element of the window (the gradient at the argmax, zero elsewhere);
+ * - any other windows (overlapping, gaps, padding, dilation): one block per
+ *   band of input rows of one plane puts the argmax of every window that
+ *   covers the band into shared memory, then each thread gathers its
+ *   elements' sums from it. */
+
+struct nchw_plan {
+    dml_pooling_params params;
+    uint32_t planes, height, width, out_height, out_width; /* planes: N * C */
+    uint32_t type;                                         /* DML_TENSOR_DATA_TYPE of the values */
+    uint32_t index_bytes;                                  /* 0 (no indices), 4 or 8 */
+    bool tiles_2x2;                   /* window 2x2 == stride, no padding, dilation 1, even sizes, W % 4 == 0 */
+    bool tiles_exact;                 /* window == stride, no padding, dilation 1, windows cover the input */
+    uint32_t band_rows, band_windows; /* gather form: input rows per block, window rows it needs */
+    uint64_t count;                   /* threads' work items of the kernel that runs */
+    unsigned blocks;
+};
+
+/* Windows along one dimension that never overlap and cover the input. */
+bool tiles_dimension(const dml_pooling_params& p, int dim, uint32_t in, uint32_t out) {
+    return p.window[dim] == p.strides[dim] && p.dilations[dim] == 1 && p.start_padding[dim] == 0 &&
+           p.end_padding[dim] == 0 && (uint64_t)out * p.window[dim] == in;
+}
+
+/* The common plan of both directions: packed 4-D FLOAT32/FLOAT16 tensors whose
+ * coordinates fit 32-bit arithmetic; NULL (declined) otherwise. */
+nchw_plan* plan_nchw(const dml_tensor& input, const dml_tensor& pooled, const dml_pooling_params& p, dml_plan* plan,
+                     bool* declined) {
+    *declined = true;
+    if (input.type != DML_TENSOR_DATA_TYPE_FLOAT32 && input.type != DML_TENSOR_DATA_TYPE_FLOAT16) return nullptr;
+    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(pooled) || input.element_count > INT32_MAX)
+        return nullptr;
+    for (int dim = 1; dim < 3; dim++) { /* window and input positions, padding included, in int32 */
+        uint64_t window = (uint64_t)p.window[dim] * p.dilations[dim] + p.start_padding[dim] + p.strides[dim];
+        if ((uint64_t)pooled.sizes[1 + dim] * p.strides[dim] + window > INT32_MAX ||
+            (uint64_t)input.sizes[1 + dim] + window > INT32_MAX)
+            return nullptr;
+    }
+    *declined = false;
+    nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
+    if (n == nullptr) return nullptr;
+    n->params = p;
+    n->planes = input.sizes[0] * input.sizes[1];
+    n->height = input.sizes[2];
+    n->width = input.sizes[3];
+    n->out_height = pooled.sizes[2];
+    n->out_width = pooled.sizes[3];
+    n->type = input.type;
+    n->tiles_exact = tiles_dimension(p, 1, n->height, n->out_height) && tiles_dimension(p, 2, n->width, n->out_width);
+    n->tiles_2x2 = n->tiles_exact && p.window[1] == 2 && p.window[2] == 2 && n->width % 4 == 0;
+    return n;
+}
+
+unsigned grid_blocks(const DMLDevice* device, uint64_t count) {
+    uint64_t needed = (count + kThreads - 1) / kThreads;
+    uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 32;
+    return (unsigned)(needed < enough ? (needed ? needed : 1) : enough);
+}
+
+template <class T> struct alignas(2 * sizeof(T)) pair_of { T v[2]; };
+template <class T> struct alignas(4 * sizeof(T)) quad_of { T v[4]; };
+
+bool aligned_to(const void* p, size_t bytes) { return (uintptr_t)p % bytes == 0; }
+
+/* The first maximal tap (scan order and comparison of scan_window) of the
+ * window whose top-left tap is (h0, w0); position h * W + w, or all ones
+ * when no tap is inside the input. */
+template <class V>
+__device__ uint32_t argmax_2d(const typename V::T* plane, const nchw_plan& n, int32_t h0, int32_t w0) {
+    const dml_pooling_params& p = n.params;
+    uint32_t position = ~0u;
+    typename V::T best = 0;
+    for (uint32_t kh = 0; kh < p.window[1]; kh++) {
+        int32_t h = h0 + (int32_t)(kh * p.dilations[1]);
+        if (h < 0 || h >= (int32_t)n.height) continue;
+        for (uint32_t kw = 0; kw < p.window[2]; kw++) {
+            int32_t w = w0 + (int32_t)(kw * p.dilations[2]);
+            if (w < 0 || w >= (int32_t)n.width) continue;
+            uint32_t at = (uint32_t)h * n.width + (uint32_t)w;
+            typename V::T v = plane[at];
+            if (position == ~0u || V::greater(v, best)) {
+                best = v;
+                position = at;
+            }
+        }
+    }
+    return position;
+}
+
+template <class I> __device__ void store_index(void* indices, uint64_t at, uint64_t plane_base, uint32_t position) {
+    uint64_t index = position == ~0u ? ~(uint64_t)0 : plane_base + position;
+    ((I*)indices)[at] = (I)index;
+}
+
+/* Window (output element) i of the packed {planes, OH, OW} windows: its
+ * row, column and the offset of its input plane. */
+struct window_at {
+    uint32_t oh, ow;
+    uint64_t plane_base;
+};
+
+__device__ window_at window_of(const nchw_plan& n, uint32_t i) {
+    uint32_t rest = i / n.out_width;
+    window_at at = {rest % n.out_height, i % n.out_width, (uint64_t)(rest / n.out_height) * n.height * n.width};
+    return at;
+}
+
+/* One thread per output element. */
+template <class V, class I>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_forward_nchw(const nchw_plan n, const void* input, void* output, void* indices) {
+    typedef typename V::T T;
+    const dml_pooling_params& p = n.params;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
+        window_at at = window_of(n, i);
+        uint32_t oh = at.oh, ow = at.ow;
+        uint64_t plane_base = at.plane_base;
+        const T* in = (const T*)input + plane_base;
+        uint32_t position = argmax_2d<V>(in, n, (int32_t)(oh * p.strides[1]) - (int32_t)p.start_padding[1],
+                                         (int32_t)(ow * p.strides[2]) - (int32_t)p.start_padding[2]);
+        ((T*)output)[i] = position == ~0u ? V::lowest() : in[position];
+        if (sizeof(I) > 1) store_index<I>(indices, i, plane_base, position);
+    }
+}
+
+/* Windows 2x2, stride 2: one thread per two neighbouring windows of a row,
+ * reading two 4-element rows. The first maximal of {a, b, c, d} in scan
+ * order (a b on the first row, c d on the second). */
+template <class V> __device__ int first_max4(const typename V::T q[4]) {
+    int best = 0;
+    for (int k = 1; k < 4; k++)
+        if (V::greater(q[k], q[best])) best = k;
+    return best;
+}
+
+template <class V, class I>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_forward_2x2(const nchw_plan n, const void* input, void* output, void* indices) {
+    typedef typename V::T T;
+    uint32_t pairs_per_row = n.out_width / 2;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
+        uint32_t pair = i % pairs_per_row, row = i / pairs_per_row; /* row: plane * OH + oh */
+        uint32_t plane = row / n.out_height, oh = row % n.out_height;
+        uint64_t plane_base = (uint64_t)plane * n.height * n.width;
+        uint32_t top = (2 * oh) * n.width + 4 * pair;
+        const T* in = (const T*)input + plane_base;
+        quad_of<T> r0 = *(const quad_of<T>*)(in + top), r1 = *(const quad_of<T>*)(in + top + n.width);
+        pair_of<T> values;
+        uint32_t positions[2];
+        for (int k = 0; k < 2; k++) {
+            T q[4] = {r0.v[2 * k], r0.v[2 * k + 1], r1.v[2 * k], r1.v[2 * k + 1]};
+            int best = first_max4<V>(q);
+            values.v[k] = q[best];
+            positions[k] = top + 2 * k + (best & 1) + (best >> 1) * n.width;
+        }
+        uint64_t out = (uint64_t)row * n.out_width + 2 * pair;
+        *(pair_of<T>*)((T*)output + out) = values;
+        if (sizeof(I) > 1) {
+            pair_of<I> index = {{(I)(plane_base + positions[0]), (I)(plane_base + positions[1])}};
+            *(pair_of<I>*)((I*)indices + out) = index;
+        }
+    }
+}
+
+template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* args, const nchw_plan& n) {
+    const void* input = args->inputs[DML_POOL_INPUT];
+    void* output = args->outputs[DML_POOL_OUTPUT];
+    void* indices = n.index_bytes ? args->outputs[DML_POOL_OUTPUT_INDICES] : nullptr;
+    cudaStream_t stream = dml_cuda_stream(args);
+    /* Bindings need only element alignment: the vector form wants more. */
+    if (n.tiles_2x2 && aligned_to(input, 4 * sizeof(typename V::T)) && aligned_to(output, 2 * sizeof(typename V::T)) &&
+        (!indices || aligned_to(indices, 2 * sizeof(I)))) {
+        max_pooling_forward_2x2<V, I><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
+        return dml_cuda_check_launch("max_pooling_forward_2x2");
+    }
+    nchw_plan scalar = n;
+    scalar.count = (uint64_t)n.planes * n.out_height * n.out_width;
+    scalar.blocks = grid_blocks(args->device, scalar.count);
+    max_pooling_forward_nchw<V, I><<<scalar.blocks, kThreads, 0, stream>>>(scalar, input, output, indices);
+    return dml_cuda_check_launch("max_pooling_forward_nchw");
+}
+
+template <class V> HRESULT dispatch_forward_nchw(const dml_kernel_args* args, const nchw_plan& n) {
+    switch (n.index_bytes) {
+    case 4: return launch_forward_nchw<V, uint32_t>(args, n);
+    case 8: return launch_forward_nchw<V, uint64_t>(args, n);
+    default: return launch_forward_nchw<V, uint8_t>(args, n); /* no indices */
+    }
+}
+
+HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& output = op->outputs[DML_POOL_OUTPUT].tensor;
+    const dml_tensor* indices =
+        op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : nullptr;
+    if (indices && indices->present && !dml_cuda_packed_nchw(*indices)) return S_FALSE;
+    bool declined;
+    nchw_plan* n =
+        plan_nchw(op->inputs[DML_POOL_INPUT].tensor, output, *(const dml_pooling_params*)op->params, plan, &declined);
+    if (n == nullptr) return declined ? S_FALSE : E_OUTOFMEMORY;
+    n->index_bytes = indices && indices->present ? dmlDataTypeSize(indices->type) : 0;
+    uint64_t outputs = (uint64_t)n->planes * n->out_height * n->out_width;
+    n->count = n->tiles_2x2 ? outputs / 2 : outputs;
+    n->blocks = grid_blocks(device, n->count);
+    return S_OK;
+}
+
+HRESULT run_forward_nchw(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const nchw_plan& n = *DML_PLAN_STATE(args, nchw_plan);
+    return n.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? dispatch_forward_nchw<f16_cvt_type>(args, n)
+                                                  : dispatch_forward_nchw<f32_type>(args, n);
+}
+
+/* Gradient, windows tiling the input: one thread per window. The gradient of
+ * its argmax is 0 + dy in FLOAT32 (as the strided gather sums, so -0 becomes
+ * +0), every other element of the window 0. */
+template <class V>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_tiles(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient) {
+    typedef typename V::T T;
+    const dml_pooling_params& p = n.params;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
+        window_at at = window_of(n, i);
+        uint32_t oh = at.oh, ow = at.ow;
+        uint64_t plane_base = at.plane_base;
+        const T* in = (const T*)input + plane_base;
+        T* dx = (T*)output_gradient + plane_base;
+        uint32_t h0 = oh * p.window[1], w0 = ow * p.window[2];
+        uint32_t position = argmax_2d<V>(in, n, (int32_t)h0, (int32_t)w0);
+        T gradient = from_float<T>(0.0f + to_float(((const T*)input_gradient)[i])), zero = from_float<T>(0.0f);
+        for (uint32_t h = h0; h < h0 + p.window[1]; h++)
+            for (uint32_t w = w0; w < w0 + p.window[2]; w++)
+                dx[h * n.width + w] = h * n.width + w == position ? gradient : zero;
+    }
+}
+
+/* The same for 2x2 windows, two neighbouring windows per thread, 4-element rows. */
+template <class V>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_2x2(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient) {
+    typedef typename V::T T;
+    uint32_t pairs_per_row = n.out_width / 2;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
+        uint32_t pair = i % pairs_per_row, row = i / pairs_per_row;
+        uint32_t plane = row / n.out_height, oh = row % n.out_height;
+        uint64_t top = (uint64_t)plane * n.height * n.width + (2 * oh) * n.width + 4 * pair;
+        const T* in = (const T*)input + top;
+        quad_of<T> r0 = *(const quad_of<T>*)in, r1 = *(const quad_of<T>*)(in + n.width);
+        pair_of<T> dy = *(const pair_of<T>*)((const T*)input_gradient + (uint64_t)row * n.out_width + 2 * pair);
+        quad_of<T> d0, d1;
+        T zero = from_float<T>(0.0f);
+        for (int k = 0; k < 2; k++) {
+            T q[4] = {r0.v[2 * k], r0.v[2 * k + 1], r1.v[2 * k], r1.v[2 * k + 1]};
+            int best = first_max4<V>(q);
+            T gradient = from_float<T>(0.0f + to_float(dy.v[k]));
+            d0.v[2 * k] = best == 0 ? gradient : zero;
+            d0.v[2 * k + 1] = best == 1 ? gradient : zero;
+            d1.v[2 * k] = best == 2 ? gradient : zero;
+            d1.v[2 * k + 1] = best == 3 ? gradient : zero;
+        }
+        T* dx = (T*)output_gradient + top;
+        *(quad_of<T>*)dx = d0;
+        *(quad_of<T>*)(dx + n.width) = d1;
+    }
+}
+
+/* covering_outputs and on_tap in 32-bit arithmetic (the plan keeps window
+ * positions under 2^31): the windows [first, end) along dimension dim whose
+ * taps may include x; with dilation 1 every one of them does. */
+struct window_span {
+    uint32_t first, end;
+    uint32_t t, stride, dilation; /* t = x + start padding */
+    __device__ bool on_tap(uint32_t o) const { return dilation == 1 || (t - o * stride) % dilation == 0; }
+};
+
+__device__ window_span covering_span(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
+    window_span s;
+    s.stride = p.strides[dim];
+    s.dilation = p.dilations[dim];
+    s.t = x + p.start_padding[dim];
+    uint32_t reach = (p.window[dim] - 1) * s.dilation;
+    s.first = reach >= s.t ? 0 : (s.t - reach + s.stride - 1) / s.stride;
+    uint32_t last = s.t / s.stride;
+    s.end = last < out_size ? last + 1 : out_size;
+    if (s.first > s.end) s.first = s.end;
+    return s;
+}
+
+/* The elements of a row-major range `width` wide, visited blockDim.x apart
+ * from threadIdx.x: (row, column) advanced without divisions. */
+struct row_walker {
+    uint32_t row, column, row_step, column_step, width;
+    __device__ explicit row_walker(uint32_t columns)
+        : row(threadIdx.x / columns), column(threadIdx.x % columns), row_step(blockDim.x / columns),
+          column_step(blockDim.x % columns), width(columns) {}
+    __device__ void next() {
+        row += row_step;
+        column += column_step;
+        if (column >= width) {
+            column -= width;
+            row++;
+        }
+    }
+};
+
+/* Gradient, gather form: block b handles input rows [band * band_rows, ...)
+ * of plane b / bands. The windows that cover the band are rows
+ * [first, last] of the plane's windows; their argmaxes go to shared memory,
+ * then each element sums, in increasing (oh, ow), the gradient of the windows
+ * whose argmax it is: the strided gather's order and precision. The covering
+ * windows of every column, and of the band's rows, are computed once into
+ * shared memory too. */
+template <class V>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_bands(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient) {
+    typedef typename V::T T;
+    extern __shared__ window_span spans[]; /* [width] columns, [band_rows] rows, then the argmaxes */
+    window_span* row_spans = spans + n.width;
+    uint32_t* argmax = (uint32_t*)(row_spans + n.band_rows); /* [band_windows][out_width] */
+    const dml_pooling_params& p = n.params;
+    for (uint32_t x = threadIdx.x; x < n.width; x += blockDim.x)
+        spans[x] = covering_span(p, 2, x, n.out_width);
+    uint32_t bands = (n.height + n.band_rows - 1) / n.band_rows;
+    for (uint32_t b = blockIdx.x; b < n.count; b += gridDim.x) {
+        uint32_t plane = b / bands, y0 = (b % bands) * n.band_rows;
+        uint32_t y1 = y0 + n.band_rows < n.height ? y0 + n.band_rows : n.height;
+        uint64_t plane_base = (uint64_t)plane * n.height * n.width;
+        const T* in = (const T*)input + plane_base;
+        const T* dy = (const T*)input_gradient + (uint64_t)plane * n.out_height * n.out_width;
+        window_span top = covering_span(p, 1, y0, n.out_height), bottom = covering_span(p, 1, y1 - 1, n.out_height);
+        uint32_t first = top.first, rows = bottom.end > top.first ? bottom.end - top.first : 0;
+        __syncthreads(); /* the previous band is done with argmax and row_spans */
+        for (uint32_t y = y0 + threadIdx.x; y < y1; y += blockDim.x)
+            row_spans[y - y0] = covering_span(p, 1, y, n.out_height);
+        for (row_walker w(n.out_width); w.row < rows; w.next())
+            argmax[w.row * n.out_width + w.column] =
+                argmax_2d<V>(in, n, (int32_t)((first + w.row) * p.strides[1]) - (int32_t)p.start_padding[1],
+                             (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+        __syncthreads();
+        for (row_walker w(n.width); w.row < y1 - y0; w.next()) {
+            uint32_t position = (y0 + w.row) * n.width + w.column;
+            window_span sh = row_spans[w.row], sw = spans[w.column];
+            float sum = 0.0f;
+            for (uint32_t oh = sh.first; oh < sh.end; oh++) {
+                if (!sh.on_tap(oh)) continue;
+                for (uint32_t ow = sw.first; ow < sw.end; ow++) {
+                    if (!sw.on_tap(ow)) continue;
+                    uint32_t window = oh * n.out_width + ow;
+                    if (argmax[window - first * n.out_width] == position) sum += to_float(dy[window]);
+                }
+            }
+            ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
+        }
+    }
+}
+
+/* Shared memory of max_pooling_grad_bands. */
+size_t bands_shared_bytes(const nchw_plan& n) {
+    return ((size_t)n.width + n.band_rows) * sizeof(window_span) +
+           (size_t)n.band_windows * n.out_width * sizeof(uint32_t);
+}
+
+HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& input = op->inputs[DML_POOL_INPUT].tensor;
+    const dml_tensor& dy = op->inputs[DML_POOL_INPUT_GRADIENT].tensor;
+    if (!dml_cuda_packed_nchw(op->outputs[DML_POOL_OUTPUT].tensor)) return S_FALSE;
+    const dml_pooling_params& p = *(const dml_pooling_params*)op->params;
+    bool declined;
+    nchw_plan* n = plan_nchw(input, dy, p, plan, &declined);
+    if (n == nullptr) return declined ? S_FALSE : E_OUTOFMEMORY;
+    uint64_t windows = (uint64_t)n->planes * n->out_height * n->out_width;
+    if (n->tiles_exact) {
+        n->count = n->tiles_2x2 ? windows / 2 : windows;
+        n->blocks = grid_blocks(device, n->count);
+        return S_OK;
+    }
+    /* Bands of about 16 elements per thread and at most 256 rows; the window
+     * rows that can cover `band_rows` input rows: those o with o * stride in
+     * a span of band_rows - 1 + reach. */
+    uint32_t rows = (16 * kThreads) / n->width;
+    n->band_rows = rows < 1 ? 1 : rows > 256 ? 256 : rows;
+    if (n->band_rows > n->height) n->band_rows = n->height;
+    uint64_t reach = (uint64_t)(p.window[1] - 1) * p.dilations[1];
+    uint64_t band_windows = (n->band_rows - 1 + reach) / p.strides[1] + 1;
+    n->band_windows = (uint32_t)(band_windows < n->out_height ? band_windows : n->out_height);
+    if (n->width > 4096 || bands_shared_bytes(*n) > 48 * 1024) return S_FALSE; /* the default shared memory limit */
+    n->count = (uint64_t)n->planes * ((n->height + n->band_rows - 1) / n->band_rows);
+    uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 16;
+    n->blocks = (unsigned)(n->count < enough ? n->count : enough);
+    if (n->count > UINT32_MAX) return S_FALSE;
+    return S_OK;
+}
+
+template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const nchw_plan& n) {
+    typedef typename V::T T;
+    const void* input = args->inputs[DML_POOL_INPUT];
+    const void* dy = args->inputs[DML_POOL_INPUT_GRADIENT];
+    void* dx = args->outputs[DML_POOL_OUTPUT];
+    cudaStream_t stream = dml_cuda_stream(args);
+    if (!n.tiles_exact) {
+        max_pooling_grad_bands<V><<<n.blocks, kThreads, bands_shared_bytes(n), stream>>>(n, input, dy, dx);
+        return dml_cuda_check_launch("max_pooling_grad_bands");
+    }
+    if (n.tiles_2x2 && aligned_to(input, 4 * sizeof(T)) && aligned_to(dx, 4 * sizeof(T)) &&
+        aligned_to(dy, 2 * sizeof(T))) {
+        max_pooling_grad_2x2<V><<<n.blocks, kThreads, 0, stream>>>(n, input, dy, dx);
+        return dml_cuda_check_launch("max_pooling_grad_2x2");
+    }
+    nchw_plan scalar = n;
+    scalar.count = (uint64_t)n.planes * n.out_height * n.out_width;
+    scalar.blocks = grid_blocks(args->device, scalar.count);
+    max_pooling_grad_tiles<V><<<scalar.blocks, kThreads, 0, stream>>>(scalar, input, dy, dx);
+    return dml_cuda_check_launch("max_pooling_grad_tiles");
+}
+
+HRESULT run_grad_nchw(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const nchw_plan& n = *DML_PLAN_STATE(args, nchw_plan);
+    return n.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? launch_grad_nchw<f16_cvt_type>(args, n)
+                                                  : launch_grad_nchw<f32_type>(args, n);
+}
+
 } // namespace
 
 const dml_impl dml_cuda_max_pooling_generic = {"max_pooling/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
 const dml_impl dml_cuda_max_pooling_grad_generic = {"max_pooling_grad/cuda/strided", DML_ISA_GENERIC, plan_grad,
                                                     run_grad};
+const dml_impl dml_cuda_max_pooling_nchw = {"max_pooling/cuda/nchw", DML_ISA_GENERIC, plan_forward_nchw,
+                                            run_forward_nchw};
+const dml_impl dml_cuda_max_pooling_grad_nchw = {"max_pooling_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_nchw,
+                                                 run_grad_nchw};

@@ -38,6 +38,8 @@
 #include "../ops/roi.h"
 #include "../ops/roi_align_math.h"
 #include "cuda.h"
+/* After half.h: it brings CUDA's own `half` type, which half.h's parameter names would shadow. */
+#include <cooperative_groups.h>
 
 namespace {
 
@@ -175,26 +177,20 @@ struct forward_problem {
     uint64_t count; /* output elements */
 };
 
-template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
-    const dml_roi_align_params& p = f.params;
-    const align_shape& s = f.shape;
-    const output_coords o = output_coords_of(s, i);
-    const uint32_t r = o.r, c = o.c, oy = o.oy, ox = o.ox;
-    uint64_t out = r * f.out_strides[0] + c * f.out_strides[1] + oy * f.out_strides[2] + ox * f.out_strides[3];
-    roi_region region = region_make<T>(f.source, r, p, s);
-    if (region.batch >= s.batch) { /* RA-12: no image to read */
-        store_value((T*)f.output, out, p.out_of_bounds_value);
-        return;
-    }
-    plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+/* The value of output (oy, ox) of an imaged region: its samples in §4.4
+ * order (X outer, Y inner) summed in FLOAT64 or maximised. sample_x(tx) and
+ * sample_y(ty) give the samples of each axis (computed, or precomputed). */
+template <class T, class SampleX, class SampleY>
+DML_CUDA_FN float reduce_output(const dml_roi_align_params& p, const roi_region& region, const plane_view<T>& plane,
+                                uint32_t oy, uint32_t ox, SampleX sample_x, SampleY sample_y) {
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
     double sum = 0.0;
     float best = 0.0f;
     bool first = true;
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
-        dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, tx, &p);
+        dml_roi_axis_sample sx = sample_x(tx);
         for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
-            dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, ty, &p);
+            dml_roi_axis_sample sy = sample_y(ty);
             /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
             float value =
                 sx.outside || sy.outside ? p.out_of_bounds_value : sample_value(plane, sx, sy, p.interpolation_linear);
@@ -207,7 +203,24 @@ template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, ui
             }
         }
     }
-    store_value((T*)f.output, out, p.reduction_max ? best : dml_roi_average(sum, &region.x, &region.y));
+    return p.reduction_max ? best : dml_roi_average(sum, &region.x, &region.y);
+}
+
+template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
+    const dml_roi_align_params& p = f.params;
+    const align_shape& s = f.shape;
+    const output_coords o = output_coords_of(s, i);
+    const uint32_t r = o.r, c = o.c, oy = o.oy, ox = o.ox;
+    uint64_t out = r * f.out_strides[0] + c * f.out_strides[1] + oy * f.out_strides[2] + ox * f.out_strides[3];
+    roi_region region = region_make<T>(f.source, r, p, s);
+    if (region.batch >= s.batch) { /* RA-12: no image to read */
+        store_value((T*)f.output, out, p.out_of_bounds_value);
+        return;
+    }
+    plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+    auto sample_x = [&](uint64_t tx) { return dml_roi_axis_sample_at(&region.x, tx, &p); };
+    auto sample_y = [&](uint64_t ty) { return dml_roi_axis_sample_at(&region.y, ty, &p); };
+    store_value((T*)f.output, out, reduce_output(p, region, plane, oy, ox, sample_x, sample_y));
 }
 
 template <class T> __global__ void roi_align_forward(const forward_problem f) {
@@ -797,11 +810,365 @@ HRESULT run_grad(const dml_kernel_args* args) {
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     grad_problem g = grad_problem_make(args);
     grad_scratch_layout(g, has_box_gradient(args->op), (char*)args->temporary);
-    bool half = args->op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    return half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
+    bool is_half = args->op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    return is_half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
+}
+
+/* ---- Forward, packed NCHW input and output: "roi_align/cuda/nchw" ----
+ * One block per (ROI, chunk of channels): the region and every X and Y
+ * sample of the ROI (at most MaximumSamplesPerOutput per output along each
+ * axis) computed once into shared memory, then one thread per (channel, oy,
+ * ox), ox fastest, reducing its samples as forward_element does. */
+
+struct forward_nchw_plan {
+    dml_cuda_roi_tasks tasks;
+    size_t shared_bytes; /* (OW + OH) * MaximumSamplesPerOutput samples */
+};
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward_problem f, const forward_nchw_plan n) {
+    extern __shared__ dml_roi_axis_sample samples[]; /* X samples, then Y samples */
+    __shared__ roi_region region;
+    const dml_roi_align_params& p = f.params;
+    const align_shape& s = f.shape;
+    const uint32_t outputs = s.out_height * s.out_width;
+    const dml_cuda_roi_tasks& tasks = n.tasks;
+    for (uint64_t task = blockIdx.x; task < (uint64_t)s.roi_count * tasks.chunks; task += gridDim.x) {
+        uint32_t r = (uint32_t)(task / tasks.chunks), c0 = (uint32_t)(task % tasks.chunks) * tasks.channel_chunk;
+        __syncthreads(); /* the previous task is done with the samples */
+        if (threadIdx.x == 0) region = region_make<T>(f.source, r, p, s);
+        __syncthreads();
+        uint32_t count_x = (uint32_t)region.x.count, count_y = (uint32_t)region.y.count;
+        for (uint32_t t = threadIdx.x; t < count_x + count_y; t += blockDim.x)
+            samples[t] = t < count_x ? dml_roi_axis_sample_at(&region.x, t, &p)
+                                     : dml_roi_axis_sample_at(&region.y, t - count_x, &p);
+        __syncthreads();
+        const dml_roi_axis_sample* ys = samples + count_x;
+        uint32_t c_end = c0 + tasks.channel_chunk < s.channels ? c0 + tasks.channel_chunk : s.channels;
+        for (uint32_t e = threadIdx.x; e < (c_end - c0) * outputs; e += blockDim.x) {
+            uint32_t c = c0 + e / outputs, oy = e % outputs / s.out_width, ox = e % s.out_width;
+            uint64_t out = ((uint64_t)r * s.channels + c) * outputs + e % outputs;
+            if (region.batch >= s.batch) { /* RA-12 */
+                store_value((T*)f.output, out, p.out_of_bounds_value);
+                continue;
+            }
+            plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+            auto sample_x = [&](uint64_t tx) { return samples[tx]; };
+            auto sample_y = [&](uint64_t ty) { return ys[ty]; };
+            store_value((T*)f.output, out, reduce_output(p, region, plane, oy, ox, sample_x, sample_y));
+        }
+    }
+}
+
+HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& input = op->inputs[DML_ROI_ALIGN_INPUT].tensor;
+    const dml_tensor& output = op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
+    const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
+    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
+    size_t shared_bytes = ((size_t)output.sizes[2] + output.sizes[3]) * p.max_samples * sizeof(dml_roi_axis_sample);
+    if (shared_bytes > 24576) return S_FALSE;
+    forward_nchw_plan* n = (forward_nchw_plan*)dml_plan_state(plan, sizeof(forward_nchw_plan));
+    if (n == nullptr) return E_OUTOFMEMORY;
+    uint32_t outputs = output.sizes[2] * output.sizes[3]; /* <= 2^32 - 1 elements (spec T-1) */
+    n->tasks = dml_cuda_plan_roi_tasks(device, output.sizes[0], input.sizes[1], outputs, 1024);
+    n->shared_bytes = shared_bytes;
+    return S_OK;
+}
+
+HRESULT run_forward_nchw(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const forward_nchw_plan& n = *DML_PLAN_STATE(args, forward_nchw_plan);
+    forward_problem f = forward_problem_make(args);
+    cudaStream_t stream = dml_cuda_stream(args);
+    if (args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
+        roi_align_forward_nchw<uint16_t><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+    else
+        roi_align_forward_nchw<float><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+    return dml_cuda_check_launch("roi_align_forward_nchw");
+}
+
+/* ---- OutputGradientTensor in one launch: "roi_align_grad/cuda/nchw" ----
+ *
+ * For AVERAGE with a fixed sample count (MinimumSamplesPerOutput ==
+ * MaximumSamplesPerOutput), no OutputROIGradientTensor, packed NCHW
+ * gradients. A pixel's contributions are channel-independent: (ROI r,
+ * output oy, ox, sample, tap) gives dx[n, c, y, x] += (dy[r, c, oy, ox] * w)
+ * * tap_weight for every c. So the geometry is computed once for all
+ * channels, as a list of contributions per pixel sorted in the CPU's order
+ * (r, oy, ox, tx, ty, tap: the key below), then every (pixel, channel) sums
+ * its list in FLOAT64: the strided gather's terms in its order, the same bits.
+ * One cooperative launch, phases separated by grid-wide barriers:
+ *   1. count the contributions per pixel;        2. exclusive scan: offsets;
+ *   3. place them (any order within a pixel);     4. sort each pixel's list by key;
+ *   5. per (pixel, channel) sum the list and store.
+ * Deterministic: counts and offsets are exact, and the sorted lists do not
+ * depend on the order atomics placed them in. */
+
+struct contribution {
+    uint32_t key;   /* ((((r OH + oy) OW + ox) sX + lx) sY + ly) taps + tap: the CPU's order */
+    uint32_t pixel; /* n H W + y W + x */
+    uint32_t dy;    /* offset of dy[r, 0, oy, ox] */
+    float weight;   /* the tap's weight (1 for NEAREST_NEIGHBOR) */
+};
+
+constexpr unsigned kGatherChannels = 16; /* channels per thread in phase 5 */
+
+struct listed_problem {
+    dml_roi_align_params params;
+    align_shape shape;
+    roi_source source;
+    const void* input_gradient;
+    void* output_gradient;
+    uint32_t per_x, per_y, taps; /* samples per output element along X and Y; taps per sample */
+    float average_weight;
+    uint64_t samples;                     /* R OH OW sX sY */
+    uint32_t pixels;                      /* N H W */
+    uint32_t* offsets;                    /* [pixels + 1]: counts, then their exclusive scan */
+    uint32_t* cursors;                    /* [pixels] */
+    uint32_t* block_sums;                 /* [grid] */
+    contribution *placed, *sorted;        /* [samples * taps] */
+    uint32_t pixel_tiles, channel_groups; /* phase 5's tasks */
+};
+
+/* Visits the contributions of sample s (in the key order): visit(key, pixel, dy, weight). */
+template <class T, class Visit>
+__device__ void for_each_contribution(const listed_problem& g, uint64_t s, Visit visit) {
+    const align_shape& shape = g.shape;
+    const dml_roi_align_params& p = g.params;
+    uint32_t ly = (uint32_t)(s % g.per_y);
+    uint64_t rest = s / g.per_y;
+    uint32_t lx = (uint32_t)(rest % g.per_x);
+    rest /= g.per_x;
+    uint32_t ox = (uint32_t)(rest % shape.out_width);
+    rest /= shape.out_width;
+    uint32_t oy = (uint32_t)(rest % shape.out_height);
+    uint32_t r = (uint32_t)(rest / shape.out_height);
+    roi_region region = region_make<T>(g.source, r, p, shape);
+    if (region.batch >= shape.batch) return; /* RA-12 */
+    dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, (uint64_t)ox * g.per_x + lx, &p);
+    if (sx.outside) return;
+    dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, (uint64_t)oy * g.per_y + ly, &p);
+    if (sy.outside) return;
+    uint32_t key = (uint32_t)(s * g.taps);
+    uint32_t image = (uint32_t)region.batch * shape.height * shape.width;
+    uint32_t dy = (uint32_t)(((uint64_t)r * shape.channels * shape.out_height + oy) * shape.out_width + ox);
+    if (!p.interpolation_linear) {
+        visit(key, image + sy.first * shape.width + sx.first, dy, 1.0f);
+        return;
+    }
+    float weights[4];
+    dml_roi_bilinear_weights(sx.fraction, sy.fraction, weights);
+    visit(key, image + sy.first * shape.width + sx.first, dy, weights[0]);
+    visit(key + 1, image + sy.first * shape.width + sx.second, dy, weights[1]);
+    visit(key + 2, image + sy.second * shape.width + sx.first, dy, weights[2]);
+    visit(key + 3, image + sy.second * shape.width + sx.second, dy, weights[3]);
+}
+
+/* Phase 2: offsets[0..pixels] = exclusive scan of the counts; each block
+ * scans one chunk, the blocks' totals are scanned by every block. */
+__device__ void scan_offsets(const listed_problem& g, cooperative_groups::grid_group& grid) {
+    __shared__ uint32_t thread_sums[kThreads];
+    __shared__ uint32_t block_offset;
+    uint64_t total = (uint64_t)g.pixels + 1;
+    uint64_t chunk = (total + gridDim.x - 1) / gridDim.x, per_thread = (chunk + blockDim.x - 1) / blockDim.x;
+    uint64_t begin = blockIdx.x * chunk + threadIdx.x * per_thread;
+    uint64_t end = begin + per_thread, chunk_end = (uint64_t)(blockIdx.x + 1) * chunk;
+    if (end > chunk_end) end = chunk_end;
+    if (end > total) end = total;
+    uint32_t sum = 0;
+    for (uint64_t i = begin; i < end; i++)
+        sum += g.offsets[i];
+    thread_sums[threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) { /* exclusive scan of the threads' sums, and the block's total */
+        uint32_t running = 0;
+        for (unsigned t = 0; t < blockDim.x; t++) {
+            uint32_t value = thread_sums[t];
+            thread_sums[t] = running;
+            running += value;
+        }
+        g.block_sums[blockIdx.x] = running;
+    }
+    grid.sync();
+    if (threadIdx.x == 0) {
+        uint32_t running = 0;
+        for (unsigned b = 0; b < blockIdx.x; b++)
+            running += g.block_sums[b];
+        block_offset = running;
+    }
+    __syncthreads();
+    uint32_t running = block_offset + thread_sums[threadIdx.x];
+    for (uint64_t i = begin; i < end; i++) {
+        uint32_t count = g.offsets[i];
+        g.offsets[i] = running;
+        running += count;
+    }
+}
+
+template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_problem g) {
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    const uint64_t start = grid_start(), step = grid_step();
+    for (uint64_t i = start; i <= g.pixels; i += step) {
+        g.offsets[i] = 0;
+        if (i < g.pixels) g.cursors[i] = 0;
+    }
+    grid.sync();
+    for (uint64_t s = start; s < g.samples; s += step)
+        for_each_contribution<T>(g, s,
+                                 [&](uint32_t, uint32_t pixel, uint32_t, float) { atomicAdd(&g.offsets[pixel], 1u); });
+    grid.sync();
+    scan_offsets(g, grid);
+    grid.sync();
+    for (uint64_t s = start; s < g.samples; s += step)
+        for_each_contribution<T>(g, s, [&](uint32_t key, uint32_t pixel, uint32_t dy, float weight) {
+            uint32_t slot = g.offsets[pixel] + atomicAdd(&g.cursors[pixel], 1u);
+            g.placed[slot] = {key, pixel, dy, weight};
+        });
+    grid.sync();
+    /* Each contribution's rank among its pixel's (keys are distinct). */
+    uint32_t listed = g.offsets[g.pixels];
+    for (uint64_t i = start; i < listed; i += step) {
+        contribution c = g.placed[i];
+        uint32_t begin = g.offsets[c.pixel], end = g.offsets[c.pixel + 1], rank = 0;
+        for (uint32_t j = begin; j < end; j++)
+            rank += g.placed[j].key < c.key;
+        g.sorted[begin + rank] = c;
+    }
+    grid.sync();
+    /* Tasks: (channel group, tile of kThreads pixels); a thread sums one
+     * pixel's list for kGatherChannels channels in FLOAT64. */
+    const align_shape& shape = g.shape;
+    uint32_t plane = shape.height * shape.width, dy_channel = shape.out_height * shape.out_width;
+    for (uint64_t task = blockIdx.x; task < (uint64_t)g.pixel_tiles * g.channel_groups; task += gridDim.x) {
+        uint32_t pixel = (uint32_t)(task % g.pixel_tiles) * kThreads + threadIdx.x;
+        uint32_t c0 = (uint32_t)(task / g.pixel_tiles) * kGatherChannels;
+        if (pixel >= g.pixels) continue;
+        double acc[kGatherChannels];
+        DML_UNROLL
+        for (unsigned j = 0; j < kGatherChannels; j++)
+            acc[j] = 0.0;
+        const T* dy = (const T*)g.input_gradient + (uint64_t)c0 * dy_channel;
+        for (uint32_t k = g.offsets[pixel]; k < g.offsets[pixel + 1]; k++) {
+            contribution c = g.sorted[k];
+            DML_UNROLL
+            for (unsigned j = 0; j < kGatherChannels; j++)
+                if (c0 + j < shape.channels) {
+                    float weighted = load_value(dy, c.dy + (uint64_t)j * dy_channel) * g.average_weight;
+                    acc[j] += weighted * c.weight;
+                }
+        }
+        uint32_t n = pixel / plane, at = pixel % plane;
+        DML_UNROLL
+        for (unsigned j = 0; j < kGatherChannels; j++)
+            if (c0 + j < shape.channels)
+                store_value((T*)g.output_gradient, ((uint64_t)n * shape.channels + c0 + j) * plane + at, (float)acc[j]);
+    }
+}
+
+/* What the plan fixes: the launch and the temporary's layout. */
+struct listed_plan {
+    listed_problem shape_only; /* pointers unset */
+    unsigned blocks;
+    uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes;
+};
+
+template <class T> cudaError_t listed_blocks_per_multiprocessor(int* blocks) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, roi_align_grad_listed<T>, kThreads, 0);
+}
+
+HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
+    const dml_tensor& dy = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
+    const dml_tensor& dx = op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
+    if (p.reduction_max || p.min_samples != p.max_samples || has_box_gradient(op) || !dx.present) return S_FALSE;
+    if (!dml_cuda_packed_nchw(dy) || !dml_cuda_packed_nchw(dx)) return S_FALSE;
+    dml_kernel_args shapes_only = {};
+    shapes_only.op = op;
+    shapes_only.device = device;
+    grad_problem base = grad_problem_make(&shapes_only);
+    const align_shape& s = base.shape;
+    uint64_t pixels = (uint64_t)s.batch * s.height * s.width;
+    uint64_t samples = (uint64_t)s.roi_count * s.out_height * s.out_width * p.min_samples * p.min_samples;
+    uint32_t taps = p.interpolation_linear ? 4 : 1;
+    /* 32-bit pixels and offsets. Sorting a pixel's list costs its length
+     * squared, and every contribution may land on one pixel: at most 2^20
+     * contributions keep that worst case to about 10^12 steps (a detection
+     * workload of 512 ROIs, 7x7 outputs, 2x2 samples has 2^18.6); larger
+     * problems take the strided kernels. */
+    if (pixels >= UINT32_MAX / 2 || samples * taps > ((uint64_t)1 << 20)) return S_FALSE;
+    uint64_t list_bytes = align_up(samples * taps * sizeof(contribution));
+
+    dml_cuda_device_guard guard(device);
+    int cooperative = 0, per_multiprocessor = 0;
+    cudaError_t error = guard.status();
+    if (error == cudaSuccess)
+        error = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, dml_cuda_state(device)->ordinal);
+    if (error == cudaSuccess)
+        error = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16
+                    ? listed_blocks_per_multiprocessor<uint16_t>(&per_multiprocessor)
+                    : listed_blocks_per_multiprocessor<float>(&per_multiprocessor);
+    if (error != cudaSuccess) {
+        (void)cudaGetLastError();
+        return S_FALSE; /* the strided kernels then */
+    }
+    if (!cooperative || per_multiprocessor < 1) return S_FALSE;
+
+    listed_plan* lp = (listed_plan*)dml_plan_state(plan, sizeof(listed_plan));
+    if (lp == nullptr) return E_OUTOFMEMORY;
+    listed_problem& g = lp->shape_only;
+    g.params = p;
+    g.shape = s;
+    g.per_x = g.per_y = p.min_samples;
+    g.taps = taps;
+    dml_roi_axis x = {}, y = {};
+    x.per_output = y.per_output = p.min_samples;
+    g.average_weight = dml_roi_average_weight(&x, &y);
+    g.samples = samples;
+    g.pixels = (uint32_t)pixels;
+    g.pixel_tiles = (uint32_t)((pixels + kThreads - 1) / kThreads);
+    g.channel_groups = (s.channels + kGatherChannels - 1) / kGatherChannels;
+    lp->blocks = (unsigned)per_multiprocessor * (unsigned)dml_cuda_state(device)->multiprocessors;
+    lp->offsets_bytes = align_up((pixels + 1) * sizeof(uint32_t));
+    lp->cursors_bytes = align_up(pixels * sizeof(uint32_t));
+    lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));
+    lp->list_bytes = list_bytes;
+    plan->temporary_size = lp->offsets_bytes + lp->cursors_bytes + lp->sums_bytes + 2 * list_bytes;
+    return S_OK;
+}
+
+HRESULT run_grad_listed(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const listed_plan& lp = *DML_PLAN_STATE(args, listed_plan);
+    listed_problem g = lp.shape_only;
+    const DMLOperator* op = args->op;
+    g.source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
+                               &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
+                               args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]);
+    g.input_gradient = args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT];
+    g.output_gradient = args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT];
+    char* scratch = (char*)args->temporary;
+    g.offsets = (uint32_t*)scratch;
+    g.cursors = (uint32_t*)(scratch + lp.offsets_bytes);
+    g.block_sums = (uint32_t*)(scratch + lp.offsets_bytes + lp.cursors_bytes);
+    g.placed = (contribution*)(scratch + lp.offsets_bytes + lp.cursors_bytes + lp.sums_bytes);
+    g.sorted = (contribution*)((char*)g.placed + lp.list_bytes);
+    void* kernel_args[] = {&g};
+    bool is_half = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    const void* kernel =
+        is_half ? (const void*)roi_align_grad_listed<uint16_t> : (const void*)roi_align_grad_listed<float>;
+    cudaError_t error = cudaLaunchCooperativeKernel(kernel, lp.blocks, kThreads, kernel_args, 0, dml_cuda_stream(args));
+    if (error != cudaSuccess) return dml_cuda_kernel_error(error, "CUDA kernel roi_align_grad_listed");
+    return dml_cuda_check_launch("roi_align_grad_listed");
 }
 
 } // namespace
 
 const dml_impl dml_cuda_roi_align_generic = {"roi_align/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
 const dml_impl dml_cuda_roi_align_grad_generic = {"roi_align_grad/cuda/strided", DML_ISA_GENERIC, plan_grad, run_grad};
+const dml_impl dml_cuda_roi_align_grad_nchw = {"roi_align_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_listed,
+                                               run_grad_listed};
+const dml_impl dml_cuda_roi_align_nchw = {"roi_align/cuda/nchw", DML_ISA_GENERIC, plan_forward_nchw, run_forward_nchw};

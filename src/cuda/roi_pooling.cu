@@ -119,6 +119,103 @@ HRESULT run_roi_pooling(const dml_kernel_args* args) {
                : launch<float>(args, f);
 }
 
+/* ---- "roi_pooling/cuda/nchw": packed NCHW input and output ----
+ * One block per (ROI, chunk of channels): the ROI's region and the bins'
+ * rows and columns (the 128-bit divisions of roi_pooling_math.h) computed
+ * once into shared memory, then one thread per (channel, bin), bins fastest,
+ * scanning its bin as pool_element does: the same bits. */
+
+struct nchw_plan {
+    roi_pooling_problem shape_only; /* pointers unset */
+    dml_cuda_roi_tasks tasks;
+    size_t shared_bytes; /* pooled_height + pooled_width bins */
+};
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_problem f, const nchw_plan n) {
+    extern __shared__ dml_pooled_bin bins[]; /* rows [0, PH), then columns [PH, PH + PW) */
+    __shared__ dml_pooled_region region;
+    const dml_roi_pooling_params& p = f.params;
+    const uint32_t bins_per_channel = p.pooled_height * p.pooled_width;
+    const dml_cuda_roi_tasks& t = n.tasks;
+    const uint64_t tasks = (uint64_t)(f.count / ((uint64_t)f.channels * bins_per_channel)) * t.chunks;
+    for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+        uint32_t r = (uint32_t)(task / t.chunks), c0 = (uint32_t)(task % t.chunks) * t.channel_chunk;
+        __syncthreads(); /* the previous task is done with bins and region */
+        if (threadIdx.x == 0) {
+            float values[5];
+            for (uint32_t k = 0; k < 5; k++)
+                values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
+            region = dml_roi_pooled_region(values, f.batch, p.spatial_scale);
+        }
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < p.pooled_height + p.pooled_width; i += blockDim.x) {
+            dml_pooled_bin bin = {0, 0};
+            if (region.valid)
+                bin = i < p.pooled_height
+                          ? dml_roi_pooled_bin(region.y1, region.height, i, p.pooled_height, f.height)
+                          : dml_roi_pooled_bin(region.x1, region.width, i - p.pooled_height, p.pooled_width, f.width);
+            bins[i] = bin;
+        }
+        __syncthreads();
+        uint32_t c_end = c0 + t.channel_chunk < f.channels ? c0 + t.channel_chunk : f.channels;
+        for (uint32_t e = threadIdx.x; e < (c_end - c0) * bins_per_channel; e += blockDim.x) {
+            uint32_t c = c0 + e / bins_per_channel, bin = e % bins_per_channel;
+            dml_pooled_bin rows = bins[bin / p.pooled_width], columns = bins[p.pooled_height + bin % p.pooled_width];
+            const T* plane = (const T*)f.input + ((uint64_t)region.batch * f.channels + c) * f.height * f.width;
+            bool found = false;
+            float best = 0.0f;
+            uint32_t best_at = 0;
+            for (uint32_t y = rows.start; y < rows.end; y++)
+                for (uint32_t x = columns.start; x < columns.end; x++) {
+                    float value = load_value(plane, (uint64_t)y * f.width + x);
+                    if (!found || dml_nan_aware_greater(value, best)) {
+                        found = true;
+                        best = value;
+                        best_at = y * f.width + x;
+                    }
+                }
+            ((T*)f.output)[((uint64_t)r * f.channels + c) * bins_per_channel + bin] = found ? plane[best_at] : T(0);
+        }
+    }
+}
+
+HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& input = op->inputs[DML_ROI_POOLING_INPUT].tensor;
+    const dml_tensor& output = op->outputs[DML_ROI_POOLING_OUTPUT].tensor;
+    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
+    const dml_roi_pooling_params& p = *(const dml_roi_pooling_params*)op->params;
+    size_t shared_bytes = ((size_t)p.pooled_height + p.pooled_width) * sizeof(dml_pooled_bin);
+    if (shared_bytes > 16384 || (uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX) return S_FALSE;
+    nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
+    if (n == nullptr) return E_OUTOFMEMORY;
+    dml_kernel_args shapes_only = {};
+    shapes_only.op = op;
+    shapes_only.device = device;
+    n->shape_only = roi_pooling_problem_make(&shapes_only);
+    n->tasks = dml_cuda_plan_roi_tasks(device, output.sizes[0], input.sizes[1], p.pooled_height * p.pooled_width, 2048);
+    n->shared_bytes = shared_bytes;
+    return S_OK;
+}
+
+HRESULT run_nchw(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const nchw_plan& n = *DML_PLAN_STATE(args, nchw_plan);
+    roi_pooling_problem f = n.shape_only;
+    f.input = args->inputs[DML_ROI_POOLING_INPUT];
+    f.rois = args->inputs[DML_ROI_POOLING_ROI];
+    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    cudaStream_t stream = dml_cuda_stream(args);
+    if (args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
+        roi_pooling_nchw<uint16_t><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+    else
+        roi_pooling_nchw<float><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+    return dml_cuda_check_launch("roi_pooling_nchw");
+}
+
 } // namespace
 
 const dml_impl dml_cuda_roi_pooling_generic = {"roi_pooling/cuda/strided", DML_ISA_GENERIC, nullptr, run_roi_pooling};
+const dml_impl dml_cuda_roi_pooling_nchw = {"roi_pooling/cuda/nchw", DML_ISA_GENERIC, plan_nchw, run_nchw};

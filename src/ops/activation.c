@@ -105,8 +105,10 @@ HRESULT dml_check_fused_activation(const DMLOperator* op, const char* field, con
                         "PARAMETRIC_SOFTPLUS, SOFTSIGN, IDENTITY, SHRINK, GELU)",
                         op->name, field, (unsigned)desc->Type);
     if (!dml_op_level_at_least(op, entry->introduced))
-        return dml_fail(E_INVALIDARG, "%s: %s->Type %s needs feature level 0x%x but the device was created at 0x%x",
-                        op->name, field, entry->name, (unsigned)entry->introduced, (unsigned)op->device->feature_level);
+        return dml_fail(
+            E_INVALIDARG,
+            "%s: %s->Type %s needs feature level " DML_LEVEL_FORMAT " but the device was created at " DML_LEVEL_FORMAT,
+            op->name, field, entry->name, DML_LEVEL_ARGS(entry->introduced), DML_LEVEL_ARGS(op->device->feature_level));
     if (desc->Desc == NULL)
         return dml_fail(E_INVALIDARG, "%s: %s->Desc is NULL but must point to a DML_%s_OPERATOR_DESC", op->name, field,
                         entry->name);

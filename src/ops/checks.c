@@ -54,8 +54,8 @@ HRESULT dml_check_type(const DMLOperator* op, const dml_slot* slot, uint32_t all
         used += (size_t)n;
     }
     const char* name = dmlDataTypeName(slot->tensor.type);
-    return dml_fail(E_INVALIDARG, "%s: %s.DataType is %s but must be one of {%s} at feature level 0x%x", op->name,
-                    slot->field, name ? name : "?", list, (unsigned)op->device->feature_level);
+    return dml_fail(E_INVALIDARG, "%s: %s.DataType is %s but must be one of {%s} at feature level " DML_LEVEL_FORMAT,
+                    op->name, slot->field, name ? name : "?", list, DML_LEVEL_ARGS(op->device->feature_level));
 }
 
 HRESULT dml_check_same_type(const DMLOperator* op, const dml_slot* slot, const dml_slot* reference) {

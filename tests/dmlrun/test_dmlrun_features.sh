@@ -291,6 +291,46 @@ if run timed --iterations 5 --warmup=2 --threads 2 --backend cpu; then
     "$work/timed.out" || fail timed "no timing line"
 fi
 run timed --verbose && grep -qF "dmlrun: running commands[0]" "$work/timed.err" || fail timed "--verbose says nothing"
+# DxDispatch's options, with DxDispatch's letters and meaning.
+if run timed -i 4 -w 1 -r 3 -v 2; then
+  cases=$((cases + 1))
+  grep -qE "^Dispatch 'pool' \[cpu\]: 4 iterations, " "$work/timed.out" || fail timed "-i 4: not 4 iterations"
+  grep -qE "^  cold \(the first dispatch\): [0-9]+\.[0-9]{4} ms$" "$work/timed.out" || fail timed "-v 2: no cold time"
+  grep -qE "^  samples \(ms, in order\):( [0-9]+\.[0-9]{4}){4}$" "$work/timed.out" || fail timed "-v 2: not 4 samples"
+fi
+# -t: at least 40 ms of iterations; -I: at least 30 ms from one to the next.
+if run timed --dispatch_iterations=2 --milliseconds_to_run 40; then
+  cases=$((cases + 1))
+  count=$(sed -n "s/^Dispatch 'pool' \[cpu\]: \([0-9]*\) iterations.*/\1/p" "$work/timed.out")
+  [ "${count:-0}" -gt 2 ] || fail timed "-t 40: only ${count:-no} iterations"
+fi
+start=$(date +%s%N)
+if run timed -i 3 -I 30 -w 0; then
+  cases=$((cases + 1))
+  elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+  [ $elapsed_ms -ge 90 ] || fail timed "-I 30 with 3 iterations took only $elapsed_ms ms"
+fi
+run timed --print_commands && grep -qF "dmlrun: running commands[0]" "$work/timed.err" || fail timed "--print_commands"
+cases=$((cases + 1))
+(cd "$work" && "$dmlrun" -m timed.json) >"$work/model_option.out" 2>&1 &&
+  grep -qE "^Dispatch 'pool' \[cpu\]: 1 iterations" "$work/model_option.out" || fail model_option "-m timed.json"
+if run timed -d -a cpu -q compute --disable_gpu_timeout -f batch:2; then
+  has timed "dmlrun: note: --queue_type is DxDispatch's Direct3D, PIX or ONNX Runtime option: it has no counterpart in libdml and is ignored" \
+    "dmlrun: note: --onnx_free_dim_name_override is DxDispatch's Direct3D, PIX or ONNX Runtime option: it has no counterpart in libdml and is ignored"
+fi
+# --input_path: sourcePath from there; --output_path: writeFile there.
+printf '\x00\x00\x80\x3f' >"$work/sub/one.bin"
+model paths '"v": {"initialValuesDataType": "FLOAT32", "initialValues": {"sourcePath": "one.bin"}}' "" \
+  '{"type": "print", "resource": "v"}, {"type": "writeFile", "resource": "v", "targetPath": "v.bin"}'
+if run paths --input_path "$work/sub" --output_path "$work/sub"; then
+  has paths "Resource 'v': 1"
+  cases=$((cases + 1))
+  cmp -s "$work/sub/one.bin" "$work/sub/v.bin" || fail paths "--output_path: v.bin is not in sub/"
+fi
+cases=$((cases + 1))
+"$dmlrun" -s >"$work/adapters.out" 2>&1 && grep -qx "cpu: available" "$work/adapters.out" || fail adapters "-s"
+cases=$((cases + 1))
+"$dmlrun" -S >"$work/dependencies.out" 2>&1 && grep -qE "^  cJSON [0-9]+\.[0-9]+" "$work/dependencies.out" || fail dependencies "-S"
 cases=$((cases + 1))
 "$dmlrun" --help >"$work/help.out" 2>"$work/help.err" && grep -qF "usage: dmlrun [MODEL.json]" "$work/help.out" || fail help "--help"
 cases=$((cases + 1))
@@ -301,7 +341,8 @@ cases=$((cases + 1))
 cases=$((cases + 1))
 if "$dmlrun" >"$work/tour.out" 2>"$work/tour.err"; then
   has tour "Resource 'pool_input': 1, 2, 3, 2, 4, 2, 5, 6, 7" "Resource 'pool_output': 4, 4, 6, 7" \
-    "Resource 'pool_indices': 4, 4, 7, 8" "Resource 'pool_input_gradient': 0, 0, 0, 0, 3, 0, 0, 4, 5"
+    "Resource 'pool2_indices': 4, 4, 7, 8" "Resource 'pool_input_gradient': 0, 0, 0, 0, 3, 0, 0, 4, 5" \
+    "tour: 12 operators, all results as expected"
   # Every operator either ran or was skipped because libdml does not implement it yet.
   cases=$((cases + 1))
   if grep "^Dispatch" "$work/tour.out" | grep -vE "\[cpu\]: 1 iterations|skipped: [A-Z_0-9]+: not implemented yet"; then

@@ -190,6 +190,8 @@ static bool parse_write_file(dmlrun_model* model, dmlrun_command* command, const
     if (target == NULL) return dmlrun_fail(member_place, "required field is missing (the file to write)");
     if (!dmlrun_json_string(target, member_place, &command->target_path)) return false;
     if (command->target_path[0] == '\0') return dmlrun_fail(member_place, "is empty");
+    if (dmlrun_is_image_path(command->target_path))
+        return dmlrun_fail(member_place, "writing image files is not supported (write .npy or raw .bin/.dat files)");
     /* "shape" (libdml) or "dimensions" (DxDispatch's name): the .npy shape. */
     const char* shape_key = dmlrun_json_member(json, "shape") ? "shape" : "dimensions";
     const cJSON* shape = dmlrun_json_member(json, shape_key);
@@ -497,7 +499,9 @@ static bool create_dispatchable(dmlrun_model* model, dmlrun_dispatchable* dispat
 }
 
 bool dmlrun_prepare(dmlrun_model* model, const dmlrun_options* options) {
-    DML_DEVICE_DESC desc = {.Backend = options->backend, .ThreadCount = options->threads};
+    DML_DEVICE_DESC desc = {.Backend = options->backend,
+                            .Flags = options->debug ? DML_CREATE_DEVICE_FLAG_DEBUG : DML_CREATE_DEVICE_FLAG_NONE,
+                            .ThreadCount = options->threads};
     HRESULT status = dmlCreateDevice(&desc, &model->device);
     if (FAILED(status))
         return dmlrun_fail(NULL, "cannot create the %s device: %s (%s)", backend_name(options->backend),
@@ -533,6 +537,77 @@ static int compare_doubles(const void* a, const void* b) {
     return (x > y) - (x < y);
 }
 
+/* The timed iterations of one dispatch command (DxDispatch's loop): at
+ * least options->iterations of them after options->warmup untimed ones, more
+ * while options->milliseconds_to_run has not passed; each runs the dispatch
+ * options->repeat times and waits, and takes at least options->interval_ms. */
+typedef struct dispatch_timing {
+    double* samples;  /* per dispatch, ms: count sorted, then count in order (in_order) */
+    double* in_order; /* samples + count */
+    uint32_t count;
+    double cold; /* the first dispatch's time (warm-up included) */
+} dispatch_timing;
+
+enum { DMLRUN_MAX_SAMPLES = 1000000 };
+
+static HRESULT time_dispatches(dmlrun_model* model, const dmlrun_dispatchable* dispatchable,
+                               const DML_DISPATCH_BINDINGS* bindings, const dmlrun_options* options,
+                               dispatch_timing* timing) {
+    uint32_t repeat = options->repeat ? options->repeat : 1, capacity = options->iterations;
+    double* times = malloc(sizeof(double) * capacity);
+    if (times == NULL) return E_OUTOFMEMORY;
+    uint32_t count = 0;
+    double first_start = 0;
+    for (uint32_t i = 0;; i++) {
+        bool warming_up = i < options->warmup;
+        double timed_for = now_ms() - first_start;
+        if (!warming_up && count >= options->iterations &&
+            (count >= DMLRUN_MAX_SAMPLES || timed_for >= (double)options->milliseconds_to_run))
+            break;
+        double start = now_ms();
+        if (!warming_up && count == 0) first_start = start;
+        HRESULT status = S_OK;
+        for (uint32_t r = 0; r < repeat && SUCCEEDED(status); r++)
+            status = dmlDispatch(dispatchable->compiled, bindings);
+        if (SUCCEEDED(status)) status = dmlSynchronize(model->device);
+        double elapsed = (now_ms() - start) / repeat;
+        if (FAILED(status)) {
+            free(times);
+            return status;
+        }
+        if (i == 0) timing->cold = elapsed;
+        if (!warming_up) {
+            if (count == capacity) {
+                capacity = capacity * 2 < DMLRUN_MAX_SAMPLES ? capacity * 2 : DMLRUN_MAX_SAMPLES;
+                double* grown = realloc(times, sizeof(double) * capacity);
+                if (grown == NULL) {
+                    free(times);
+                    return E_OUTOFMEMORY;
+                }
+                times = grown;
+            }
+            times[count++] = elapsed;
+        }
+        double remaining = options->interval_ms - (now_ms() - start);
+        if (remaining > 0) {
+            struct timespec pause = {(time_t)(remaining / 1e3), (long)(fmod(remaining, 1e3) * 1e6)};
+            nanosleep(&pause, NULL);
+        }
+    }
+    timing->samples = malloc(sizeof(double) * 2 * count);
+    if (timing->samples == NULL) {
+        free(times);
+        return E_OUTOFMEMORY;
+    }
+    timing->count = count;
+    timing->in_order = timing->samples + count;
+    memcpy(timing->samples, times, sizeof(double) * count);
+    memcpy(timing->in_order, times, sizeof(double) * count);
+    free(times);
+    qsort(timing->samples, count, sizeof(double), compare_doubles);
+    return S_OK;
+}
+
 static bool run_dispatch(dmlrun_model* model, const dmlrun_command* command, const dmlrun_options* options) {
     dmlrun_dispatchable* dispatchable = &model->dispatchables[command->dispatchable];
     if (dispatchable->skipped != NULL) {
@@ -564,32 +639,30 @@ static bool run_dispatch(dmlrun_model* model, const dmlrun_command* command, con
     if (dispatchable->persistent_size)
         bindings.PersistentResource = (DML_BINDING_DESC){DML_BINDING_TYPE_BUFFER, &persistent_buffer};
 
-    double* samples = malloc(sizeof(double) * options->iterations);
-    if (samples == NULL) return dmlrun_fail(command->place, "out of memory");
-    uint32_t total = options->warmup + options->iterations;
-    for (uint32_t i = 0; i < total; i++) {
-        double start = now_ms();
-        HRESULT status = dmlDispatch(dispatchable->compiled, &bindings);
-        if (SUCCEEDED(status)) status = dmlSynchronize(model->device);
-        double elapsed = now_ms() - start;
-        if (FAILED(status)) {
-            free(samples);
-            char what[DMLRUN_PLACE_CAPACITY + 32];
-            snprintf(what, sizeof what, "dispatching '%s' failed", dispatchable->name);
-            return libdml_failed(command->place, what, status);
-        }
-        if (i >= options->warmup) samples[i - options->warmup] = elapsed;
+    dispatch_timing timing = {0};
+    HRESULT status = time_dispatches(model, dispatchable, &bindings, options, &timing);
+    if (FAILED(status)) {
+        char what[DMLRUN_PLACE_CAPACITY + 32];
+        snprintf(what, sizeof what, "dispatching '%s' failed", dispatchable->name);
+        return status == E_OUTOFMEMORY ? dmlrun_fail(command->place, "out of memory")
+                                       : libdml_failed(command->place, what, status);
     }
     for (uint32_t t = 0; t < dispatchable->tensor_count; t++)
         if (dispatchable->tensors[t].is_output && command->bindings[t].bound)
             model->resources[command->bindings[t].resource].not_computed = NULL;
-    qsort(samples, options->iterations, sizeof *samples, compare_doubles);
-    double median = samples[options->iterations / 2], min = samples[0], max = samples[options->iterations - 1];
-    free(samples);
+    double median = timing.samples[timing.count / 2], min = timing.samples[0], max = timing.samples[timing.count - 1];
     double seconds = median > 1e-9 ? median * 1e-3 : 1e-12;
     printf("Dispatch '%s' [%s]: %u iterations, median %.4f ms, min %.4f ms, max %.4f ms, %.2f GB/s\n",
-           dispatchable->name, backend_name(dmlGetDeviceBackend(model->device)), options->iterations, median, min, max,
+           dispatchable->name, backend_name(dmlGetDeviceBackend(model->device)), timing.count, median, min, max,
            (double)bytes / seconds * 1e-9);
+    if (options->timing_verbosity >= 1) printf("  cold (the first dispatch): %.4f ms\n", timing.cold);
+    if (options->timing_verbosity >= 2) {
+        fputs("  samples (ms, in order):", stdout);
+        for (uint32_t i = 0; i < timing.count; i++)
+            printf(" %.4f", timing.in_order[i]);
+        putchar('\n');
+    }
+    free(timing.samples);
     return true;
 }
 

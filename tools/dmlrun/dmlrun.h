@@ -50,6 +50,8 @@ enum {
 /* Prints "dmlrun: error: PLACE: message" to stderr; returns false so that
  * callers can `return dmlrun_fail(...)`. place may be NULL or "". */
 bool dmlrun_fail(const char* place, const char* format, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "dmlrun: warning: PLACE: message" to stderr; the run goes on. */
+void dmlrun_warning(const char* place, const char* format, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "dmlrun: note: message" to stderr. */
 void dmlrun_note(const char* format, ...) __attribute__((format(printf, 1, 2)));
 /* Places of members and elements: "parent.key", "parent[index]". */
@@ -145,9 +147,14 @@ typedef struct dmlrun_command {
 /* ---- The model and the options ---- */
 typedef struct dmlrun_options {
     DML_BACKEND backend;
-    uint32_t threads;    /* 0 = all cores */
-    uint32_t iterations; /* timed dispatches per dispatch command */
-    uint32_t warmup;     /* untimed dispatches before them */
+    uint32_t threads;             /* 0 = all cores */
+    bool debug;                   /* DML_CREATE_DEVICE_FLAG_DEBUG */
+    uint32_t iterations;          /* timed iterations per dispatch command, at least */
+    uint32_t warmup;              /* untimed iterations before them */
+    uint32_t repeat;              /* dispatches per iteration (0 means 1) */
+    uint32_t milliseconds_to_run; /* more timed iterations until this long */
+    uint32_t interval_ms;         /* at least this long from one iteration's start to the next */
+    uint32_t timing_verbosity;    /* 1: also the cold time; 2: also every sample */
     bool verbose;
     bool skip_unimplemented; /* default tour: skip operators libdml reports E_NOTIMPL for */
     const char* output_dir;  /* --output-dir; NULL: the working directory */
@@ -163,7 +170,7 @@ typedef struct dmlrun_file_id {
 
 typedef struct dmlrun_model {
     cJSON* root;
-    char* directory;              /* of the model file: sourcePath is relative to it */
+    char* directory;              /* sourcePath is relative to it: the model file's, or set before loading */
     const char* output_directory; /* targetPath is relative to it; NULL: the working directory */
     bool allow_any_path;          /* --allow-any-path: no confinement (paths.c) */
     uint64_t max_memory;          /* bytes all resources may take together; 0: the default */
@@ -188,6 +195,9 @@ bool dmlrun_load_resources(dmlrun_model* model, const cJSON* resources);
 uint64_t dmlrun_default_max_memory(void);
 /* Index of the resource with that name, or SIZE_MAX. */
 size_t dmlrun_find_resource(const dmlrun_model* model, const char* name);
+/* Whether path names an image file (.png, .jpg, ...), which DxDispatch reads
+ * and writes through Windows' imaging component and dmlrun does not. */
+bool dmlrun_is_image_path(const char* path);
 /* Reads a whole file (at most DMLRUN_MAX_BUFFER_BYTES). */
 bool dmlrun_read_file(const char* path, const char* place, uint8_t** bytes, size_t* size);
 

@@ -14,15 +14,26 @@
 
 /* ---- Diagnostics ---- */
 
-bool dmlrun_fail(const char* place, const char* format, ...) {
-    va_list args;
-    va_start(args, format);
-    fputs("dmlrun: error: ", stderr);
+static void report(const char* kind, const char* place, const char* format, va_list args) {
+    fprintf(stderr, "dmlrun: %s: ", kind);
     if (place != NULL && place[0] != '\0') fprintf(stderr, "%s: ", place);
     vfprintf(stderr, format, args);
     fputc('\n', stderr);
+}
+
+bool dmlrun_fail(const char* place, const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    report("error", place, format, args);
     va_end(args);
     return false;
+}
+
+void dmlrun_warning(const char* place, const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    report("warning", place, format, args);
+    va_end(args);
 }
 
 void dmlrun_note(const char* format, ...) {
@@ -272,18 +283,22 @@ bool dmlrun_json_check_object(const cJSON* object, const char* place, const char
                 same_but_case = known[i];
         }
         if (is_known) continue;
-        if (same_but_case != NULL)
-            return dmlrun_fail(member_place,
-                               "unknown field '%s' in %s (field names are case-sensitive: did you mean "
-                               "'%s'?)",
-                               name, what, same_but_case);
+        /* As DxDispatch does, a field dmlrun does not know is ignored: with a
+         * warning, since a misspelt optional field would go unnoticed. */
+        if (same_but_case != NULL) {
+            dmlrun_warning(member_place,
+                           "unknown field '%s' in %s, ignored (field names are case-sensitive: did you mean "
+                           "'%s'?)",
+                           name, what, same_but_case);
+            continue;
+        }
         char list[1024];
         size_t used = 0;
         list[0] = '\0';
         for (size_t i = 0; i < known_count && used < sizeof list; i++)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", known[i]);
-        return dmlrun_fail(member_place, "unknown field '%s' in %s (its fields: %s)", name, what,
-                           known_count ? list : "none");
+        dmlrun_warning(member_place, "unknown field '%s' in %s, ignored (its fields: %s)", name, what,
+                       known_count ? list : "none");
     }
     return true;
 }

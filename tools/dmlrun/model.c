@@ -2,6 +2,7 @@
  * before anything runs) and releasing everything it holds. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "json.h"
 
@@ -71,6 +72,10 @@ static bool load_text(dmlrun_model* model, char* text, size_t length, const char
 }
 
 bool dmlrun_load_model(dmlrun_model* model, const char* path) {
+    size_t path_length = strlen(path);
+    if (path_length >= 5 && strcasecmp(path + path_length - 5, ".onnx") == 0)
+        return dmlrun_fail(path, "ONNX models are not supported: dmlrun runs JSON models of DirectML operators "
+                                 "(ONNX models need DxDispatch on Windows)");
     uint8_t* bytes;
     size_t length;
     if (!dmlrun_read_file(path, NULL, &bytes, &length)) return false;
@@ -78,8 +83,11 @@ bool dmlrun_load_model(dmlrun_model* model, const char* path) {
         free(bytes);
         return dmlrun_fail(NULL, "out of memory");
     }
+    /* sourcePath is relative to the model's directory unless the caller
+     * chose another (dmlrun --input_path). */
     const char* slash = strrchr(path, '/');
-    model->directory = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
+    if (model->directory == NULL)
+        model->directory = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
     if (model->directory == NULL) {
         free(bytes);
         return dmlrun_fail(NULL, "out of memory");

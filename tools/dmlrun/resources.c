@@ -201,6 +201,13 @@ static bool has_extension(const char* path, const char* extension) {
     return length >= extension_length && strcasecmp(path + length - extension_length, extension) == 0;
 }
 
+bool dmlrun_is_image_path(const char* path) {
+    static const char* const extensions[] = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff"};
+    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
+        if (has_extension(path, extensions[i])) return true;
+    return false;
+}
+
 static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const cJSON* json, const char* place) {
     static const char* const members[] = {"type", "initialValuesDataType", "initialValues",
                                           "initialValuesOffsetInBytes", "sizeInBytes"};
@@ -291,7 +298,7 @@ static bool parse_resource(dmlrun_model* model, dmlrun_resource* resource, const
         dmlrun_place_member(member_place, values_place, "sourcePath");
         const char* source;
         if (!dmlrun_json_string(dmlrun_json_member(values, "sourcePath"), member_place, &source)) return false;
-        if (has_extension(source, ".jpg") || has_extension(source, ".png"))
+        if (dmlrun_is_image_path(source))
             return dmlrun_fail(member_place, "image files are not supported (use .npy or raw .bin/.dat files)");
         char* path = dmlrun_input_path(model, source, member_place);
         if (path == NULL) return false;

@@ -1,0 +1,912 @@
+/* Max pooling and its gradient with AVX2 + F16C, FLOAT32 and FLOAT16, for
+ * rows that are contiguous along W ("nchw": packed NCHW / NCDHW and any
+ * layout whose W stride is 1), 4-D and 5-D, W strides 1 and 2, any window,
+ * padding and dilation. Everything else declines to the generic kernel.
+ *
+ * Eight output columns of one output row are one vector. Each tap of the
+ * window, visited in the generic kernel's order (d, h, w increasing), loads
+ * the eight input values it covers: one load for W stride 1; for W stride 2
+ * two loads whose even lanes a shuffle gathers — in the lane order
+ * {0, 1, 4, 5, 2, 3, 6, 7}, undone once at the store. A lane takes the tap
+ * when it is its first valid tap or the value wins by the rules of
+ * src/ops/max_pooling_rules.h (strict >, NaN never wins over a number), so
+ * values, indices, ties and the all-padding sentinel are the generic ones
+ * bit for bit. Blocks that reach past a row's ends (padding, the last
+ * columns) load through a bounds-checked copy instead of reading outside.
+ *
+ * The gradient computes each output row's argmax positions the same way and
+ * adds InputGradient in increasing output order into a FLOAT32 plane in the
+ * temporary resource, exactly as the generic kernel, then writes the plane. */
+#include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../core/half.h"
+#include "../ops/max_pooling_rules.h"
+#include "cpu.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* The geometry of one (n, c) plane's windows, shared by both directions. */
+typedef struct nchw_geometry {
+    dml_pool_view in;
+    uint32_t out_depth, out_height, out_width;
+    uint32_t stride_w, window_w, dilation_w, padding_w;
+    uint32_t reach;                        /* input columns one block's loads span: (window - 1) * dilation + 8 or 15 */
+    uint32_t interior_begin, interior_end; /* the output columns whose blocks read inside the row */
+    bool half;
+    bool track_position; /* false: a FLOAT32 forward pass without indices needs only values */
+} nchw_geometry;
+
+/* The most input columns an edge block copies per input row; wider
+ * windows decline to the generic kernel. */
+enum { EDGE_SEGMENT = 64 };
+
+/* What one vector of eight output columns found: per lane (block lane
+ * order) the winning value, its plane-relative position (d * H + h) * W + w
+ * and whether any tap was valid. */
+typedef struct block_max {
+    __m256 value;
+    __m256i position;
+    __m256i found;
+} block_max;
+
+/* Lane j of a W-stride-2 block holds output column ow0 + stride2_lane[j]. */
+static const int32_t stride2_lane[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+
+/* The eight values of one tap from input columns at `from` (an element
+ * pointer): stride 1, columns 0..7; stride 2, columns 0, 2, .. 14 from two
+ * loads at 0 and 7 (so nothing past column 14 is read), in block lane order. */
+static ALWAYS_INLINE __m256 load_tap(const void* from, int stride, bool half) {
+    if (half) {
+        const uint16_t* at = from;
+        if (stride == 1) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)at));
+        return _mm256_shuffle_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)at)),
+                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(at + 7))), _MM_SHUFFLE(3, 1, 2, 0));
+    }
+    const float* at = from;
+    if (stride == 1) return _mm256_loadu_ps(at);
+    return _mm256_shuffle_ps(_mm256_loadu_ps(at), _mm256_loadu_ps(at + 7), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* The window maxima of the eight output columns of one block of output row
+ * (od, oh): `base` is the first input column the block reads, `columns` the
+ * first input column of each lane's window, `lane_ok` the lanes < OutW. An
+ * edge block (reading before column 0 or past W) first copies each input
+ * row's segment [base, base + reach) with the outside left zero, and takes
+ * a tap only in lanes whose column is inside. */
+static ALWAYS_INLINE block_max block_window_max(const nchw_geometry* g, const dml_pooling_params* p, const char* plane,
+                                                const dml_pool_taps* rd, const dml_pool_taps* rh, int64_t base,
+                                                __m256i columns, __m256i lane_ok, int stride, bool half, bool edge) {
+    block_max m = {_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    const size_t element = half ? 2 : 4;
+    const int64_t width = g->in.sizes[4];
+    const __m256i minus_one = _mm256_set1_epi32(-1), width_vector = _mm256_set1_epi32((int32_t)width);
+    const __m256i dilation = _mm256_set1_epi32((int32_t)g->dilation_w);
+    for (uint32_t kd = rd->begin; kd < rd->end; kd++) {
+        int64_t d = rd->start + (int64_t)kd * p->dilations[0];
+        for (uint32_t kh = rh->begin; kh < rh->end; kh++) {
+            int64_t h = rh->start + (int64_t)kh * p->dilations[1];
+            const char* row = plane + (d * (int64_t)g->in.strides[2] + h * (int64_t)g->in.strides[3]) * element;
+            __m256i row_columns =
+                _mm256_add_epi32(columns, _mm256_set1_epi32((int32_t)((d * g->in.sizes[3] + h) * width)));
+            _Alignas(32) union {
+                float f32[EDGE_SEGMENT];
+                uint16_t f16[EDGE_SEGMENT];
+            } segment;
+            const char* from = row + base * (int64_t)element;
+            if (edge) {
+                for (uint32_t j = 0; j < g->reach; j++) {
+                    int64_t column = base + j;
+                    bool inside = column >= 0 && column < width;
+                    if (half)
+                        segment.f16[j] = inside ? ((const uint16_t*)row)[column] : 0;
+                    else
+                        segment.f32[j] = inside ? ((const float*)row)[column] : 0;
+                }
+                from = (const char*)&segment;
+            }
+            /* An interior block reduces each input row on its own (independent
+             * chains), then merges the row into the block: the first maximum of a
+             * sequence is that of its parts merged in order, a later part winning
+             * only when strictly better. */
+            block_max r = m;
+            if (!edge) {
+                r.value = load_tap(from, stride, half);
+                r.position = row_columns;
+            }
+            __m256i column = _mm256_sub_epi32(columns, dilation), position = _mm256_sub_epi32(row_columns, dilation);
+            for (uint32_t kw = edge ? 0 : 1; kw < g->window_w; kw++) {
+                __m256i offset = _mm256_set1_epi32((int32_t)(kw * g->dilation_w));
+                __m256 value = load_tap(from + kw * g->dilation_w * element, stride, half);
+                /* Wins: !(value <= best) and value is a number: NaN never wins, a number beats a NaN best. */
+                __m256 take =
+                    _mm256_and_ps(_mm256_cmp_ps(value, r.value, _CMP_NLE_UQ), _mm256_cmp_ps(value, value, _CMP_ORD_Q));
+                if (edge) { /* or it is the lane's first valid tap; never outside the input */
+                    column = _mm256_add_epi32(columns, offset);
+                    __m256i valid = _mm256_and_si256(_mm256_and_si256(lane_ok, _mm256_cmpgt_epi32(column, minus_one)),
+                                                     _mm256_cmpgt_epi32(width_vector, column));
+                    take = _mm256_or_ps(take, _mm256_castsi256_ps(_mm256_xor_si256(r.found, minus_one)));
+                    take = _mm256_and_ps(take, _mm256_castsi256_ps(valid));
+                    r.found = _mm256_or_si256(r.found, valid);
+                }
+                r.value = _mm256_blendv_ps(r.value, value, take);
+                if (g->track_position) {
+                    position = _mm256_add_epi32(row_columns, offset);
+                    r.position = _mm256_castps_si256(
+                        _mm256_blendv_ps(_mm256_castsi256_ps(r.position), _mm256_castsi256_ps(position), take));
+                }
+            }
+            (void)column;
+            if (edge) {
+                m = r; /* the edge path updated the block in place */
+            } else if (kd == rd->begin && kh == rh->begin) {
+                m = (block_max){r.value, r.position, minus_one};
+            } else {
+                __m256 take = _mm256_and_ps(_mm256_cmp_ps(r.value, m.value, _CMP_NLE_UQ),
+                                            _mm256_cmp_ps(r.value, r.value, _CMP_ORD_Q));
+                m.value = _mm256_blendv_ps(m.value, r.value, take);
+                if (g->track_position)
+                    m.position = _mm256_castps_si256(
+                        _mm256_blendv_ps(_mm256_castsi256_ps(m.position), _mm256_castsi256_ps(r.position), take));
+            }
+        }
+    }
+    return m;
+}
+
+/* block_window_max specialized for the loop-invariant choices. */
+static block_max block_window_max_any(const nchw_geometry* g, const dml_pooling_params* p, const char* plane,
+                                      const dml_pool_taps* rd, const dml_pool_taps* rh, int64_t base, __m256i columns,
+                                      __m256i lane_ok, bool edge) {
+    int variant = (g->stride_w == 2) * 4 + g->half * 2 + edge;
+    switch (variant) {
+    case 0: return block_window_max(g, p, plane, rd, rh, base, columns, lane_ok, 1, false, false);
+    case 1: return block_window_max(g, p, plane, rd, rh, base, columns, lane_ok, 1, false, true);
+    case 2: return block_window_max(g, p, plane, rd, rh, base, columns, lane_ok, 1, true, false);
+    case 3: return block_window_max(g, p, plane, rd, rh, base, columns, lane_ok, 1, true, true);
+    case 4: return block_window_max(g, p, plane, rd, rh, base, columns, lane_ok, 2, false, false);
+    case 5: return block_window_max(g, p, plane, rd, rh, base, columns, lane_ok, 2, false, true);
+    case 6: return block_window_max(g, p, plane, rd, rh, base, columns, lane_ok, 2, true, false);
+    default: return block_window_max(g, p, plane, rd, rh, base, columns, lane_ok, 2, true, true);
+    }
+}
+
+/* Puts a stride-2 block's lanes back in column order. */
+static ALWAYS_INLINE __m256i natural_order(__m256i lanes, int stride) {
+    return stride == 2 ? _mm256_permute4x64_epi64(lanes, _MM_SHUFFLE(3, 1, 2, 0)) : lanes;
+}
+
+/* One block of an output row: columns ow0 .. ow0 + count - 1, of which
+ * lanes from `first_lane` on are new (the last interior block ends at the
+ * interior's end and overlaps the one before); `single`: one column whose
+ * window reaches past a row's end, computed on its own. */
+typedef struct row_block {
+    uint32_t ow0, first_lane, count;
+    bool single;
+} row_block;
+
+/* The blocks of an output row in increasing column order, from column
+ * `done` on: single columns outside [interior_begin, interior_end), whose
+ * windows read outside the row; eight-column blocks inside. A row whose
+ * interior is narrower than eight columns is all edge blocks. */
+static row_block next_block(const nchw_geometry* g, uint32_t done) {
+    uint32_t width = g->out_width;
+    if (g->interior_end < g->interior_begin + 8)
+        return (row_block){done, 0, width - done < 8 ? width - done : 8, false};
+    if (done < g->interior_begin || done >= g->interior_end) return (row_block){done, 0, 1, true};
+    if (done + 8 <= g->interior_end) return (row_block){done, 0, 8, false};
+    return (row_block){g->interior_end - 8, 8 - (g->interior_end - done), 8, false};
+}
+
+/* The window maximum of one output column on its own, in lane 0 (the
+ * rules of src/ops/max_pooling_rules.h, taps in increasing order). */
+static block_max single_column_max(const nchw_geometry* g, const dml_pooling_params* p, const char* plane,
+                                   const dml_pool_taps* rd, const dml_pool_taps* rh, uint32_t ow) {
+    dml_pool_taps rw = dml_pool_window_taps(p, 2, ow, g->in.sizes[4]);
+    bool found = false;
+    float best = 0;
+    int32_t best_position = 0;
+    for (uint32_t kd = rd->begin; kd < rd->end; kd++) {
+        int64_t d = rd->start + (int64_t)kd * p->dilations[0];
+        for (uint32_t kh = rh->begin; kh < rh->end; kh++) {
+            int64_t h = rh->start + (int64_t)kh * p->dilations[1];
+            int64_t row = d * (int64_t)g->in.strides[2] + h * (int64_t)g->in.strides[3];
+            for (uint32_t kw = rw.begin; kw < rw.end; kw++) {
+                int64_t w = rw.start + (int64_t)kw * g->dilation_w;
+                float value = g->half ? _cvtsh_ss(((const uint16_t*)plane)[row + w]) : ((const float*)plane)[row + w];
+                if (!found || dml_nan_aware_greater(value, best)) {
+                    found = true;
+                    best = value;
+                    best_position = (int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4] + w);
+                }
+            }
+        }
+    }
+    return (block_max){_mm256_setr_ps(best, 0, 0, 0, 0, 0, 0, 0), _mm256_setr_epi32(best_position, 0, 0, 0, 0, 0, 0, 0),
+                       _mm256_setr_epi32(found ? -1 : 0, 0, 0, 0, 0, 0, 0, 0)};
+}
+
+/* The window maxima of one block of output row (od, oh), in column order. */
+static block_max row_block_max(const nchw_geometry* g, const dml_pooling_params* p, const char* plane,
+                               const dml_pool_taps* rd, const dml_pool_taps* rh, row_block b) {
+    if (b.single) return single_column_max(g, p, plane, rd, rh, b.ow0);
+    int64_t base = (int64_t)b.ow0 * g->stride_w - (int64_t)g->padding_w;
+    bool edge = b.count < 8 || base < 0 || base + g->reach > (int64_t)g->in.sizes[4];
+    __m256i lane =
+        g->stride_w == 1 ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7) : _mm256_loadu_si256((const __m256i*)stride2_lane);
+    __m256i columns =
+        _mm256_add_epi32(g->stride_w == 1 ? lane : _mm256_add_epi32(lane, lane), _mm256_set1_epi32((int32_t)base));
+    __m256i lane_ok = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)b.count), lane);
+    block_max m = block_window_max_any(g, p, plane, rd, rh, base, columns, lane_ok, edge);
+    if (g->stride_w == 2) {
+        m.value = _mm256_castsi256_ps(natural_order(_mm256_castps_si256(m.value), 2));
+        m.position = natural_order(m.position, 2);
+        m.found = natural_order(m.found, 2);
+    }
+    return m;
+}
+
+/* Whether the problem is one this file handles: FLOAT32 or FLOAT16, the
+ * given tensors contiguous along W, W stride 1 or 2, and every position and
+ * column fitting int32 lanes. */
+static bool nchw_geometry_init(nchw_geometry* g, const DMLOperator* op, const dml_pool_view* contiguous_w,
+                               int contiguous_count) {
+    const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
+    if (input->type != DML_TENSOR_DATA_TYPE_FLOAT32 && input->type != DML_TENSOR_DATA_TYPE_FLOAT16) return false;
+    for (int i = 0; i < contiguous_count; i++)
+        if (contiguous_w[i].strides[4] != 1) return false;
+    const dml_pooling_params* p = op->params;
+    g->in = dml_pool_view_5d(input);
+    g->half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    g->stride_w = p->strides[2];
+    g->window_w = p->window[2];
+    g->dilation_w = p->dilations[2];
+    g->padding_w = p->start_padding[2];
+    if (g->in.strides[4] != 1 || (g->stride_w != 1 && g->stride_w != 2)) return false;
+    uint64_t reach = (uint64_t)(g->window_w - 1) * g->dilation_w + (g->stride_w == 1 ? 8 : 15);
+    if (reach > EDGE_SEGMENT) return false;
+    g->reach = (uint32_t)reach;
+    const uint64_t limit = (uint64_t)1 << 28;
+    uint64_t plane = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];
+    g->track_position = true;
+    return plane < limit && g->padding_w < limit;
+}
+
+/* The interior of the output rows (next_block): from the first column
+ * whose window starts inside the row to the end of the last block whose
+ * loads end inside it. */
+static void nchw_geometry_set_output(nchw_geometry* g, const dml_pool_view* out) {
+    g->out_depth = out->sizes[2];
+    g->out_height = out->sizes[3];
+    g->out_width = out->sizes[4];
+    uint64_t begin = ((uint64_t)g->padding_w + g->stride_w - 1) / g->stride_w;
+    uint64_t readable = (uint64_t)g->in.sizes[4] + g->padding_w;
+    uint64_t end = readable >= g->reach ? (readable - g->reach) / g->stride_w + 8 : 0;
+    g->interior_begin = (uint32_t)(begin < g->out_width ? begin : g->out_width);
+    g->interior_end = (uint32_t)(end < g->out_width ? end : g->out_width);
+    if (g->interior_end < g->interior_begin) g->interior_end = g->interior_begin;
+}
+
+/* ---- Forward ---- */
+
+typedef struct forward_plan {
+    nchw_geometry g;
+    dml_pool_view out, idx;
+    bool has_indices, indices_64;
+    int64_t rows; /* N * C * OD * OH */
+    int threads;
+} forward_plan;
+
+static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    forward_plan f;
+    memset(&f, 0, sizeof f);
+    f.out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
+    const dml_tensor* indices =
+        op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : NULL;
+    f.has_indices = indices && indices->present;
+    if (f.has_indices) {
+        f.idx = dml_pool_view_5d(indices);
+        f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
+    }
+    dml_pool_view contiguous[2] = {f.out, f.idx};
+    if (!nchw_geometry_init(&f.g, op, contiguous, f.has_indices ? 2 : 1)) return S_FALSE;
+    /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
+    f.g.track_position = f.has_indices || f.g.half;
+    nchw_geometry_set_output(&f.g, &f.out);
+    f.rows = (int64_t)f.out.sizes[0] * f.out.sizes[1] * f.out.sizes[2] * f.out.sizes[3];
+    const dml_pooling_params* p = op->params;
+    uint64_t row_cost = (uint64_t)f.out.sizes[4] * p->window[0] * p->window[1] * p->window[2];
+    f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.rows,
+                                    dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
+    forward_plan* state = dml_plan_state(plan, sizeof *state);
+    if (state == NULL) return E_OUTOFMEMORY;
+    *state = f;
+    return S_OK;
+}
+
+typedef struct forward_row_args {
+    const forward_plan* plan;
+    const char* plane;
+    void* output;         /* the output row's first element */
+    uint32_t* indices32;  /* the indices row, or NULL */
+    uint64_t* indices64;  /* the indices row, or NULL */
+    uint64_t plane_index; /* logical index of the plane's first element: (n * C + c) * D * H * W */
+} forward_row_args;
+
+/* A FLOAT16 NaN's own bits (FLOAT32 lanes keep its payload but not whether
+ * it was signaling): re-read from the input at the plane position. */
+static uint16_t half_at_position(const nchw_geometry* g, const char* plane, uint32_t position) {
+    uint32_t w = position % g->in.sizes[4], h = position / g->in.sizes[4] % g->in.sizes[3];
+    uint32_t d = position / g->in.sizes[4] / g->in.sizes[3];
+    return ((const uint16_t*)plane)[d * g->in.strides[2] + h * g->in.strides[3] + w];
+}
+
+/* Writes one block: the window maxima, or -inf and an all-ones index where
+ * no tap was valid (decision MP-2). */
+static void store_forward_block(const forward_row_args* a, row_block b, block_max m) {
+    const nchw_geometry* g = &a->plan->g;
+    __m256 value = _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), m.value, _mm256_castsi256_ps(m.found));
+    if (g->half) {
+        uint16_t lanes[8];
+        _mm_storeu_si128((__m128i*)lanes, _mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT)); /* exact */
+        int nan_lanes = _mm256_movemask_ps(_mm256_cmp_ps(value, value, _CMP_UNORD_Q));
+        if (nan_lanes) {
+            int32_t position[8];
+            _mm256_storeu_si256((__m256i*)position, m.position);
+            for (int lane = 0; lane < 8; lane++)
+                if (nan_lanes >> lane & 1) lanes[lane] = half_at_position(g, a->plane, (uint32_t)position[lane]);
+        }
+        memcpy((uint16_t*)a->output + b.ow0, lanes, b.count * sizeof *lanes);
+    } else if (b.count == 8) {
+        _mm256_storeu_ps((float*)a->output + b.ow0, value);
+    } else {
+        __m256i mask =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)b.count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps((float*)a->output + b.ow0, mask, value);
+    }
+    if (a->indices32) {
+        __m256i index = _mm256_add_epi32(m.position, _mm256_set1_epi32((int32_t)(uint32_t)a->plane_index));
+        index = _mm256_or_si256(index, _mm256_xor_si256(m.found, _mm256_set1_epi32(-1)));
+        if (b.count == 8) {
+            _mm256_storeu_si256((__m256i*)(a->indices32 + b.ow0), index);
+        } else {
+            __m256i mask =
+                _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)b.count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _mm256_maskstore_epi32((int*)(a->indices32 + b.ow0), mask, index);
+        }
+    } else if (a->indices64) {
+        __m256i base = _mm256_set1_epi64x((long long)a->plane_index), all_ones = _mm256_set1_epi64x(-1);
+        for (uint32_t quarter = 0; quarter < 2; quarter++) {
+            __m128i position = quarter ? _mm256_extracti128_si256(m.position, 1) : _mm256_castsi256_si128(m.position);
+            __m128i found = quarter ? _mm256_extracti128_si256(m.found, 1) : _mm256_castsi256_si128(m.found);
+            __m256i index = _mm256_add_epi64(_mm256_cvtepu32_epi64(position), base);
+            index = _mm256_blendv_epi8(all_ones, index, _mm256_cvtepi32_epi64(found));
+            uint32_t first = quarter * 4;
+            if (b.count <= first) break;
+            __m256i mask = _mm256_cmpgt_epi64(_mm256_set1_epi64x(b.count - first), _mm256_setr_epi64x(0, 1, 2, 3));
+            _mm256_maskstore_epi64((long long*)(a->indices64 + b.ow0 + first), mask, index);
+        }
+    }
+}
+
+static HRESULT run_forward(const dml_kernel_args* args) {
+    const forward_plan* plan = DML_PLAN_STATE(args, forward_plan);
+    const nchw_geometry* g = &plan->g;
+    const dml_pooling_params* p = args->op->params;
+    const char* input = args->inputs[DML_POOL_INPUT];
+    char* output = args->outputs[DML_POOL_OUTPUT];
+    char* indices = plan->has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
+    size_t element = g->half ? 2 : 4, index_element = plan->indices_64 ? 8 : 4;
+#pragma omp parallel for num_threads(plan->threads) schedule(static)
+    for (int64_t row = 0; row < plan->rows; row++) {
+        uint32_t oh = (uint32_t)((uint64_t)row % g->out_height);
+        uint64_t rest = (uint64_t)row / g->out_height;
+        uint32_t od = (uint32_t)(rest % g->out_depth);
+        rest /= g->out_depth;
+        uint32_t c = (uint32_t)(rest % plan->out.sizes[1]);
+        uint32_t n = (uint32_t)(rest / plan->out.sizes[1]);
+        const dml_pool_view* o = &plan->out;
+        const dml_pool_view* x = &plan->idx;
+        forward_row_args a = {
+            .plan = plan,
+            .plane = input + (n * g->in.strides[0] + c * g->in.strides[1]) * element,
+            .output =
+                output + (n * o->strides[0] + c * o->strides[1] + od * o->strides[2] + oh * o->strides[3]) * element,
+            .plane_index = ((uint64_t)n * g->in.sizes[1] + c) * g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4],
+        };
+        if (indices) {
+            char* at = indices + (n * x->strides[0] + c * x->strides[1] + od * x->strides[2] + oh * x->strides[3]) *
+                                     index_element;
+            if (plan->indices_64)
+                a.indices64 = (uint64_t*)at;
+            else
+                a.indices32 = (uint32_t*)at;
+        }
+        dml_pool_taps rd = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
+        dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
+        for (uint32_t done = 0; done < g->out_width;) {
+            row_block b = next_block(g, done);
+            store_forward_block(&a, b, row_block_max(g, p, a.plane, &rd, &rh, b)); /* overlap: same values again */
+            done = b.ow0 + b.count;
+        }
+    }
+    return S_OK;
+}
+
+const dml_impl dml_cpu_max_pooling_avx2_nchw = {"max_pooling/avx2/nchw", DML_ISA_AVX2, plan_forward, run_forward};
+
+/* ---- Gradient ---- */
+
+typedef struct grad_plan {
+    nchw_geometry g;
+    dml_pool_view grad_in, grad_out;
+    int64_t planes;
+    uint64_t plane_size; /* D * H * W: floats of one accumulator plane */
+    int threads;
+} grad_plan;
+
+static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    grad_plan gp;
+    memset(&gp, 0, sizeof gp);
+    if (!nchw_geometry_init(&gp.g, op, NULL, 0)) return S_FALSE;
+    gp.grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
+    gp.grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
+    nchw_geometry_set_output(&gp.g, &gp.grad_in);
+    gp.planes = (int64_t)gp.g.in.sizes[0] * gp.g.in.sizes[1];
+    gp.plane_size = (uint64_t)gp.g.in.sizes[2] * gp.g.in.sizes[3] * gp.g.in.sizes[4];
+    const dml_pooling_params* p = op->params;
+    uint64_t plane_cost = gp.plane_size + (uint64_t)gp.g.out_depth * gp.g.out_height * gp.g.out_width * p->window[0] *
+                                              p->window[1] * p->window[2];
+    gp.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp.planes,
+                                     dml_cpu_items_per_thread(plane_cost, DML_CPU_MIN_WORK_PER_THREAD));
+    grad_plan* state = dml_plan_state(plan, sizeof *state);
+    if (state == NULL) return E_OUTOFMEMORY;
+    *state = gp;
+    plan->temporary_size = (uint64_t)gp.threads * gp.plane_size * sizeof(float);
+    return S_OK;
+}
+
+/* Adds one block's InputGradient to its argmax positions, column by column
+ * (increasing output order, as the generic kernel); lanes before
+ * b.first_lane were added by the block before. */
+static void add_grad_block(float* acc, const char* dy_row, uint64_t dy_stride, bool half, row_block b, block_max m) {
+    int32_t position[8], found[8];
+    _mm256_storeu_si256((__m256i*)position, m.position);
+    _mm256_storeu_si256((__m256i*)found, m.found);
+    for (uint32_t lane = b.first_lane; lane < b.count; lane++) {
+        if (!found[lane]) continue; /* an all-padding window: no gradient */
+        uint64_t at = (b.ow0 + lane) * dy_stride;
+        float dy = half ? _cvtsh_ss(((const uint16_t*)dy_row)[at]) : ((const float*)dy_row)[at];
+        acc[position[lane]] += dy;
+    }
+}
+
+/* Writes the accumulator plane into OutputGradient's plane. */
+static void write_grad_plane(const grad_plan* gp, const float* acc, char* dx) {
+    const dml_pool_view* o = &gp->grad_out;
+    uint32_t width = gp->g.in.sizes[4];
+    for (uint32_t d = 0; d < gp->g.in.sizes[2]; d++)
+        for (uint32_t h = 0; h < gp->g.in.sizes[3]; h++, acc += width) {
+            uint64_t row = d * o->strides[2] + h * o->strides[3];
+            if (!gp->g.half) {
+                float* out = (float*)dx + row;
+                if (o->strides[4] == 1)
+                    memcpy(out, acc, width * sizeof *acc);
+                else
+                    for (uint32_t w = 0; w < width; w++)
+                        out[w * o->strides[4]] = acc[w];
+                continue;
+            }
+            uint16_t* out = (uint16_t*)dx + row;
+            uint32_t w = 0;
+            if (o->strides[4] == 1)
+                for (; w + 8 <= width; w += 8)
+                    _mm_storeu_si128((__m128i*)(out + w),
+                                     _mm256_cvtps_ph(_mm256_loadu_ps(acc + w), _MM_FROUND_TO_NEAREST_INT));
+            for (; w < width; w++)
+                out[w * o->strides[4]] = dml_float_to_half(acc[w]);
+        }
+}
+
+static HRESULT run_grad(const dml_kernel_args* args) {
+    const grad_plan* gp = DML_PLAN_STATE(args, grad_plan);
+    const nchw_geometry* g = &gp->g;
+    const dml_pooling_params* p = args->op->params;
+    const char* input = args->inputs[DML_POOL_INPUT];
+    const char* input_gradient = args->inputs[DML_POOL_INPUT_GRADIENT];
+    char* output_gradient = args->outputs[DML_POOL_OUTPUT];
+    size_t element = g->half ? 2 : 4;
+    float* scratch = args->temporary;
+#pragma omp parallel num_threads(gp->threads)
+    {
+        int thread = 0;
+#ifdef _OPENMP
+        thread = omp_get_thread_num();
+#endif
+        float* acc = scratch + (size_t)thread * gp->plane_size;
+#pragma omp for schedule(static)
+        for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
+            uint32_t c = (uint32_t)((uint64_t)plane_index % g->in.sizes[1]);
+            uint32_t n = (uint32_t)((uint64_t)plane_index / g->in.sizes[1]);
+            const char* plane = input + (n * g->in.strides[0] + c * g->in.strides[1]) * element;
+            const dml_pool_view* dy = &gp->grad_in;
+            memset(acc, 0, gp->plane_size * sizeof *acc);
+            for (uint32_t od = 0; od < g->out_depth; od++)
+                for (uint32_t oh = 0; oh < g->out_height; oh++) {
+                    const char* dy_row =
+                        input_gradient +
+                        (n * dy->strides[0] + c * dy->strides[1] + od * dy->strides[2] + oh * dy->strides[3]) * element;
+                    dml_pool_taps rd = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
+                    dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
+                    for (uint32_t done = 0; done < g->out_width;) {
+                        row_block b = next_block(g, done);
+                        add_grad_block(acc, dy_row, dy->strides[4], g->half, b,
+                                       row_block_max(g, p, plane, &rd, &rh, b));
+                        done = b.ow0 + b.count;
+                    }
+                }
+            const dml_pool_view* o = &gp->grad_out;
+            write_grad_plane(gp, acc, output_gradient + (n * o->strides[0] + c * o->strides[1]) * element);
+        }
+    }
+    return S_OK;
+}
+
+const dml_impl dml_cpu_max_pooling_grad_avx2_nchw = {"max_pooling_grad/avx2/nchw", DML_ISA_AVX2, plan_grad, run_grad};
+
+/* ---- Channels-last: eight channels per vector ----
+ *
+ * Tensors whose C stride is 1 (NHWC, NDHWC). Every lane of a vector shares
+ * the window's taps, so a tap is one load of eight channels and needs no
+ * per-lane validity; lanes track the winning tap's plane position. Channel
+ * tails (C not a multiple of 8) load and store through a small copy. */
+
+typedef struct nhwc_geometry {
+    dml_pool_view in;
+    dml_pool_view out; /* Output (forward) or InputGradient (gradient): the windows */
+    bool half;
+    uint32_t channels;
+} nhwc_geometry;
+
+/* The taps of one output position, in increasing order. */
+typedef struct nhwc_window {
+    dml_pool_taps r[3];
+    uint32_t taps; /* how many: the product of the three ranges */
+} nhwc_window;
+
+static nhwc_window nhwc_window_at(const nhwc_geometry* g, const dml_pooling_params* p, uint32_t od, uint32_t oh,
+                                  uint32_t ow) {
+    nhwc_window w;
+    w.r[0] = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
+    w.r[1] = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
+    w.r[2] = dml_pool_window_taps(p, 2, ow, g->in.sizes[4]);
+    w.taps = (w.r[0].end - w.r[0].begin) * (w.r[1].end - w.r[1].begin) * (w.r[2].end - w.r[2].begin);
+    return w;
+}
+
+/* Calls TAP(offset, position) for every tap of window w in increasing
+ * order: the tap's element offset within the image and its plane position. */
+#define FOR_EACH_NHWC_TAP(g, p, w, TAP)                                                                                \
+    for (uint32_t kd_ = (w).r[0].begin; kd_ < (w).r[0].end; kd_++) {                                                   \
+        int64_t d_ = (w).r[0].start + (int64_t)kd_ * (p)->dilations[0];                                                \
+        for (uint32_t kh_ = (w).r[1].begin; kh_ < (w).r[1].end; kh_++) {                                               \
+            int64_t h_ = (w).r[1].start + (int64_t)kh_ * (p)->dilations[1];                                            \
+            for (uint32_t kw_ = (w).r[2].begin; kw_ < (w).r[2].end; kw_++) {                                           \
+                int64_t w_ = (w).r[2].start + (int64_t)kw_ * (p)->dilations[2];                                        \
+                TAP(d_*(int64_t)(g)->in.strides[2] + h_ * (int64_t)(g)->in.strides[3] +                                \
+                        w_ * (int64_t)(g)->in.strides[4],                                                              \
+                    (int32_t)((d_ * (g)->in.sizes[3] + h_) * (g)->in.sizes[4] + w_));                                  \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
+/* Eight channels (the first `count` of them real) as FLOAT32 lanes. */
+static ALWAYS_INLINE __m256 load_channels(const char* at, bool half, uint32_t count) {
+    if (count == 8)
+        return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)at)) : _mm256_loadu_ps((const float*)at);
+    uint16_t lanes16[8] = {0};
+    float lanes32[8] = {0};
+    if (half) {
+        memcpy(lanes16, at, count * sizeof *lanes16);
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)lanes16));
+    }
+    memcpy(lanes32, at, count * sizeof *lanes32);
+    return _mm256_loadu_ps(lanes32);
+}
+
+/* The window maxima of eight channels at `image` (the image's first element
+ * plus the channel offset, in bytes) over window w. */
+static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
+                                              const nhwc_window* w, uint32_t count) {
+    block_max m = {_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    const size_t element = g->half ? 2 : 4;
+    bool first = true;
+#define NHWC_TAP(tap_offset, tap_position)                                                                             \
+    do {                                                                                                               \
+        __m256 value_ = load_channels(image + (tap_offset) * (int64_t)element, g->half, count);                        \
+        if (first) {                                                                                                   \
+            m = (block_max){value_, _mm256_set1_epi32(tap_position), _mm256_set1_epi32(-1)};                           \
+            first = false;                                                                                             \
+        } else {                                                                                                       \
+            __m256 take_ =                                                                                             \
+                _mm256_and_ps(_mm256_cmp_ps(value_, m.value, _CMP_NLE_UQ), _mm256_cmp_ps(value_, value_, _CMP_ORD_Q)); \
+            m.value = _mm256_blendv_ps(m.value, value_, take_);                                                        \
+            m.position = _mm256_castps_si256(_mm256_blendv_ps(                                                         \
+                _mm256_castsi256_ps(m.position), _mm256_castsi256_ps(_mm256_set1_epi32(tap_position)), take_));        \
+        }                                                                                                              \
+    } while (0)
+    FOR_EACH_NHWC_TAP(g, p, *w, NHWC_TAP);
+#undef NHWC_TAP
+    return m;
+}
+
+/* Whether the problem is one the channels-last path handles: FLOAT32 or
+ * FLOAT16, C stride 1 in every tensor given, plane positions fitting int32. */
+static bool nhwc_geometry_init(nhwc_geometry* g, const DMLOperator* op, const dml_tensor* windows,
+                               const dml_tensor* const* channels_last, int count) {
+    const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
+    if (input->type != DML_TENSOR_DATA_TYPE_FLOAT32 && input->type != DML_TENSOR_DATA_TYPE_FLOAT16) return false;
+    g->in = dml_pool_view_5d(input);
+    g->out = dml_pool_view_5d(windows);
+    g->half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    g->channels = g->in.sizes[1];
+    if (g->in.strides[1] != 1 || g->out.strides[1] != 1) return false;
+    for (int i = 0; i < count; i++)
+        if (dml_pool_view_5d(channels_last[i]).strides[1] != 1) return false;
+    uint64_t plane = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];
+    return plane < ((uint64_t)1 << 28);
+}
+
+typedef struct nhwc_forward_plan {
+    nhwc_geometry g;
+    dml_pool_view idx;
+    bool has_indices, indices_64;
+    int64_t positions; /* N * OD * OH * OW */
+    int threads;
+} nhwc_forward_plan;
+
+static HRESULT plan_forward_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                                 dml_plan* plan) {
+    (void)flags;
+    nhwc_forward_plan f;
+    memset(&f, 0, sizeof f);
+    const dml_tensor* indices =
+        op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : NULL;
+    f.has_indices = indices && indices->present;
+    if (!nhwc_geometry_init(&f.g, op, &op->outputs[DML_POOL_OUTPUT].tensor, &indices, f.has_indices ? 1 : 0))
+        return S_FALSE;
+    if (f.has_indices) {
+        f.idx = dml_pool_view_5d(indices);
+        f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
+    }
+    const dml_pool_view* o = &f.g.out;
+    f.positions = (int64_t)o->sizes[0] * o->sizes[2] * o->sizes[3] * o->sizes[4];
+    const dml_pooling_params* p = op->params;
+    uint64_t cost = (uint64_t)o->sizes[1] * p->window[0] * p->window[1] * p->window[2];
+    f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.positions,
+                                    dml_cpu_items_per_thread(cost, DML_CPU_MIN_WORK_PER_THREAD));
+    nhwc_forward_plan* state = dml_plan_state(plan, sizeof *state);
+    if (state == NULL) return E_OUTOFMEMORY;
+    *state = f;
+    return S_OK;
+}
+
+/* Writes eight channels' maxima (the first `count`): -inf and an all-ones
+ * index for a window without taps. A FLOAT16 NaN is re-read for its bits. */
+static void store_nhwc_block(const nhwc_forward_plan* f, const char* image, char* out, char* indices, uint32_t c,
+                             uint32_t n, uint32_t count, const block_max* m, bool found) {
+    const nhwc_geometry* g = &f->g;
+    __m256 value = found ? m->value : _mm256_set1_ps(-__builtin_inff());
+    if (g->half) {
+        uint16_t lanes[8];
+        _mm_storeu_si128((__m128i*)lanes, _mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT)); /* exact */
+        int nan_lanes = _mm256_movemask_ps(_mm256_cmp_ps(value, value, _CMP_UNORD_Q));
+        if (nan_lanes) {
+            int32_t position[8];
+            _mm256_storeu_si256((__m256i*)position, m->position);
+            for (uint32_t lane = 0; lane < count; lane++) {
+                if (!(nan_lanes >> lane & 1)) continue;
+                uint32_t at = (uint32_t)position[lane], w = at % g->in.sizes[4],
+                         h = at / g->in.sizes[4] % g->in.sizes[3];
+                uint32_t d = at / g->in.sizes[4] / g->in.sizes[3];
+                lanes[lane] =
+                    ((const uint16_t*)
+                         image)[d * g->in.strides[2] + h * g->in.strides[3] + w * g->in.strides[4] + c + lane];
+            }
+        }
+        memcpy((uint16_t*)out + c, lanes, count * sizeof *lanes);
+    } else if (count == 8) {
+        _mm256_storeu_ps((float*)out + c, value);
+    } else {
+        float lanes[8];
+        _mm256_storeu_ps(lanes, value);
+        memcpy((float*)out + c, lanes, count * sizeof *lanes);
+    }
+    if (indices == NULL) return;
+    uint64_t plane = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];
+    uint64_t first = ((uint64_t)n * g->channels + c) * plane; /* lane l: + l * plane */
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), all_ones = _mm256_set1_epi32(-1);
+    if (!f->indices_64) { /* modulo 2^32, as the generic kernel's truncation */
+        __m256i index = _mm256_add_epi32(
+            _mm256_set1_epi32((int32_t)(uint32_t)first),
+            _mm256_add_epi32(_mm256_mullo_epi32(lane, _mm256_set1_epi32((int32_t)plane)), m->position));
+        if (!found) index = all_ones;
+        if (count == 8) {
+            _mm256_storeu_si256((__m256i*)((uint32_t*)indices + c), index);
+        } else {
+            _mm256_maskstore_epi32((int*)((uint32_t*)indices + c),
+                                   _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)count), lane), index);
+        }
+        return;
+    }
+    int32_t position[8];
+    _mm256_storeu_si256((__m256i*)position, m->position);
+    for (uint32_t l = 0; l < count; l++)
+        ((uint64_t*)indices)[c + l] = found ? first + l * plane + (uint32_t)position[l] : UINT64_MAX;
+}
+
+static HRESULT run_forward_nhwc(const dml_kernel_args* args) {
+    const nhwc_forward_plan* f = DML_PLAN_STATE(args, nhwc_forward_plan);
+    const nhwc_geometry* g = &f->g;
+    const dml_pooling_params* p = args->op->params;
+    const char* input = args->inputs[DML_POOL_INPUT];
+    char* output = args->outputs[DML_POOL_OUTPUT];
+    char* indices = f->has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
+    size_t element = g->half ? 2 : 4, index_element = f->indices_64 ? 8 : 4;
+    const dml_pool_view* o = &g->out;
+#pragma omp parallel for num_threads(f->threads) schedule(static)
+    for (int64_t at = 0; at < f->positions; at++) {
+        uint32_t ow = (uint32_t)((uint64_t)at % o->sizes[4]);
+        uint64_t rest = (uint64_t)at / o->sizes[4];
+        uint32_t oh = (uint32_t)(rest % o->sizes[3]);
+        rest /= o->sizes[3];
+        uint32_t od = (uint32_t)(rest % o->sizes[2]);
+        uint32_t n = (uint32_t)(rest / o->sizes[2]);
+        nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
+        const char* image = input + n * g->in.strides[0] * element;
+        char* out =
+            output + (n * o->strides[0] + od * o->strides[2] + oh * o->strides[3] + ow * o->strides[4]) * element;
+        char* idx = indices ? indices + (n * f->idx.strides[0] + od * f->idx.strides[2] + oh * f->idx.strides[3] +
+                                         ow * f->idx.strides[4]) *
+                                            index_element
+                            : NULL;
+        for (uint32_t c = 0; c < g->channels; c += 8) {
+            uint32_t count = g->channels - c < 8 ? g->channels - c : 8;
+            block_max m = nhwc_block_max(g, p, image + c * element, &w, count);
+            store_nhwc_block(f, image, out, idx, c, n, count, &m, w.taps > 0);
+        }
+    }
+    return S_OK;
+}
+
+const dml_impl dml_cpu_max_pooling_avx2_nhwc = {"max_pooling/avx2/nhwc", DML_ISA_AVX2, plan_forward_nhwc,
+                                                run_forward_nhwc};
+
+/* The gradient, channels-last: tasks of (image, chunk of channels), each
+ * visiting its windows in increasing output order; for each window the
+ * argmax per lane, then every tap adds InputGradient where it is the argmax
+ * (and +0 elsewhere, which leaves a sum that starts at +0 bit-identical),
+ * into a FLOAT32 accumulator of the chunk in the temporary resource. */
+enum { NHWC_GRAD_CHUNK = 64 }; /* channels per task */
+
+typedef struct nhwc_grad_plan {
+    nhwc_geometry g;
+    dml_pool_view grad_out;
+    uint32_t chunks; /* per image */
+    int64_t tasks;
+    uint64_t acc_size; /* floats per task: D * H * W * chunk */
+    int threads;
+} nhwc_grad_plan;
+
+static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                              dml_plan* plan) {
+    (void)flags;
+    nhwc_grad_plan gp;
+    memset(&gp, 0, sizeof gp);
+    const dml_tensor* output_gradient = &op->outputs[DML_POOL_OUTPUT].tensor;
+    if (!nhwc_geometry_init(&gp.g, op, &op->inputs[DML_POOL_INPUT_GRADIENT].tensor, &output_gradient, 1))
+        return S_FALSE;
+    gp.grad_out = dml_pool_view_5d(output_gradient);
+    uint32_t chunk = gp.g.channels < NHWC_GRAD_CHUNK ? gp.g.channels : NHWC_GRAD_CHUNK;
+    gp.chunks = (gp.g.channels + chunk - 1) / chunk;
+    gp.tasks = (int64_t)gp.g.in.sizes[0] * gp.chunks;
+    uint64_t plane = (uint64_t)gp.g.in.sizes[2] * gp.g.in.sizes[3] * gp.g.in.sizes[4];
+    gp.acc_size = plane * chunk;
+    const dml_pooling_params* p = op->params;
+    uint64_t cost = gp.acc_size + (uint64_t)gp.g.out.sizes[2] * gp.g.out.sizes[3] * gp.g.out.sizes[4] * chunk *
+                                      p->window[0] * p->window[1] * p->window[2];
+    gp.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp.tasks,
+                                     dml_cpu_items_per_thread(cost, DML_CPU_MIN_WORK_PER_THREAD));
+    nhwc_grad_plan* state = dml_plan_state(plan, sizeof *state);
+    if (state == NULL) return E_OUTOFMEMORY;
+    *state = gp;
+    plan->temporary_size = (uint64_t)gp.threads * gp.acc_size * sizeof(float);
+    return S_OK;
+}
+
+static void grad_nhwc_task(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args,
+                           int64_t task, float* acc) {
+    const nhwc_geometry* g = &gp->g;
+    size_t element = g->half ? 2 : 4;
+    uint32_t n = (uint32_t)((uint64_t)task / gp->chunks);
+    uint32_t c0 = (uint32_t)((uint64_t)task % gp->chunks) * NHWC_GRAD_CHUNK;
+    uint32_t width = g->channels - c0 < NHWC_GRAD_CHUNK ? g->channels - c0 : NHWC_GRAD_CHUNK;
+    uint32_t pitch = gp->g.channels < NHWC_GRAD_CHUNK ? gp->g.channels : NHWC_GRAD_CHUNK; /* acc floats per position */
+    const char* image = (const char*)args->inputs[DML_POOL_INPUT] + n * g->in.strides[0] * element;
+    const char* dy_image = (const char*)args->inputs[DML_POOL_INPUT_GRADIENT] + n * g->out.strides[0] * element;
+    memset(acc, 0, gp->acc_size * sizeof *acc);
+    const dml_pool_view* o = &g->out;
+    for (uint32_t od = 0; od < o->sizes[2]; od++)
+        for (uint32_t oh = 0; oh < o->sizes[3]; oh++)
+            for (uint32_t ow = 0; ow < o->sizes[4]; ow++) {
+                nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
+                if (w.taps == 0) continue; /* an all-padding window: no gradient */
+                const char* dy = dy_image + (od * o->strides[2] + oh * o->strides[3] + ow * o->strides[4]) * element;
+                for (uint32_t c = 0; c < width; c += 8) {
+                    uint32_t count = width - c < 8 ? width - c : 8;
+                    block_max m = nhwc_block_max(g, p, image + (c0 + c) * element, &w, count);
+                    __m256 gradient = load_channels(dy + (c0 + c) * element, g->half, count);
+#define NHWC_ADD(tap_offset, tap_position)                                                                             \
+    do {                                                                                                               \
+        (void)(tap_offset);                                                                                            \
+        __m256 chosen_ = _mm256_castsi256_ps(_mm256_cmpeq_epi32(m.position, _mm256_set1_epi32(tap_position)));         \
+        float* at_ = acc + (uint64_t)(tap_position)*pitch + c;                                                         \
+        __m256 sum_ = _mm256_add_ps(load_channels((const char*)at_, false, count), _mm256_and_ps(gradient, chosen_));  \
+        if (count == 8) {                                                                                              \
+            _mm256_storeu_ps(at_, sum_);                                                                               \
+        } else {                                                                                                       \
+            float lanes_[8];                                                                                           \
+            _mm256_storeu_ps(lanes_, sum_);                                                                            \
+            memcpy(at_, lanes_, count * sizeof *lanes_);                                                               \
+        }                                                                                                              \
+    } while (0)
+                    FOR_EACH_NHWC_TAP(g, p, w, NHWC_ADD);
+#undef NHWC_ADD
+                }
+            }
+    char* dx_image = (char*)args->outputs[DML_POOL_OUTPUT] + n * gp->grad_out.strides[0] * element;
+    const dml_pool_view* x = &gp->grad_out;
+    uint64_t position = 0;
+    for (uint32_t d = 0; d < g->in.sizes[2]; d++)
+        for (uint32_t h = 0; h < g->in.sizes[3]; h++)
+            for (uint32_t w = 0; w < g->in.sizes[4]; w++, position++) {
+                char* dx = dx_image + (d * x->strides[2] + h * x->strides[3] + w * x->strides[4] + c0) * element;
+                const float* sum = acc + position * pitch;
+                if (!g->half) {
+                    memcpy(dx, sum, width * sizeof *sum);
+                    continue;
+                }
+                uint32_t c = 0;
+                for (; c + 8 <= width; c += 8)
+                    _mm_storeu_si128((__m128i*)((uint16_t*)dx + c),
+                                     _mm256_cvtps_ph(_mm256_loadu_ps(sum + c), _MM_FROUND_TO_NEAREST_INT));
+                for (; c < width; c++)
+                    ((uint16_t*)dx)[c] = dml_float_to_half(sum[c]);
+            }
+}
+
+static HRESULT run_grad_nhwc(const dml_kernel_args* args) {
+    const nhwc_grad_plan* gp = DML_PLAN_STATE(args, nhwc_grad_plan);
+    const dml_pooling_params* p = args->op->params;
+    float* scratch = args->temporary;
+#pragma omp parallel num_threads(gp->threads)
+    {
+        int thread = 0;
+#ifdef _OPENMP
+        thread = omp_get_thread_num();
+#endif
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < gp->tasks; task++)
+            grad_nhwc_task(gp, p, args, task, scratch + (size_t)thread * gp->acc_size);
+    }
+    return S_OK;
+}
+
+const dml_impl dml_cpu_max_pooling_grad_avx2_nhwc = {"max_pooling_grad/avx2/nhwc", DML_ISA_AVX2, plan_grad_nhwc,
+                                                     run_grad_nhwc};

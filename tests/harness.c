@@ -117,6 +117,10 @@ int test_main(int argc, char** argv) {
 
 uint64_t test_seed(void) { return seed; }
 
+uint64_t test_rand_position(void) { return rng_state; }
+
+void test_rand_seek(uint64_t position) { rng_state = position; }
+
 uint64_t test_rand(void) {
     uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

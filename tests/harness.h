@@ -52,6 +52,10 @@ uint64_t test_rand(void);
 uint32_t test_rand_range(uint32_t lo, uint32_t hi);
 double test_rand_double(double lo, double hi);
 bool test_rand_bool(void);
+/* The generator's position: two runs of one problem started from the same
+ * position draw the same random layouts (strides, pitches, broadcasts). */
+uint64_t test_rand_position(void);
+void test_rand_seek(uint64_t position);
 
 /* ---- Elements ---- */
 double test_half_to_double(uint16_t bits);

@@ -686,7 +686,9 @@ static void align_data_free(align_data* d) {
 
 /* A random problem; for_gradient keeps the gradient's constraints (UINT32
  * indices, no OutOfBoundsInputValue). */
-static void random_problem(align_problem* p, align_data* d, bool for_gradient) {
+/* wide: 8 to 27 channels, larger images and regions, so that the fast paths
+ * that vectorize across 8 channels run full vectors and tails. */
+static void random_problem_sized(align_problem* p, align_data* d, bool for_gradient, bool wide) {
     static const float scales[] = {1.0f, 0.5f, 0.25f, 0.0625f, 2.0f, 0.3f};
     static const float offsets[] = {0.5f, -0.5f, 0.0f, 0.25f, -0.75f};
     static const uint32_t sample_bounds[][2] = {{1, 1}, {2, 2}, {1, 4}, {3, 3}, {1, 8}, {2, 5}, {1, 4294967295u}};
@@ -696,12 +698,12 @@ static void random_problem(align_problem* p, align_data* d, bool for_gradient) {
     p->type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
     p->index_type = !for_gradient && test_rand_bool() ? DML_TENSOR_DATA_TYPE_UINT64 : DML_TENSOR_DATA_TYPE_UINT32;
     p->batch = test_rand_range(1, 3);
-    p->channels = test_rand_range(1, 3);
-    p->height = test_rand_range(1, 8);
-    p->width = test_rand_range(1, 8);
-    p->roi_count = test_rand_range(1, 6);
-    p->out_height = test_rand_range(1, 4);
-    p->out_width = test_rand_range(1, 4);
+    p->channels = wide ? test_rand_range(8, 27) : test_rand_range(1, 3);
+    p->height = test_rand_range(1, wide ? 16 : 8);
+    p->width = test_rand_range(1, wide ? 16 : 8);
+    p->roi_count = test_rand_range(1, wide ? 9 : 6);
+    p->out_height = test_rand_range(1, wide ? 5 : 4);
+    p->out_width = test_rand_range(1, wide ? 5 : 4);
     p->roi_rank = test_rand_range(2, 4);
     p->batch_rank = test_rand_range(1, 4);
     p->reduction = test_rand_bool() ? DML_REDUCE_FUNCTION_MAX : DML_REDUCE_FUNCTION_AVERAGE;
@@ -769,6 +771,10 @@ static void random_problem(align_problem* p, align_data* d, bool for_gradient) {
     p->input_gradient = d->input_gradient;
 }
 
+static void random_problem(align_problem* p, align_data* d, bool for_gradient) {
+    random_problem_sized(p, d, for_gradient, false);
+}
+
 TEST_CASE(random_forward_against_reference) {
     DMLDevice* device = test_device(0);
     for (int iteration = 0; iteration < 250 && !test_case_failed(); iteration++) {
@@ -795,6 +801,71 @@ TEST_CASE(random_grad_against_reference) {
         align_data_free(&d);
     }
     dmlReleaseDevice(device);
+}
+
+/* A device that runs only the generic kernels: the reference of the fast paths. */
+static DMLDevice* generic_device(void) {
+    DML_DEVICE_DESC desc = {.Backend = DML_BACKEND_CPU, .MaxCpuIsa = DML_CPU_ISA_GENERIC};
+    DMLDevice* device = NULL;
+    EXPECT_STATUS(dmlCreateDevice(&desc, &device), S_OK, NULL);
+    return device;
+}
+
+static void expect_same_bits(const uint64_t* fast, const uint64_t* generic, uint64_t count, const char* what) {
+    for (uint64_t i = 0; i < count; i++)
+        if (fast[i] != generic[i]) {
+            EXPECT(false, "%s: element %llu has bits 0x%llx but the generic kernel gives 0x%llx", what,
+                   (unsigned long long)i, (unsigned long long)fast[i], (unsigned long long)generic[i]);
+            return;
+        }
+}
+
+/* Every implementation of this ISA level gives the generic kernel's bits
+ * (the determinism contract), and the reference's values, on problems wide
+ * enough for full 8-channel vectors and their tails. */
+TEST_CASE(wide_random_bit_identical_to_generic) {
+    if (test_backend_is_cuda()) return; /* a CPU comparison */
+    DMLDevice *device = test_device(0), *generic = generic_device();
+    for (int iteration = 0; iteration < 160 && !test_case_failed(); iteration++) {
+        align_problem p;
+        align_data d;
+        bool gradient = iteration % 2 == 1;
+        random_problem_sized(&p, &d, gradient, true);
+        char text[512];
+        describe(&p, text, sizeof text, gradient ? "wide gradient" : "wide forward");
+        if (!gradient) {
+            check_forward(device, &p, "wide forward");
+            uint64_t position = test_rand_position(); /* both runs draw the same layouts */
+            align_run fast = run_forward(device, &p);
+            test_rand_seek(position);
+            align_run slow = run_forward(generic, &p);
+            if (SUCCEEDED(fast.status) && SUCCEEDED(slow.status))
+                expect_same_bits(fast.output_bits, slow.output_bits, output_count(&p), text);
+            align_run_free(&fast);
+            align_run_free(&slow);
+        } else {
+            uint32_t outputs = test_rand_range(1, 3);
+            bool want_dx = outputs & 1, want_droi = outputs & 2;
+            bool with_input = want_droi || p.reduction == DML_REDUCE_FUNCTION_MAX || test_rand_bool();
+            check_grad(device, &p, with_input, want_dx, want_droi, "wide gradient");
+            uint64_t position = test_rand_position(); /* both runs draw the same layouts */
+            align_run fast = run_grad(device, &p, with_input, want_dx, want_droi);
+            test_rand_seek(position);
+            align_run slow = run_grad(generic, &p, with_input, want_dx, want_droi);
+            char label[560];
+            snprintf(label, sizeof label, "%s OutputGradientTensor", text);
+            if (SUCCEEDED(fast.status) && SUCCEEDED(slow.status) && want_dx)
+                expect_same_bits(fast.output_gradient_bits, slow.output_gradient_bits, image_count(&p), label);
+            snprintf(label, sizeof label, "%s OutputROIGradientTensor", text);
+            if (SUCCEEDED(fast.status) && SUCCEEDED(slow.status) && want_droi)
+                expect_same_bits(fast.roi_gradient_bits, slow.roi_gradient_bits, (uint64_t)p.roi_count * 4, label);
+            align_run_free(&fast);
+            align_run_free(&slow);
+        }
+        align_data_free(&d);
+    }
+    dmlReleaseDevice(device);
+    dmlReleaseDevice(generic);
 }
 
 /* ROI_ALIGN is ROI_ALIGN1 with offsets 0.5 / -0.5 and no corner alignment. */

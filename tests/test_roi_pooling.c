@@ -239,13 +239,15 @@ static double random_batch_id(uint32_t batch) {
     }
 }
 
-static void random_pooling_problem(pooling_problem* p, double** input, double** rois) {
+/* wide: 8 to 27 channels and larger images, so that the fast paths that
+ * vectorize across 8 channels run full vectors and tails. */
+static void random_pooling_problem(pooling_problem* p, double** input, double** rois, bool wide) {
     static const float scales[] = {1.0f, 0.5f, 0.25f, 0.0625f, 2.0f, 0.3f};
     p->type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
     p->batch = test_rand_range(1, 3);
-    p->channels = test_rand_range(1, 4);
-    p->height = test_rand_range(1, 9);
-    p->width = test_rand_range(1, 9);
+    p->channels = wide ? test_rand_range(8, 27) : test_rand_range(1, 4);
+    p->height = test_rand_range(1, wide ? 20 : 9);
+    p->width = test_rand_range(1, wide ? 20 : 9);
     p->roi_count = test_rand_range(1, 6);
     p->pooled_height = test_rand_range(1, 4);
     p->pooled_width = test_rand_range(1, 4);
@@ -290,13 +292,13 @@ static void random_pooling_problem(pooling_problem* p, double** input, double** 
     p->rois = *rois;
 }
 
-TEST_CASE(random_against_reference) {
+static void random_problems_against_reference(int iterations, bool wide) {
     DMLDevice* device = test_device(0);
     uint64_t nonzero = 0, total = 0;
-    for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) {
+    for (int iteration = 0; iteration < iterations && !test_case_failed(); iteration++) {
         pooling_problem p;
         double *input, *rois;
-        random_pooling_problem(&p, &input, &rois);
+        random_pooling_problem(&p, &input, &rois, wide);
         char what[48];
         snprintf(what, sizeof what, "random problem %d", iteration);
         check_against_reference(device, &p, what);
@@ -314,6 +316,11 @@ TEST_CASE(random_against_reference) {
            (unsigned long long)total);
     dmlReleaseDevice(device);
 }
+
+TEST_CASE(random_against_reference) { random_problems_against_reference(300, false); }
+
+/* Full 8-channel vectors and their tails (the AVX2 paths), NaN and ties included. */
+TEST_CASE(random_wide_against_reference) { random_problems_against_reference(120, true); }
 
 /* NaN never wins over a number; an all-NaN bin gives NaN; ties keep the
  * first element in (y, x) order, so -0.0 before +0.0 gives -0.0. */
@@ -420,7 +427,7 @@ TEST_CASE(deterministic_across_threads) {
     for (int iteration = 0; iteration < 10 && !test_case_failed(); iteration++) {
         pooling_problem p;
         double *input, *rois;
-        random_pooling_problem(&p, &input, &rois);
+        random_pooling_problem(&p, &input, &rois, iteration % 2 == 1);
         p.input_layout = p.roi_layout = p.output_layout = TEST_LAYOUT_PACKED;
         pooling_run first = run_pooling(devices[0], &p);
         uint64_t count = (uint64_t)p.roi_count * p.channels * p.pooled_height * p.pooled_width;

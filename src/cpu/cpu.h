@@ -15,6 +15,9 @@ extern const dml_impl dml_cpu_max_pooling_avx2_nchw;      /* max_pooling_avx2.c:
 extern const dml_impl dml_cpu_max_pooling_grad_avx2_nchw; /* max_pooling_avx2.c */
 extern const dml_impl dml_cpu_max_pooling_avx2_nhwc;      /* max_pooling_avx2.c: channels-last (C stride 1) */
 extern const dml_impl dml_cpu_max_pooling_grad_avx2_nhwc; /* max_pooling_avx2.c */
+extern const dml_impl dml_cpu_roi_pooling_avx2_nchw, dml_cpu_roi_pooling_avx2_nhwc;       /* roi_pooling_avx2.c */
+extern const dml_impl dml_cpu_roi_align_avx2_nchw, dml_cpu_roi_align_avx2_nhwc;           /* roi_align_avx2.c */
+extern const dml_impl dml_cpu_roi_align_grad_avx2_nchw, dml_cpu_roi_align_grad_avx2_nhwc; /* roi_align_avx2.c */
 
 /* Each kernel's implementation list, in order of preference (cpu_impl_list.c). */
 #define DML_CPU_IMPL_LIST(ID, name) extern const dml_impl* const dml_cpu_##name##_impls[];

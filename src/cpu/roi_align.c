@@ -24,75 +24,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
-#include "../core/half.h"
 #include "../core/status.h"
-#include "../ops/roi.h"
-#include "../ops/roi_align_math.h"
-#include "cpu.h"
-
-static inline float load_value(const void* base, uint64_t offset, bool half) {
-    return half ? dml_half_to_float(((const uint16_t*)base)[offset]) : ((const float*)base)[offset];
-}
-
-/* FLOAT16 results are rounded once, here (RA-13). */
-static inline void store_value(void* base, uint64_t offset, bool half, float value) {
-    if (half)
-        ((uint16_t*)base)[offset] = dml_float_to_half(value);
-    else
-        ((float*)base)[offset] = value;
-}
-
-/* The ROI rows and batch indices, whatever their allowed rank: the last two
- * ROI dimensions are {R, 4}, the last batch-index dimension is R, and every
- * leading dimension is 1 (validated). */
-typedef struct roi_source {
-    const void* rois;
-    uint64_t row_stride, column_stride;
-    const void* batch_indices;
-    uint64_t batch_stride;
-    bool batch_64;
-    bool half;
-} roi_source;
-
-static roi_source roi_source_make(const dml_tensor* rois, const void* roi_data, const dml_tensor* batch_indices,
-                                  const void* batch_data) {
-    roi_source source = {
-        .rois = roi_data,
-        .row_stride = rois->strides[rois->rank - 2],
-        .column_stride = rois->strides[rois->rank - 1],
-        .batch_indices = batch_data,
-        .batch_stride = batch_indices->strides[batch_indices->rank - 1],
-        .batch_64 = batch_indices->type == DML_TENSOR_DATA_TYPE_UINT64,
-        .half = rois->type == DML_TENSOR_DATA_TYPE_FLOAT16,
-    };
-    return source;
-}
-
-/* One region, resolved for an input of H x W and an output of OH x OW (§4.1). */
-typedef struct roi_region {
-    uint64_t batch; /* as given; >= N means no image (RA-12) */
-    dml_roi_axis x, y;
-} roi_region;
-
-static roi_region region_make(const roi_source* source, uint32_t r, const dml_roi_align_params* p, uint32_t out_height,
-                              uint32_t out_width, uint32_t height, uint32_t width) {
-    roi_region region;
-    uint64_t row = r * source->row_stride;
-    float corners[4];
-    for (uint32_t k = 0; k < 4; k++)
-        corners[k] = load_value(source->rois, row + k * source->column_stride, source->half);
-    uint64_t batch_offset = r * source->batch_stride;
-    region.batch = source->batch_64 ? ((const uint64_t*)source->batch_indices)[batch_offset]
-                                    : ((const uint32_t*)source->batch_indices)[batch_offset];
-    /* Rows are [x1, y1, x2, y2]. */
-    region.x = dml_roi_axis_make(corners[0], corners[2], p->spatial_scale_x, out_width, width, p);
-    region.y = dml_roi_axis_make(corners[1], corners[3], p->spatial_scale_y, out_height, height, p);
-    return region;
-}
+#include "roi_common.h"
 
 /* One (image, channel) plane of a {N, C, H, W} tensor. */
 typedef struct plane_view {
@@ -110,7 +44,7 @@ static plane_view plane_make(const void* base, const uint64_t strides[4], uint64
 }
 
 static inline float plane_at(const plane_view* view, uint32_t y, uint32_t x) {
-    return load_value(view->base, view->origin + y * view->row_stride + x * view->column_stride, view->half);
+    return roi_load(view->base, view->origin + y * view->row_stride + x * view->column_stride, view->half);
 }
 
 /* The value of an in-bounds sample (§4.3) from its X and Y taps. */
@@ -122,18 +56,11 @@ static inline float sample_value(const plane_view* view, const dml_roi_axis_samp
                             sy->fraction);
 }
 
-static void copy_strides(uint64_t dst[4], const dml_tensor* tensor) {
-    for (int i = 0; i < 4; i++)
-        dst[i] = tensor->strides[i];
-}
-
 /* ---- Forward (§4) ---- */
 
 typedef struct forward_problem {
-    const dml_roi_align_params* params;
-    roi_source source;
+    roi_align_dims dims;
     bool half;
-    uint32_t batch, channels, height, width, out_height, out_width;
     const void* input;
     uint64_t in_strides[4];
     void* output;
@@ -143,19 +70,20 @@ typedef struct forward_problem {
 /* Output row (r, c, oy): every ox. Inlined into one copy per element type
  * (half is a constant there). */
 static inline __attribute__((always_inline)) void forward_row_typed(const forward_problem* f, uint64_t row, bool half) {
-    const dml_roi_align_params* p = f->params;
-    uint32_t oy = (uint32_t)(row % f->out_height);
-    uint64_t rest = row / f->out_height;
-    uint32_t c = (uint32_t)(rest % f->channels);
-    uint32_t r = (uint32_t)(rest / f->channels);
+    const dml_roi_align_params* p = f->dims.params;
+    uint32_t oy = (uint32_t)(row % f->dims.out_height);
+    uint64_t rest = row / f->dims.out_height;
+    uint32_t c = (uint32_t)(rest % f->dims.channels);
+    uint32_t r = (uint32_t)(rest / f->dims.channels);
     uint64_t out_row = r * f->out_strides[0] + c * f->out_strides[1] + oy * f->out_strides[2];
-    roi_region region = region_make(&f->source, r, p, f->out_height, f->out_width, f->height, f->width);
-    if (region.batch >= f->batch) { /* RA-12: no image to read */
-        for (uint32_t ox = 0; ox < f->out_width; ox++)
-            store_value(f->output, out_row + ox * f->out_strides[3], half, p->out_of_bounds_value);
+    roi_region region =
+        roi_region_make(&f->dims.source, r, p, f->dims.out_height, f->dims.out_width, f->dims.height, f->dims.width);
+    if (region.batch >= f->dims.batch) { /* RA-12: no image to read */
+        for (uint32_t ox = 0; ox < f->dims.out_width; ox++)
+            roi_store(f->output, out_row + ox * f->out_strides[3], half, p->out_of_bounds_value);
         return;
     }
-    plane_view plane = plane_make(f->input, f->in_strides, region.batch, c, f->height, f->width, half);
+    plane_view plane = plane_make(f->input, f->in_strides, region.batch, c, f->dims.height, f->dims.width, half);
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
     uint64_t y_begin = oy * per_y;
     /* The Y samples are the same for every ox and tx of the row: computed
@@ -166,7 +94,7 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
     for (uint64_t j = 0; y_cached && j < per_y; j++)
         y_cache[j] = dml_roi_axis_sample_at(&region.y, y_begin + j, p);
     bool linear = p->interpolation_linear;
-    for (uint32_t ox = 0; ox < f->out_width; ox++) {
+    for (uint32_t ox = 0; ox < f->dims.out_width; ox++) {
         double sum = 0.0;
         float best = 0.0f;
         bool first = true;
@@ -186,8 +114,8 @@ static inline __attribute__((always_inline)) void forward_row_typed(const forwar
                 }
             }
         }
-        store_value(f->output, out_row + ox * f->out_strides[3], half,
-                    p->reduction_max ? best : dml_roi_average(sum, &region.x, &region.y));
+        roi_store(f->output, out_row + ox * f->out_strides[3], half,
+                  p->reduction_max ? best : dml_roi_average(sum, &region.x, &region.y));
     }
 }
 
@@ -199,27 +127,18 @@ static HRESULT run_roi_align(const dml_kernel_args* args) {
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     forward_problem f = {
-        .params = op->params,
-        .source =
-            roi_source_make(&op->inputs[DML_ROI_ALIGN_ROI].tensor, args->inputs[DML_ROI_ALIGN_ROI],
-                            &op->inputs[DML_ROI_ALIGN_BATCH_INDICES].tensor, args->inputs[DML_ROI_ALIGN_BATCH_INDICES]),
+        .dims = roi_align_forward_dims(args),
         .half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16,
-        .batch = input->sizes[0],
-        .channels = input->sizes[1],
-        .height = input->sizes[2],
-        .width = input->sizes[3],
-        .out_height = output->sizes[2],
-        .out_width = output->sizes[3],
         .input = args->inputs[DML_ROI_ALIGN_INPUT],
         .output = args->outputs[DML_ROI_ALIGN_OUTPUT],
     };
-    copy_strides(f.in_strides, input);
-    copy_strides(f.out_strides, output);
-    int64_t rows = (int64_t)output->sizes[0] * f.channels * f.out_height;
+    roi_copy_strides(f.in_strides, input);
+    roi_copy_strides(f.out_strides, output);
+    int64_t rows = (int64_t)output->sizes[0] * f.dims.channels * f.dims.out_height;
     /* Regions differ in sample count: dynamic chunks balance them; every
      * element is computed by one thread alone. */
     int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)rows,
-                                      dml_cpu_items_per_thread(f.out_width, DML_CPU_MIN_WORK_PER_THREAD / 32));
+                                      dml_cpu_items_per_thread(f.dims.out_width, DML_CPU_MIN_WORK_PER_THREAD / 32));
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
     for (int64_t row = 0; row < rows; row++) {
         if (f.half)
@@ -233,10 +152,8 @@ static HRESULT run_roi_align(const dml_kernel_args* args) {
 /* ---- Gradient (§7) ---- */
 
 typedef struct grad_problem {
-    const dml_roi_align_params* params;
-    roi_source source;
+    roi_align_dims dims;
     bool half;
-    uint32_t batch, channels, height, width, out_height, out_width, roi_count;
     const void* input; /* NULL when InputTensor is absent */
     uint64_t in_strides[4];
     const void* input_gradient;
@@ -256,7 +173,7 @@ typedef void (*sample_fn)(void* context, const roi_region* region, uint64_t tx, 
  * maximum; out-of-bounds samples compare as 0. */
 static void select_max_sample(const grad_problem* g, const plane_view* input_plane, const roi_region* region,
                               uint32_t oy, uint32_t ox, uint64_t* best_tx, uint64_t* best_ty) {
-    const dml_roi_align_params* p = g->params;
+    const dml_roi_align_params* p = g->dims.params;
     uint64_t per_x = region->x.per_output, per_y = region->y.per_output;
     float best = 0.0f;
     bool first = true;
@@ -280,7 +197,7 @@ static void select_max_sample(const grad_problem* g, const plane_view* input_pla
  * weight (§7.1), in §4.4 order. Out-of-bounds samples get no gradient (§7.2). */
 static void for_each_weighted_sample(const grad_problem* g, const plane_view* input_plane, const roi_region* region,
                                      uint32_t oy, uint32_t ox, float gradient, sample_fn visit, void* context) {
-    const dml_roi_align_params* p = g->params;
+    const dml_roi_align_params* p = g->dims.params;
     uint64_t per_x = region->x.per_output, per_y = region->y.per_output;
     if (p->reduction_max) {
         uint64_t tx = 0, ty = 0;
@@ -342,63 +259,40 @@ static bool output_row_touches(const grad_problem* g, const roi_region* region, 
                                uint32_t end) {
     uint64_t per_y = region->y.per_output;
     for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
-        dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, g->params);
+        dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region->y, ty, g->dims.params);
         if (!sy.outside && sy.second >= begin && sy.first < end) return true;
     }
     return false;
 }
 
-/* A valid ROI and its image, for sorting by (image, roi). */
-typedef struct roi_of_image {
-    uint32_t batch, roi;
-} roi_of_image;
-
-static int compare_roi_of_image(const void* a, const void* b) {
-    const roi_of_image *x = a, *y = b;
-    if (x->batch != y->batch) return x->batch < y->batch ? -1 : 1;
-    return x->roi < y->roi ? -1 : x->roi > y->roi;
-}
-
-/* The first entry of sorted[0..count) whose image is >= batch. */
-static uint32_t first_roi_of_image(const roi_of_image* sorted, uint32_t count, uint32_t batch) {
-    uint32_t low = 0, high = count;
-    while (low < high) {
-        uint32_t middle = low + (high - low) / 2;
-        if (sorted[middle].batch < batch)
-            low = middle + 1;
-        else
-            high = middle;
-    }
-    return low;
-}
-
 /* One task: plane (n, c), rows [row_begin, row_end). */
 static void gradient_band_task(const grad_problem* g, const roi_of_image* sorted, uint32_t sorted_count, uint32_t n,
                                uint32_t c, uint32_t row_begin, uint32_t row_end, bool banded, double* acc) {
-    const dml_roi_align_params* p = g->params;
-    gradient_band band = {acc, row_begin, row_end, g->width, g->height, p->interpolation_linear};
-    memset(acc, 0, (size_t)(row_end - row_begin) * g->width * sizeof *acc);
+    const dml_roi_align_params* p = g->dims.params;
+    gradient_band band = {acc, row_begin, row_end, g->dims.width, g->dims.height, p->interpolation_linear};
+    memset(acc, 0, (size_t)(row_end - row_begin) * g->dims.width * sizeof *acc);
     plane_view input_plane = {0};
-    if (g->input) input_plane = plane_make(g->input, g->in_strides, n, c, g->height, g->width, g->half);
-    for (uint32_t i = first_roi_of_image(sorted, sorted_count, n); i < sorted_count && sorted[i].batch == n; i++) {
+    if (g->input) input_plane = plane_make(g->input, g->in_strides, n, c, g->dims.height, g->dims.width, g->half);
+    for (uint32_t i = roi_first_of_image(sorted, sorted_count, n); i < sorted_count && sorted[i].batch == n; i++) {
         uint32_t r = sorted[i].roi;
-        roi_region region = region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+        roi_region region = roi_region_make(&g->dims.source, r, p, g->dims.out_height, g->dims.out_width,
+                                            g->dims.height, g->dims.width);
         uint64_t dy_plane = r * g->dy_strides[0] + c * g->dy_strides[1];
-        for (uint32_t oy = 0; oy < g->out_height; oy++) {
+        for (uint32_t oy = 0; oy < g->dims.out_height; oy++) {
             if (banded && !output_row_touches(g, &region, oy, row_begin, row_end)) continue;
-            for (uint32_t ox = 0; ox < g->out_width; ox++) {
+            for (uint32_t ox = 0; ox < g->dims.out_width; ox++) {
                 float gradient =
-                    load_value(g->input_gradient, dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
+                    roi_load(g->input_gradient, dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
                 for_each_weighted_sample(g, &input_plane, &region, oy, ox, gradient, scatter_sample, &band);
             }
         }
     }
     uint64_t dx_plane = (uint64_t)n * g->dx_strides[0] + (uint64_t)c * g->dx_strides[1];
     for (uint32_t y = row_begin; y < row_end; y++) {
-        const double* row = acc + (uint64_t)(y - row_begin) * g->width;
-        for (uint32_t x = 0; x < g->width; x++)
-            store_value(g->output_gradient, dx_plane + y * g->dx_strides[2] + x * g->dx_strides[3], g->half,
-                        (float)row[x]);
+        const double* row = acc + (uint64_t)(y - row_begin) * g->dims.width;
+        for (uint32_t x = 0; x < g->dims.width; x++)
+            roi_store(g->output_gradient, dx_plane + y * g->dx_strides[2] + x * g->dx_strides[3], g->half,
+                      (float)row[x]);
     }
 }
 
@@ -406,8 +300,7 @@ static void gradient_band_task(const grad_problem* g, const roi_of_image* sorted
  * gradient's planes, its threads, and where its scratch lies in the
  * workspace (the temporary resource). */
 typedef struct grad_plan {
-    uint64_t bands, band_rows;
-    int64_t tasks;
+    roi_banding banding;
     int threads;
     uint64_t sorted_offset, accumulator_offset, partial_offset; /* bytes into the workspace */
 } grad_plan;
@@ -415,28 +308,19 @@ typedef struct grad_plan {
 static void compute_output_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
     /* The valid ROIs sorted by (image, roi): each plane visits its own in increasing r. */
     roi_of_image* sorted = (roi_of_image*)(workspace + plan->sorted_offset);
-    uint32_t sorted_count = 0;
-    for (uint32_t r = 0; r < g->roi_count; r++) {
-        roi_region region = region_make(&g->source, r, g->params, g->out_height, g->out_width, g->height, g->width);
-        if (region.batch < g->batch) sorted[sorted_count++] = (roi_of_image){(uint32_t)region.batch, r};
-    }
-    qsort(sorted, sorted_count, sizeof *sorted, compare_roi_of_image);
+    uint32_t sorted_count = roi_sort_by_image(&g->dims.source, g->dims.roi_count, g->dims.batch, sorted);
     double* accumulators = (double*)(workspace + plan->accumulator_offset);
-    uint64_t bands = plan->bands;
+    uint64_t bands = plan->banding.bands;
 #pragma omp parallel num_threads(plan->threads)
     {
-        int thread = 0;
-#ifdef _OPENMP
-        thread = omp_get_thread_num();
-#endif
-        double* acc = accumulators + (size_t)thread * plan->band_rows * g->width;
+        double* acc = accumulators + (size_t)roi_current_thread() * plan->banding.band_rows * g->dims.width;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < plan->tasks; task++) {
+        for (int64_t task = 0; task < plan->banding.tasks; task++) {
             uint64_t band = (uint64_t)task % bands, plane = (uint64_t)task / bands;
-            uint32_t row_begin = (uint32_t)(band * g->height / bands);
-            uint32_t row_end = (uint32_t)((band + 1) * g->height / bands);
-            gradient_band_task(g, sorted, sorted_count, (uint32_t)(plane / g->channels),
-                               (uint32_t)(plane % g->channels), row_begin, row_end, bands > 1, acc);
+            uint32_t row_begin = (uint32_t)(band * g->dims.height / bands);
+            uint32_t row_end = (uint32_t)((band + 1) * g->dims.height / bands);
+            gradient_band_task(g, sorted, sorted_count, (uint32_t)(plane / g->dims.channels),
+                               (uint32_t)(plane % g->dims.channels), row_begin, row_end, bands > 1, acc);
         }
     }
 }
@@ -460,7 +344,8 @@ static void roi_gradient_sample(void* context, const roi_region* region, uint64_
                            plane_at(P, taps_y.high, taps_x.low), plane_at(P, taps_y.high, taps_x.high), taps_x.fraction,
                            taps_y.fraction, &grad_x, &grad_y);
     float terms[4];
-    dml_roi_box_terms(&region->x, &region->y, tx, ty, s->problem->params, weighted_gradient, grad_x, grad_y, terms);
+    dml_roi_box_terms(&region->x, &region->y, tx, ty, s->problem->dims.params, weighted_gradient, grad_x, grad_y,
+                      terms);
     /* Each term g * w * grad * dc in FLOAT32, summed in FLOAT64. */
     for (int k = 0; k < 4; k++)
         s->sums[k] += terms[k];
@@ -470,20 +355,22 @@ static void roi_gradient_sample(void* context, const roi_region* region, uint64_
  * each channel from zero, the channel sums added in increasing c (the shape
  * of roi_align_math.h that every backend follows). */
 static void roi_gradient_task(const grad_problem* g, uint32_t r, uint32_t c_begin, uint32_t c_end, double out[4]) {
-    const dml_roi_align_params* p = g->params;
+    const dml_roi_align_params* p = g->dims.params;
     roi_gradient_sums s = {.problem = g};
-    roi_region region = region_make(&g->source, r, p, g->out_height, g->out_width, g->height, g->width);
+    roi_region region =
+        roi_region_make(&g->dims.source, r, p, g->dims.out_height, g->dims.out_width, g->dims.height, g->dims.width);
     for (int k = 0; k < 4; k++)
         out[k] = 0.0;
-    if (region.batch < g->batch) { /* else no gradient (RA-12) */
+    if (region.batch < g->dims.batch) { /* else no gradient (RA-12) */
         for (uint32_t c = c_begin; c < c_end; c++) {
             memset(s.sums, 0, sizeof s.sums);
-            s.input_plane = plane_make(g->input, g->in_strides, region.batch, c, g->height, g->width, g->half);
+            s.input_plane =
+                plane_make(g->input, g->in_strides, region.batch, c, g->dims.height, g->dims.width, g->half);
             uint64_t dy_plane = r * g->dy_strides[0] + c * g->dy_strides[1];
-            for (uint32_t oy = 0; oy < g->out_height; oy++)
-                for (uint32_t ox = 0; ox < g->out_width; ox++) {
-                    float gradient = load_value(g->input_gradient,
-                                                dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
+            for (uint32_t oy = 0; oy < g->dims.out_height; oy++)
+                for (uint32_t ox = 0; ox < g->dims.out_width; ox++) {
+                    float gradient =
+                        roi_load(g->input_gradient, dy_plane + oy * g->dy_strides[2] + ox * g->dy_strides[3], g->half);
                     for_each_weighted_sample(g, &s.input_plane, &region, oy, ox, gradient, roi_gradient_sample, &s);
                 }
             for (int k = 0; k < 4; k++)
@@ -494,24 +381,24 @@ static void roi_gradient_task(const grad_problem* g, uint32_t r, uint32_t c_begi
 
 static void compute_roi_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
     /* Channel groups fixed by C alone: the order never depends on the thread count. */
-    uint32_t groups = dml_roi_gradient_groups(g->channels);
-    int64_t tasks = (int64_t)g->roi_count * groups;
+    uint32_t groups = dml_roi_gradient_groups(g->dims.channels);
+    int64_t tasks = (int64_t)g->dims.roi_count * groups;
     double(*partial)[4] = (double(*)[4])(workspace + plan->partial_offset);
 #pragma omp parallel for num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1)) schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; task++) {
         uint32_t r = (uint32_t)(task / groups), group = (uint32_t)(task % groups);
-        uint32_t c_begin = dml_roi_gradient_group_begin(group, groups, g->channels);
-        uint32_t c_end = dml_roi_gradient_group_begin(group + 1, groups, g->channels);
+        uint32_t c_begin = dml_roi_gradient_group_begin(group, groups, g->dims.channels);
+        uint32_t c_end = dml_roi_gradient_group_begin(group + 1, groups, g->dims.channels);
         roi_gradient_task(g, r, c_begin, c_end, partial[task]);
     }
-    for (uint32_t r = 0; r < g->roi_count; r++) {
+    for (uint32_t r = 0; r < g->dims.roi_count; r++) {
         double total[4] = {0, 0, 0, 0};
         for (uint32_t group = 0; group < groups; group++)
             for (int k = 0; k < 4; k++)
                 total[k] += partial[(uint64_t)r * groups + group][k];
         for (uint32_t k = 0; k < 4; k++)
-            store_value(g->roi_gradient, r * g->roi_gradient_row_stride + k * g->roi_gradient_column_stride, g->half,
-                        (float)total[k]);
+            roi_store(g->roi_gradient, r * g->roi_gradient_row_stride + k * g->roi_gradient_column_stride, g->half,
+                      (float)total[k]);
     }
 }
 
@@ -521,38 +408,24 @@ static grad_problem grad_problem_make(const DMLOperator* op, const dml_kernel_ar
     const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
     const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
     const dml_tensor* roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor;
-    /* N, H, W from InputTensor when present, else from OutputGradientTensor (§3). */
-    const dml_tensor* image = input->present ? input : output_gradient;
     grad_problem g = {
-        .params = op->params,
+        .dims = roi_align_grad_dims(op, args),
         .half = input_gradient->type == DML_TENSOR_DATA_TYPE_FLOAT16,
-        .batch = image->sizes[0],
-        .channels = input_gradient->sizes[1],
-        .height = image->sizes[2],
-        .width = image->sizes[3],
-        .out_height = input_gradient->sizes[2],
-        .out_width = input_gradient->sizes[3],
-        .roi_count = input_gradient->sizes[0],
     };
-    if (input->present) copy_strides(g.in_strides, input);
-    copy_strides(g.dy_strides, input_gradient);
-    if (output_gradient->present) copy_strides(g.dx_strides, output_gradient);
+    if (input->present) roi_copy_strides(g.in_strides, input);
+    roi_copy_strides(g.dy_strides, input_gradient);
+    if (output_gradient->present) roi_copy_strides(g.dx_strides, output_gradient);
     if (roi_gradient->present) {
         g.roi_gradient_row_stride = roi_gradient->strides[roi_gradient->rank - 2];
         g.roi_gradient_column_stride = roi_gradient->strides[roi_gradient->rank - 1];
     }
     if (args == NULL) return g;
-    g.source = roi_source_make(&op->inputs[DML_ROI_ALIGN_GRAD_ROI].tensor, args->inputs[DML_ROI_ALIGN_GRAD_ROI],
-                               &op->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES].tensor,
-                               args->inputs[DML_ROI_ALIGN_GRAD_BATCH_INDICES]);
     g.input = input->present ? args->inputs[DML_ROI_ALIGN_GRAD_INPUT] : NULL;
     g.input_gradient = args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT];
     g.output_gradient = output_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT] : NULL;
     g.roi_gradient = roi_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT] : NULL;
     return g;
 }
-
-static uint64_t align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 static HRESULT plan_roi_align_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
                                    dml_plan* result) {
@@ -565,23 +438,18 @@ static HRESULT plan_roi_align_grad(const DMLOperator* op, const DMLDevice* devic
     if (op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor.present) {
         /* Fewer planes than threads: split planes into bands of rows. Banding
          * never changes a result (each pixel's additions keep their order). */
-        uint64_t planes = (uint64_t)g.batch * g.channels;
-        plan->bands = 1;
-        if (planes < 2 * (uint64_t)threads) plan->bands = (2 * (uint64_t)threads + planes - 1) / planes;
-        if (plan->bands > g.height) plan->bands = g.height;
-        plan->band_rows = (g.height + plan->bands - 1) / plan->bands;
-        plan->tasks = (int64_t)(planes * plan->bands);
-        plan->threads = plan->tasks < threads ? (int)plan->tasks : threads;
+        plan->banding = roi_banding_make((uint64_t)g.dims.batch * g.dims.channels, g.dims.height, threads);
+        plan->threads = plan->banding.threads;
         plan->sorted_offset = workspace;
-        workspace += align64(((uint64_t)g.roi_count + 1) * sizeof(roi_of_image));
+        workspace += roi_align64(((uint64_t)g.dims.roi_count + 1) * sizeof(roi_of_image));
         plan->accumulator_offset = workspace;
-        workspace += align64((uint64_t)plan->threads * plan->band_rows * g.width * sizeof(double));
+        workspace += roi_align64((uint64_t)plan->threads * plan->banding.band_rows * g.dims.width * sizeof(double));
     } else {
         plan->threads = threads;
     }
     if (op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor.present) {
         plan->partial_offset = workspace;
-        workspace += (uint64_t)g.roi_count * dml_roi_gradient_groups(g.channels) * 4 * sizeof(double);
+        workspace += (uint64_t)g.dims.roi_count * dml_roi_gradient_groups(g.dims.channels) * 4 * sizeof(double);
     }
     result->temporary_size = workspace;
     return S_OK;

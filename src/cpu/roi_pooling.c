@@ -9,10 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/half.h"
-#include "../ops/roi.h"
 #include "../ops/roi_pooling_math.h"
-#include "cpu.h"
+#include "roi_common.h"
 
 typedef struct roi_pooling_problem {
     const dml_roi_pooling_params* params;
@@ -26,15 +24,11 @@ typedef struct roi_pooling_problem {
     uint64_t out_strides[4];
 } roi_pooling_problem;
 
-static inline float load_value(const void* base, uint64_t offset, bool half) {
-    return half ? dml_half_to_float(((const uint16_t*)base)[offset]) : ((const float*)base)[offset];
-}
-
 /* The region of ROI r (roi_pooling_math.h). */
 static dml_pooled_region resolve_region(const roi_pooling_problem* f, uint32_t r) {
     float values[5];
     for (uint32_t k = 0; k < 5; k++)
-        values[k] = load_value(f->rois, r * f->roi_row_stride + k * f->roi_column_stride, f->half);
+        values[k] = roi_load(f->rois, r * f->roi_row_stride + k * f->roi_column_stride, f->half);
     return dml_roi_pooled_region(values, f->batch, f->params->spatial_scale);
 }
 
@@ -61,7 +55,7 @@ static void pool_row(const roi_pooling_problem* f, uint64_t row) {
         for (uint32_t y = rows.start; y < rows.end; y++) {
             for (uint32_t x = columns.start; x < columns.end; x++) {
                 uint64_t offset = plane + y * f->in_strides[2] + x * f->in_strides[3];
-                float value = load_value(f->input, offset, f->half);
+                float value = roi_load(f->input, offset, f->half);
                 if (!found || dml_nan_aware_greater(value, best)) {
                     found = true;
                     best = value;

@@ -1,0 +1,223 @@
+/* Eight channels at once (AVX2 + F16C), for the ROI kernels that vectorize
+ * across channels: each lane is one channel and computes exactly what the
+ * generic kernel computes for it, so results are the same bits. Include only
+ * from the src/cpu/ files named _avx2.c (compiled with -mavx2 -mf16c).
+ *
+ * A channel_lanes view reads or writes channels [c0, c0 + lanes) at one
+ * spatial position: contiguous when the channel stride is 1 (channels-last),
+ * gathered otherwise (NCHW). Gathers take int32 lane offsets, so plans accept
+ * a tensor only when 7 * its channel stride fits (roi_lanes_fit). FLOAT16
+ * is gathered as the 32-bit word that ends with the element (the element
+ * before it is inside the tensor), never past the tensor's last element. */
+#ifndef DML_CPU_ROI_LANES_AVX2_H
+#define DML_CPU_ROI_LANES_AVX2_H
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "roi_common.h"
+
+enum { ROI_LANES = 8 };
+
+typedef struct channel_lanes {
+    void* base;
+    uint64_t channel_stride;
+    bool half, contiguous;
+    __m256i lane_offsets; /* lane * channel_stride */
+} channel_lanes;
+
+/* Whether a tensor with this channel stride can be gathered (int32 offsets). */
+static inline bool roi_lanes_fit(uint64_t channel_stride) {
+    return channel_stride <= (uint64_t)INT32_MAX / (ROI_LANES - 1);
+}
+
+static inline channel_lanes channel_lanes_make(const void* base, uint64_t channel_stride, bool half) {
+    channel_lanes v = {(void*)base, channel_stride, half, channel_stride == 1, _mm256_setzero_si256()};
+    int32_t stride = (int32_t)channel_stride;
+    v.lane_offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+    return v;
+}
+
+/* Eight 16-bit values, one in the low half of each 32-bit lane, in order. */
+static inline __m128i lanes_pack_halves(__m256i words) {
+    __m256i packed = _mm256_packus_epi32(words, words); /* per 128 bits: a0..a3 a0..a3 | a4..a7 a4..a7 */
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
+
+/* The raw bits of `lanes` elements at `offset` (FLOAT16: zero-extended to
+ * 32 bits); lanes past `lanes` are 0. */
+static inline __m256i lanes_load_bits(const channel_lanes* v, uint64_t offset, uint32_t lanes) {
+    if (lanes == ROI_LANES) {
+        if (v->contiguous)
+            return v->half ? _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)((const uint16_t*)v->base + offset)))
+                           : _mm256_loadu_si256((const __m256i*)((const float*)v->base + offset));
+        if (!v->half) return _mm256_i32gather_epi32((const int*)((const float*)v->base + offset), v->lane_offsets, 4);
+        if (offset > 0)
+            return _mm256_srli_epi32(
+                _mm256_i32gather_epi32((const int*)((const uint16_t*)v->base + offset - 1), v->lane_offsets, 2), 16);
+    }
+    uint32_t bits[ROI_LANES] = {0};
+    for (uint32_t i = 0; i < lanes; i++) {
+        uint64_t at = offset + i * v->channel_stride;
+        bits[i] = v->half ? ((const uint16_t*)v->base)[at] : ((const uint32_t*)v->base)[at];
+    }
+    return _mm256_loadu_si256((const __m256i*)bits);
+}
+
+/* The bits of lanes_load_bits as FLOAT32 values. */
+static inline __m256 lanes_bits_to_float(const channel_lanes* v, __m256i bits) {
+    return v->half ? _mm256_cvtph_ps(lanes_pack_halves(bits)) : _mm256_castsi256_ps(bits);
+}
+
+static inline __m256 lanes_load(const channel_lanes* v, uint64_t offset, uint32_t lanes) {
+    return lanes_bits_to_float(v, lanes_load_bits(v, offset, lanes));
+}
+
+/* Stores raw bits (FLOAT16: the low 16 bits of each lane). */
+static inline void lanes_store_bits(const channel_lanes* v, uint64_t offset, uint32_t lanes, __m256i bits) {
+    if (lanes == ROI_LANES && v->contiguous) {
+        if (v->half)
+            _mm_storeu_si128((__m128i*)((uint16_t*)v->base + offset), lanes_pack_halves(bits));
+        else
+            _mm256_storeu_si256((__m256i*)((float*)v->base + offset), bits);
+        return;
+    }
+    uint32_t values[ROI_LANES];
+    _mm256_storeu_si256((__m256i*)values, bits);
+    for (uint32_t i = 0; i < lanes; i++) {
+        uint64_t at = offset + i * v->channel_stride;
+        if (v->half)
+            ((uint16_t*)v->base)[at] = (uint16_t)values[i];
+        else
+            ((uint32_t*)v->base)[at] = values[i];
+    }
+}
+
+/* Stores FLOAT32 values; FLOAT16 rounds to nearest even, as dml_float_to_half. */
+static inline void lanes_store(const channel_lanes* v, uint64_t offset, uint32_t lanes, __m256 value) {
+    if (lanes == ROI_LANES && v->contiguous) {
+        if (v->half)
+            _mm_storeu_si128((__m128i*)((uint16_t*)v->base + offset),
+                             _mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        else
+            _mm256_storeu_ps((float*)v->base + offset, value);
+        return;
+    }
+    if (v->half) { /* F16C rounds as dml_float_to_half does, NaN included (tested bit for bit) */
+        __m128i halves = _mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        lanes_store_bits(v, offset, lanes, _mm256_cvtepu16_epi32(halves));
+        return;
+    }
+    float values[ROI_LANES];
+    _mm256_storeu_ps(values, value);
+    for (uint32_t i = 0; i < lanes; i++)
+        ((float*)v->base)[offset + i * v->channel_stride] = values[i];
+}
+
+/* Task `task` of rois x blocks (roi, 8-channel block) tasks, in the order
+ * that keeps what they read in cache: channels-last, every block of a ROI in
+ * turn (they share its pixels' cache lines); NCHW, every ROI of a block in
+ * turn (the block's 8 planes stay in L2 while its ROIs are computed). */
+typedef struct roi_task {
+    uint32_t roi, c0;
+} roi_task;
+
+static inline roi_task roi_task_at(int64_t task, uint32_t rois, uint32_t blocks, bool channels_last) {
+    roi_task t;
+    if (channels_last) {
+        t.roi = (uint32_t)(task / blocks);
+        t.c0 = (uint32_t)(task % blocks) * ROI_LANES;
+    } else {
+        t.roi = (uint32_t)(task % rois);
+        t.c0 = (uint32_t)(task / rois) * ROI_LANES;
+    }
+    return t;
+}
+
+/* The max rule of every ROI reduction per lane (dml_nan_aware_greater): value >
+ * best, or best is NaN and value is not. */
+static inline __m256 lanes_greater(__m256 value, __m256 best) {
+    __m256 value_nan = _mm256_cmp_ps(value, value, _CMP_UNORD_Q), best_nan = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);
+    return _mm256_or_ps(_mm256_cmp_ps(value, best, _CMP_GT_OQ), _mm256_andnot_ps(value_nan, best_nan));
+}
+
+/* sum += (double)value, lane by lane (the FLOAT64 sums of RA-16). */
+static inline void lanes_add_to_double(__m256d* low, __m256d* high, __m256 value) {
+    *low = _mm256_add_pd(*low, _mm256_cvtps_pd(_mm256_castps256_ps128(value)));
+    *high = _mm256_add_pd(*high, _mm256_cvtps_pd(_mm256_extractf128_ps(value, 1)));
+}
+
+/* (float)(double) lane by lane. */
+static inline __m256 lanes_double_to_float(__m256d low, __m256d high) {
+    return _mm256_set_m128(_mm256_cvtpd_ps(high), _mm256_cvtpd_ps(low));
+}
+
+/* One {N, C, H, W} tensor's strides and data (NULL when absent). */
+typedef struct tensor_view {
+    uint64_t strides[4];
+    channel_lanes lanes;
+} tensor_view;
+
+static inline tensor_view tensor_view_make(const dml_tensor* tensor, const void* data) {
+    tensor_view v;
+    roi_copy_strides(v.strides, tensor);
+    v.lanes = channel_lanes_make(data, tensor->strides[1], tensor->type == DML_TENSOR_DATA_TYPE_FLOAT16);
+    return v;
+}
+
+static inline uint64_t view_offset(const tensor_view* v, uint64_t n, uint64_t c, uint64_t y, uint64_t x) {
+    return n * v->strides[0] + c * v->strides[1] + y * v->strides[2] + x * v->strides[3];
+}
+
+/* A box of pixels: [x0, x1) x [y0, y1). */
+typedef struct pixel_box {
+    uint32_t x0, x1, y0, y1;
+} pixel_box;
+
+/* NCHW: copies the box of 8 channels at `at` into tile[y][x][8] (FLOAT32,
+ * channels-last), 8x8 blocks transposed in registers where rows are packed. */
+static inline void transpose_to_tile(const tensor_view* in, uint64_t at, pixel_box box, float* tile) {
+    uint32_t width = box.x1 - box.x0;
+    const channel_lanes* v = &in->lanes;
+    for (uint32_t y = box.y0; y < box.y1; y++) {
+        float* row = tile + (uint64_t)(y - box.y0) * width * ROI_LANES;
+        uint64_t source = at + y * in->strides[2] + box.x0 * in->strides[3];
+        uint32_t x = 0;
+        if (in->strides[3] == 1) {
+            for (; x + ROI_LANES <= width; x += ROI_LANES) {
+                __m256 r[ROI_LANES];
+                for (int i = 0; i < ROI_LANES; i++) {
+                    uint64_t at_row = source + i * v->channel_stride + x;
+                    r[i] = v->half
+                               ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)v->base + at_row)))
+                               : _mm256_loadu_ps((const float*)v->base + at_row);
+                }
+                /* The classic 8x8 transpose: unpack, shuffle, then swap 128-bit halves. */
+                __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+                __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+                __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+                __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                float* out = row + (uint64_t)x * ROI_LANES;
+                _mm256_storeu_ps(out + 0 * ROI_LANES, _mm256_permute2f128_ps(u0, u4, 0x20));
+                _mm256_storeu_ps(out + 1 * ROI_LANES, _mm256_permute2f128_ps(u1, u5, 0x20));
+                _mm256_storeu_ps(out + 2 * ROI_LANES, _mm256_permute2f128_ps(u2, u6, 0x20));
+                _mm256_storeu_ps(out + 3 * ROI_LANES, _mm256_permute2f128_ps(u3, u7, 0x20));
+                _mm256_storeu_ps(out + 4 * ROI_LANES, _mm256_permute2f128_ps(u0, u4, 0x31));
+                _mm256_storeu_ps(out + 5 * ROI_LANES, _mm256_permute2f128_ps(u1, u5, 0x31));
+                _mm256_storeu_ps(out + 6 * ROI_LANES, _mm256_permute2f128_ps(u2, u6, 0x31));
+                _mm256_storeu_ps(out + 7 * ROI_LANES, _mm256_permute2f128_ps(u3, u7, 0x31));
+            }
+        }
+        for (; x < width; x++)
+            for (int i = 0; i < ROI_LANES; i++)
+                row[(uint64_t)x * ROI_LANES + i] =
+                    roi_load(v->base, source + i * v->channel_stride + x * in->strides[3], v->half);
+    }
+}
+
+#endif

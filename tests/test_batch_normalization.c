@@ -788,11 +788,18 @@ static void finite_difference_check(bool training) {
             f.mean[j] = (float)test_rand_double(-0.5, 0.5);
             f.variance[j] = (float)test_rand_double(0.1, 2);
         }
+        /* The statistics the reference's formulas take: exact (the finite
+         * differences differentiate the exact forward); the library gets
+         * them rounded to FLOAT32, as a FLOAT32 forward would output them. */
+        double* exact_mean = malloc(f.groups * sizeof(double));
+        double* exact_variance = malloc(f.groups * sizeof(double));
+        memcpy(exact_mean, f.mean, f.groups * sizeof(double));
+        memcpy(exact_variance, f.variance, f.groups * sizeof(double));
         if (training) { /* TRAINING_GRAD receives the forward's batch statistics */
             double* y = malloc(f.count * sizeof *y);
-            bn_ref_training(&f.shape, f.x, f.scale, f.bias, NULL, f.epsilon, NULL, NULL, y, f.mean, f.variance);
+            bn_ref_training(&f.shape, f.x, f.scale, f.bias, NULL, f.epsilon, NULL, NULL, y, exact_mean, exact_variance);
             for (uint64_t j = 0; j < f.groups; j++)
-                f.mean[j] = (float)f.mean[j], f.variance[j] = (float)f.variance[j];
+                f.mean[j] = (float)exact_mean[j], f.variance[j] = (float)exact_variance[j];
             free(y);
         }
         const double* given[5] = {f.x, f.dy, f.mean, f.variance, f.scale};
@@ -818,7 +825,10 @@ static void finite_difference_check(bool training) {
         /* The reference's own formulas (spec §6/§7), in float64, against the same differences. */
         double* ref[3] = {malloc(f.count * sizeof(double)), malloc(f.groups * sizeof(double)),
                           malloc(f.groups * sizeof(double))};
-        bn_ref_gradient(training, &f.shape, f.x, f.dy, f.mean, f.variance, f.scale, f.epsilon, ref[0], ref[1], ref[2]);
+        bn_ref_gradient(training, &f.shape, f.x, f.dy, exact_mean, exact_variance, f.scale, f.epsilon, ref[0], ref[1],
+                        ref[2]);
+        free(exact_mean);
+        free(exact_variance);
         const double* fd[3] = {fd_dx, fd_dscale, fd_dbias};
         uint64_t counts[3] = {f.count, f.groups, f.groups};
         for (int k = 0; k < 3; k++)

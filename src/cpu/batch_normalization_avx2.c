@@ -1,0 +1,703 @@
+/* The batch normalization family with AVX2, FMA and F16C (spec
+ * batch_normalization.md §4-§9), for packed FLOAT32 and FLOAT16 tensors.
+ *
+ * Layout class. The plan orders the input's dimensions by stride and
+ * accepts the problem when every element-wise operand is packed in that one
+ * order and the kept (parameter) axes form one block between reduced ones:
+ * x[o][g][i], O outer rows, G groups, I inner elements. Packed NCHW with
+ * per-channel parameters is O = N, G = C, I = H*W ("runs": contiguous runs
+ * of one group, vectorized along the run); channels-last (NHWC) is
+ * O = N*H*W, G = C, I = 1 ("channels": vectorized across 16 neighbouring
+ * groups). Anything else is declined and the generic kernel runs.
+ *
+ * One read from memory. TRAINING and both GRADs work on one group (runs)
+ * or one block of 16 groups (channels) at a time, on one thread: first its
+ * statistics or gradient sums, then its element-wise pass, which finds the
+ * group's data still in the cache (a 32x256x56x56 FLOAT32 channel is
+ * 400 KB; the core's L2 holds 1 MB). The output is written with
+ * non-temporal stores when it is far larger than the caches.
+ *
+ * Numerics. Statistics: per chunk (up to CHUNK elements of a run, or
+ * CHUNK_ROWS rows), the sum and then the squared deviations from the chunk
+ * mean in FLOAT64 lanes, chunks merged by Chan's formula in a fixed order
+ * (spec §5, §9). Gradient sums: FLOAT64 lanes. The element-wise passes
+ * compute in FLOAT64 as the generic kernel does, round to FLOAT32, apply
+ * the fused activation in FLOAT32 (RELU vectorized, free; the others
+ * through the shared scalar code) and round once to the output type.
+ * FLOAT64 results reach FLOAT16 through FLOAT32 (two roundings, well inside
+ * the spec's FLOAT16 tolerance). The work of each group is a fixed sequence
+ * whatever the thread count, so the bits never depend on it. */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../core/half.h"
+#include "batch_normalization_cpu.h"
+
+enum {
+    CHUNK = 4096,           /* elements of a run per statistics chunk (runs) */
+    CHUNK_ROWS = 256,       /* rows per statistics chunk (channels); also the inference work item */
+    BLOCK = 16,             /* groups per block (channels): one 64-byte line of FLOAT32 */
+    MIN_GROUPS = 8,         /* fewer groups than this cannot keep the threads busy: generic */
+    MIN_RUN = 8,            /* shorter runs (but > 1) are declined: generic */
+    STREAM_BYTES = 8u << 20 /* outputs at least this large bypass the caches */
+};
+
+/* The plan: the layout class and what the run steps need. */
+typedef struct bn_fast_plan {
+    uint64_t outer, groups, inner; /* O, G, I */
+    bool channels;                 /* I == 1: vectorized across groups */
+    bool half;
+    bool stream;
+    int threads;
+} bn_fast_plan;
+
+/* ---- Plans ---- */
+
+/* Fills O, G, I when every operand is packed in the first one's dimension
+ * order and the kept axes (bits not in reduced_axes) form one block, in
+ * their logical order, between reduced ones: then the physical group index
+ * is the row-major parameter index j. */
+static bool classify(const dml_tensor* const* operands, uint32_t operand_count, uint32_t reduced_axes,
+                     bn_fast_plan* plan) {
+    const dml_tensor* x = operands[0];
+    uint32_t order[DML_MAX_RANK], count = 0;
+    for (uint32_t i = 0; i < x->rank; i++)
+        if (x->sizes[i] > 1) order[count++] = i;
+    for (uint32_t a = 1; a < count; a++) /* outermost (largest stride) first, stable */
+        for (uint32_t b = a; b > 0 && x->strides[order[b - 1]] < x->strides[order[b]]; b--) {
+            uint32_t swap = order[b - 1];
+            order[b - 1] = order[b];
+            order[b] = swap;
+        }
+    uint64_t packed = 1;
+    for (uint32_t k = count; k-- > 0;) {
+        uint32_t axis = order[k];
+        if (x->strides[axis] != packed) return false;
+        for (uint32_t t = 1; t < operand_count; t++)
+            if (operands[t]->present && operands[t]->strides[axis] != packed) return false;
+        packed *= x->sizes[axis];
+    }
+    uint64_t segment[3] = {1, 1, 1}; /* reduced outer, kept, reduced inner */
+    int part = 0;
+    bool any_kept = false;
+    uint32_t last_kept = 0;
+    for (uint32_t k = 0; k < count; k++) {
+        uint32_t axis = order[k];
+        bool reduced = (reduced_axes >> axis) & 1u;
+        if (reduced && part == 1) part = 2;
+        if (!reduced) {
+            if (part == 2 || (any_kept && axis < last_kept)) return false;
+            part = 1;
+            any_kept = true;
+            last_kept = axis;
+        }
+        segment[part] *= x->sizes[axis];
+    }
+    if (segment[1] == 1) { /* one group: all of it one run */
+        segment[2] *= segment[0];
+        segment[0] = 1;
+    }
+    plan->outer = segment[0];
+    plan->groups = segment[1];
+    plan->inner = segment[2];
+    plan->channels = plan->inner == 1;
+    plan->half = x->type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    return plan->channels || plan->inner >= MIN_RUN;
+}
+
+/* Takes the problem when its layout class is the implementation's. */
+static HRESULT plan_accept(const bn_fast_plan* candidate, bool channels, const DMLDevice* device,
+                           const dml_tensor* output, dml_plan* result) {
+    if (candidate->channels != channels) return S_FALSE;
+    bn_fast_plan* plan = dml_plan_state(result, sizeof *plan);
+    if (plan == NULL) return E_OUTOFMEMORY;
+    *plan = *candidate;
+    plan->threads = (int)device->threads;
+    plan->stream = output->element_count * dml_tensor_element_size(output) >= STREAM_BYTES;
+    return S_OK;
+}
+
+static HRESULT plan_inference(const DMLOperator* op, const DMLDevice* device, bool channels, dml_plan* result) {
+    const dml_tensor* mean = &op->inputs[DML_BN_MEAN].tensor;
+    uint32_t reduced_axes = 0; /* here: the axes the parameters broadcast along */
+    for (uint32_t i = 0; i < mean->rank; i++) {
+        for (uint32_t k = 1; k < 4; k++)
+            if (op->inputs[DML_BN_MEAN + k].tensor.sizes[i] != mean->sizes[i]) return S_FALSE; /* mixed (BN-5) */
+        if (mean->sizes[i] == 1) reduced_axes |= 1u << i;
+    }
+    const dml_tensor* operands[2] = {&op->inputs[DML_BN_INPUT].tensor, &op->outputs[DML_BN_OUTPUT].tensor};
+    bn_fast_plan plan;
+    if (!classify(operands, 2, reduced_axes, &plan)) return S_FALSE;
+    return plan_accept(&plan, channels, device, operands[1], result);
+}
+
+/* TRAINING and the GRADs: each group (or block of groups) on one thread. */
+static HRESULT plan_grouped(const DMLOperator* op, const DMLDevice* device, bool channels,
+                            const dml_tensor* const* operands, uint32_t operand_count, dml_plan* result) {
+    const dml_batch_norm_params* params = op->params;
+    bn_fast_plan plan;
+    if (!classify(operands, operand_count, params->reduced_axes, &plan)) return S_FALSE;
+    if (plan.groups < (plan.channels ? BLOCK : MIN_GROUPS)) return S_FALSE;
+    return plan_accept(&plan, channels, device, operands[1], result);
+}
+
+static HRESULT plan_training(const DMLOperator* op, const DMLDevice* device, bool channels, dml_plan* result) {
+    const dml_tensor* operands[3] = {&op->inputs[DML_BN_TRAINING_INPUT].tensor,
+                                     &op->outputs[DML_BN_TRAINING_OUTPUT].tensor,
+                                     &op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor};
+    return plan_grouped(op, device, channels, operands, 3, result);
+}
+
+static HRESULT plan_gradient(const DMLOperator* op, const DMLDevice* device, bool channels, dml_plan* result) {
+    const dml_tensor* operands[3] = {&op->inputs[DML_BN_GRAD_INPUT].tensor,
+                                     &op->outputs[DML_BN_GRAD_OUTPUT_GRADIENT].tensor,
+                                     &op->inputs[DML_BN_GRAD_INPUT_GRADIENT].tensor};
+    return plan_grouped(op, device, channels, operands, 3, result);
+}
+
+/* Each kernel has two entries: "nchw" takes the runs class, "nhwc" the
+ * channels class. */
+#define LAYOUT_PLANS(plan)                                                                                             \
+    static HRESULT plan##_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,              \
+                               dml_plan* result) {                                                                     \
+        (void)flags;                                                                                                   \
+        return plan(op, device, false, result);                                                                        \
+    }                                                                                                                  \
+    static HRESULT plan##_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,              \
+                               dml_plan* result) {                                                                     \
+        (void)flags;                                                                                                   \
+        return plan(op, device, true, result);                                                                         \
+    }
+LAYOUT_PLANS(plan_inference)
+LAYOUT_PLANS(plan_training)
+LAYOUT_PLANS(plan_gradient)
+
+/* ---- Vectors: eight elements as FLOAT32 lanes, or as two FLOAT64 halves ---- */
+
+/* Hot code is written once with `half` as a parameter and instantiated with
+ * it constant (always inline), as in the generic kernel. */
+#define HOT static inline __attribute__((always_inline))
+
+/* Eight lanes of FLOAT64. */
+typedef struct lanes8 {
+    __m256d lo, hi;
+} lanes8;
+
+/* `count` (0..8) elements from `index`; the other lanes are 0. */
+HOT __m256 load_n(bool half, const void* base, uint64_t index, uint64_t count) {
+    if (count == 8) {
+        if (half) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)base + index)));
+        return _mm256_loadu_ps((const float*)base + index);
+    }
+    float lanes[8] = {0};
+    for (uint64_t t = 0; t < count; t++)
+        lanes[t] = half ? dml_half_to_float(((const uint16_t*)base)[index + t]) : ((const float*)base)[index + t];
+    return _mm256_loadu_ps(lanes);
+}
+
+/* Stores `count` (0..8) lanes at `index`, rounded once to the type (F16C:
+ * to nearest even, as dml_float_to_half). `stream` needs an aligned address. */
+HOT void store_n(bool half, bool stream, void* base, uint64_t index, uint64_t count, __m256 value) {
+    if (count == 8) {
+        if (half) {
+            __m128i bits = _mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m128i* address = (__m128i*)((uint16_t*)base + index);
+            if (stream)
+                _mm_stream_si128(address, bits);
+            else
+                _mm_storeu_si128(address, bits);
+        } else if (stream) {
+            _mm256_stream_ps((float*)base + index, value);
+        } else {
+            _mm256_storeu_ps((float*)base + index, value);
+        }
+        return;
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, value);
+    for (uint64_t t = 0; t < count; t++) {
+        if (half)
+            ((uint16_t*)base)[index + t] = dml_float_to_half(lanes[t]);
+        else
+            ((float*)base)[index + t] = lanes[t];
+    }
+}
+
+/* Whether a vector store at `index` can be non-temporal: 32 bytes apart
+ * along a run, so aligned at its start means aligned throughout. */
+HOT bool stream_at(bool half, bool stream, const void* base, uint64_t index) {
+    uintptr_t address = (uintptr_t)base + index * (half ? 2u : 4u);
+    return stream && address % (half ? 16u : 32u) == 0;
+}
+
+HOT lanes8 widen(__m256 value) {
+    return (lanes8){_mm256_cvtps_pd(_mm256_castps256_ps128(value)), _mm256_cvtps_pd(_mm256_extractf128_ps(value, 1))};
+}
+
+HOT __m256 narrow(lanes8 value) { return _mm256_set_m128(_mm256_cvtpd_ps(value.hi), _mm256_cvtpd_ps(value.lo)); }
+
+HOT lanes8 broadcast8(double value) { return (lanes8){_mm256_set1_pd(value), _mm256_set1_pd(value)}; }
+
+HOT lanes8 lanes_at(const double* values) { return (lanes8){_mm256_loadu_pd(values), _mm256_loadu_pd(values + 4)}; }
+
+/* Lanes below `count` all ones, the others 0. */
+HOT lanes8 lane_mask(uint64_t count) {
+    __m256d limit = _mm256_set1_pd((double)count);
+    return (lanes8){_mm256_cmp_pd(_mm256_setr_pd(0, 1, 2, 3), limit, _CMP_LT_OQ),
+                    _mm256_cmp_pd(_mm256_setr_pd(4, 5, 6, 7), limit, _CMP_LT_OQ)};
+}
+
+HOT double sum_lanes(__m256d value) {
+    double lanes[4];
+    _mm256_storeu_pd(lanes, value);
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+/* ---- The element-wise passes ---- */
+
+/* act((x - mean) * factor + bias [+ fused add]) of eight lanes (spec §5,
+ * §8.2): FLOAT64 as the generic kernel, rounded to FLOAT32, activated. */
+typedef struct forward_values {
+    lanes8 mean, factor, bias;
+} forward_values;
+
+HOT __m256 activate(const dml_activation* activation, __m256 pre) {
+    if (activation->type == DML_ACTIVATION_NONE || activation->type == DML_ACTIVATION_IDENTITY) return pre;
+    /* fmaxf(0, x): the second operand of maxps is returned for a NaN, as fmaxf returns 0 */
+    if (activation->type == DML_ACTIVATION_RELU) return _mm256_max_ps(pre, _mm256_setzero_ps());
+    float values[8];
+    _mm256_storeu_ps(values, pre);
+    dml_cpu_bn_apply_activation(activation, values, 8);
+    return _mm256_loadu_ps(values);
+}
+
+HOT __m256 forward8(bool half, const void* x, const void* fused_add, uint64_t index, uint64_t count,
+                    const forward_values* v) {
+    lanes8 value = widen(load_n(half, x, index, count));
+    value.lo = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.lo, v->mean.lo), v->factor.lo), v->bias.lo);
+    value.hi = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.hi, v->mean.hi), v->factor.hi), v->bias.hi);
+    if (fused_add != NULL) { /* after Bias, before the rounding (spec §5) */
+        lanes8 add = widen(load_n(half, fused_add, index, count));
+        value.lo = _mm256_add_pd(value.lo, add.lo);
+        value.hi = _mm256_add_pd(value.hi, add.hi);
+    }
+    return narrow(value);
+}
+
+typedef struct forward_args {
+    const void* x;
+    const void* fused_add; /* NULL when absent */
+    void* y;
+    dml_activation activation;
+    bool stream;
+} forward_args;
+
+/* `length` consecutive elements of one group. */
+HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t length, const forward_values* v) {
+    bool stream = stream_at(half, a->stream, a->y, index);
+    uint64_t t = 0;
+    for (; t + 8 <= length; t += 8)
+        store_n(half, stream, a->y, index + t, 8,
+                activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, 8, v)));
+    if (t < length)
+        store_n(half, false, a->y, index + t, length - t,
+                activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, length - t, v)));
+}
+
+/* One row of a block of `count` neighbouring groups (channels). */
+HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, const forward_values* v) {
+    bool stream = stream_at(half, a->stream, a->y, index) && count == BLOCK;
+    for (uint64_t half_block = 0; half_block < 2; half_block++) {
+        uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
+        if (lanes == 0) break;
+        store_n(half, stream, a->y, index + first, lanes,
+                activate(&a->activation, forward8(half, a->x, a->fused_add, index + first, lanes, &v[half_block])));
+    }
+}
+
+/* dx = k * (dy - u - (x - Mean) * w), or k * dy for the constant-statistics GRAD (spec §6, §7). */
+typedef struct backward_values {
+    lanes8 mean, k, u, w;
+} backward_values;
+
+typedef struct backward_args {
+    const void* x;
+    const void* dy;
+    void* dx;
+    bool training;
+    bool stream;
+} backward_args;
+
+HOT __m256d backward4(bool training, __m256d x, __m256d dy, __m256d mean, __m256d k, __m256d u, __m256d w) {
+    if (!training) return _mm256_mul_pd(k, dy);
+    return _mm256_mul_pd(k, _mm256_sub_pd(_mm256_sub_pd(dy, u), _mm256_mul_pd(_mm256_sub_pd(x, mean), w)));
+}
+
+HOT __m256 backward8(bool half, const backward_args* a, uint64_t index, uint64_t count, const backward_values* v) {
+    lanes8 dy = widen(load_n(half, a->dy, index, count));
+    lanes8 x = a->training ? widen(load_n(half, a->x, index, count)) : dy;
+    return narrow((lanes8){backward4(a->training, x.lo, dy.lo, v->mean.lo, v->k.lo, v->u.lo, v->w.lo),
+                           backward4(a->training, x.hi, dy.hi, v->mean.hi, v->k.hi, v->u.hi, v->w.hi)});
+}
+
+HOT void backward_run(bool half, const backward_args* a, uint64_t index, uint64_t length, const backward_values* v) {
+    bool stream = stream_at(half, a->stream, a->dx, index);
+    uint64_t t = 0;
+    for (; t + 8 <= length; t += 8)
+        store_n(half, stream, a->dx, index + t, 8, backward8(half, a, index + t, 8, v));
+    if (t < length) store_n(half, false, a->dx, index + t, length - t, backward8(half, a, index + t, length - t, v));
+}
+
+HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, const backward_values* v) {
+    bool stream = stream_at(half, a->stream, a->dx, index) && count == BLOCK;
+    for (uint64_t half_block = 0; half_block < 2; half_block++) {
+        uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
+        if (lanes == 0) break;
+        store_n(half, stream, a->dx, index + first, lanes, backward8(half, a, index + first, lanes, &v[half_block]));
+    }
+}
+
+/* ---- Reductions ---- */
+
+/* Statistics of `count` consecutive elements: the sum, then the squared
+ * deviations from the chunk mean (the chunk is in L1 by then). */
+HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t count) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    uint64_t t = 0;
+    for (; t + 16 <= count; t += 16) {
+        lanes8 a = widen(load_n(half, x, index + t, 8)), b = widen(load_n(half, x, index + t + 8, 8));
+        s0 = _mm256_add_pd(s0, a.lo), s1 = _mm256_add_pd(s1, a.hi);
+        s2 = _mm256_add_pd(s2, b.lo), s3 = _mm256_add_pd(s3, b.hi);
+    }
+    for (; t < count; t += 8) { /* zeros in the lanes past the end add nothing */
+        lanes8 a = widen(load_n(half, x, index + t, count - t < 8 ? count - t : 8));
+        s0 = _mm256_add_pd(s0, a.lo), s1 = _mm256_add_pd(s1, a.hi);
+    }
+    double mean = sum_lanes(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3))) / (double)count;
+    __m256d center = _mm256_set1_pd(mean);
+    __m256d q0 = _mm256_setzero_pd(), q1 = q0, q2 = q0, q3 = q0;
+    for (t = 0; t + 16 <= count; t += 16) {
+        lanes8 a = widen(load_n(half, x, index + t, 8)), b = widen(load_n(half, x, index + t + 8, 8));
+        __m256d d0 = _mm256_sub_pd(a.lo, center), d1 = _mm256_sub_pd(a.hi, center);
+        __m256d d2 = _mm256_sub_pd(b.lo, center), d3 = _mm256_sub_pd(b.hi, center);
+        q0 = _mm256_fmadd_pd(d0, d0, q0), q1 = _mm256_fmadd_pd(d1, d1, q1);
+        q2 = _mm256_fmadd_pd(d2, d2, q2), q3 = _mm256_fmadd_pd(d3, d3, q3);
+    }
+    for (; t < count; t += 8) {
+        uint64_t lanes = count - t < 8 ? count - t : 8;
+        lanes8 a = widen(load_n(half, x, index + t, lanes)), valid = lane_mask(lanes);
+        __m256d d0 = _mm256_and_pd(_mm256_sub_pd(a.lo, center), valid.lo);
+        __m256d d1 = _mm256_and_pd(_mm256_sub_pd(a.hi, center), valid.hi);
+        q0 = _mm256_fmadd_pd(d0, d0, q0), q1 = _mm256_fmadd_pd(d1, d1, q1);
+    }
+    double m2 = sum_lanes(_mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
+    return (dml_bn_stats){(double)count, mean, m2};
+}
+
+/* sdy and sdyxc of `count` consecutive elements, added to the lanes. */
+HOT void gradient_sums(bool half, const void* x, const void* dy, uint64_t index, uint64_t count, __m256d mean,
+                       __m256d sums[4]) {
+    for (uint64_t t = 0; t < count; t += 8) { /* zero dy lanes past the end add nothing */
+        uint64_t lanes = count - t < 8 ? count - t : 8;
+        lanes8 dyv = widen(load_n(half, dy, index + t, lanes)), xv = widen(load_n(half, x, index + t, lanes));
+        sums[0] = _mm256_add_pd(sums[0], dyv.lo), sums[1] = _mm256_add_pd(sums[1], dyv.hi);
+        sums[2] = _mm256_fmadd_pd(dyv.lo, _mm256_sub_pd(xv.lo, mean), sums[2]);
+        sums[3] = _mm256_fmadd_pd(dyv.hi, _mm256_sub_pd(xv.hi, mean), sums[3]);
+    }
+}
+
+/* ---- Runs (packed NCHW-like): one group at a time ---- */
+
+HOT void training_group(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
+                        uint64_t g) {
+    dml_bn_stats stats = {0, 0, 0};
+    for (uint64_t o = 0; o < p->outer; o++)
+        for (uint64_t c = 0; c < p->inner; c += CHUNK)
+            dml_bn_stats_merge(&stats, chunk_stats(half, a->x, (o * p->groups + g) * p->inner + c,
+                                                   p->inner - c < CHUNK ? p->inner - c : CHUNK));
+    double values[3];
+    dml_cpu_bn_finish_statistics(args, g, stats, values);
+    forward_values v = {broadcast8(values[0]), broadcast8(values[1]), broadcast8(values[2])};
+    for (uint64_t o = 0; o < p->outer; o++)
+        forward_run(half, a, (o * p->groups + g) * p->inner, p->inner, &v);
+}
+
+HOT void gradient_group(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const backward_args* a,
+                        uint64_t g) {
+    const DMLOperator* op = args->op;
+    double mean = dml_cpu_bn_load_parameter(&op->inputs[DML_BN_GRAD_MEAN].tensor, args->inputs[DML_BN_GRAD_MEAN], g);
+    __m256d sums[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (uint64_t o = 0; o < p->outer; o++)
+        gradient_sums(half, a->x, a->dy, (o * p->groups + g) * p->inner, p->inner, _mm256_set1_pd(mean), sums);
+    double values[3];
+    dml_cpu_bn_finish_gradient(args, g, sum_lanes(_mm256_add_pd(sums[0], sums[1])),
+                               sum_lanes(_mm256_add_pd(sums[2], sums[3])), a->training, values);
+    backward_values v = {broadcast8(mean), broadcast8(values[0]), broadcast8(values[1]), broadcast8(values[2])};
+    for (uint64_t o = 0; o < p->outer; o++)
+        backward_run(half, a, (o * p->groups + g) * p->inner, p->inner, &v);
+}
+
+/* ---- Channels (NHWC-like): one block of 16 groups at a time ---- */
+
+/* Lanes for groups first..first+count-1 of a row: two vectors of eight. */
+HOT void load_block(bool half, const void* base, uint64_t index, uint64_t count, lanes8 out[2]) {
+    out[0] = widen(load_n(half, base, index, count < 8 ? count : 8));
+    out[1] = widen(load_n(half, base, index + 8, count > 8 ? count - 8 : 0));
+}
+
+HOT void training_block(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
+                        uint64_t block) {
+    uint64_t first = block * BLOCK, count = p->groups - first < BLOCK ? p->groups - first : BLOCK;
+    __m256d mean[4], m2[4];
+    for (int k = 0; k < 4; k++)
+        mean[k] = m2[k] = _mm256_setzero_pd();
+    double total = 0;
+    for (uint64_t r0 = 0; r0 < p->outer; r0 += CHUNK_ROWS) {
+        uint64_t rows = p->outer - r0 < CHUNK_ROWS ? p->outer - r0 : CHUNK_ROWS;
+        __m256d sum[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+        for (uint64_t r = r0; r < r0 + rows; r++) {
+            lanes8 v[2];
+            load_block(half, a->x, r * p->groups + first, count, v);
+            sum[0] = _mm256_add_pd(sum[0], v[0].lo), sum[1] = _mm256_add_pd(sum[1], v[0].hi);
+            sum[2] = _mm256_add_pd(sum[2], v[1].lo), sum[3] = _mm256_add_pd(sum[3], v[1].hi);
+        }
+        __m256d n = _mm256_set1_pd((double)rows), chunk_mean[4], chunk_m2[4];
+        for (int k = 0; k < 4; k++) {
+            chunk_mean[k] = _mm256_div_pd(sum[k], n);
+            chunk_m2[k] = _mm256_setzero_pd();
+        }
+        for (uint64_t r = r0; r < r0 + rows; r++) {
+            lanes8 v[2];
+            load_block(half, a->x, r * p->groups + first, count, v);
+            __m256d d[4] = {_mm256_sub_pd(v[0].lo, chunk_mean[0]), _mm256_sub_pd(v[0].hi, chunk_mean[1]),
+                            _mm256_sub_pd(v[1].lo, chunk_mean[2]), _mm256_sub_pd(v[1].hi, chunk_mean[3])};
+            for (int k = 0; k < 4; k++)
+                chunk_m2[k] = _mm256_fmadd_pd(d[k], d[k], chunk_m2[k]);
+        }
+        if (r0 == 0) { /* Chan's merge, lane by lane, as dml_bn_stats_merge */
+            for (int k = 0; k < 4; k++)
+                mean[k] = chunk_mean[k], m2[k] = chunk_m2[k];
+        } else {
+            double merged = total + (double)rows;
+            __m256d weight = _mm256_set1_pd((double)rows / merged);
+            __m256d cross = _mm256_set1_pd(total * (double)rows / merged);
+            for (int k = 0; k < 4; k++) {
+                __m256d delta = _mm256_sub_pd(chunk_mean[k], mean[k]);
+                mean[k] = _mm256_add_pd(mean[k], _mm256_mul_pd(delta, weight));
+                m2[k] =
+                    _mm256_add_pd(m2[k], _mm256_add_pd(chunk_m2[k], _mm256_mul_pd(_mm256_mul_pd(delta, delta), cross)));
+            }
+        }
+        total += (double)rows;
+    }
+    double means[BLOCK], m2s[BLOCK], values[3][BLOCK] = {{0}};
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_pd(means + 4 * k, mean[k]);
+        _mm256_storeu_pd(m2s + 4 * k, m2[k]);
+    }
+    for (uint64_t g = 0; g < count; g++) {
+        double group[3];
+        dml_cpu_bn_finish_statistics(args, first + g, (dml_bn_stats){total, means[g], m2s[g]}, group);
+        for (int k = 0; k < 3; k++)
+            values[k][g] = group[k];
+    }
+    forward_values v[2];
+    for (int h = 0; h < 2; h++)
+        v[h] = (forward_values){lanes_at(values[0] + 8 * h), lanes_at(values[1] + 8 * h), lanes_at(values[2] + 8 * h)};
+    for (uint64_t r = 0; r < p->outer; r++)
+        forward_row(half, a, r * p->groups + first, count, v);
+}
+
+HOT void gradient_block(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const backward_args* a,
+                        uint64_t block) {
+    const DMLOperator* op = args->op;
+    uint64_t first = block * BLOCK, count = p->groups - first < BLOCK ? p->groups - first : BLOCK;
+    double means[BLOCK] = {0}, values[3][BLOCK] = {{0}};
+    for (uint64_t g = 0; g < count; g++)
+        means[g] =
+            dml_cpu_bn_load_parameter(&op->inputs[DML_BN_GRAD_MEAN].tensor, args->inputs[DML_BN_GRAD_MEAN], first + g);
+    __m256d mean[4], sdy[4], sdyxc[4];
+    for (int k = 0; k < 4; k++) {
+        mean[k] = _mm256_loadu_pd(means + 4 * k);
+        sdy[k] = sdyxc[k] = _mm256_setzero_pd();
+    }
+    for (uint64_t r = 0; r < p->outer; r++) {
+        lanes8 x[2], dy[2];
+        load_block(half, a->x, r * p->groups + first, count, x);
+        load_block(half, a->dy, r * p->groups + first, count, dy);
+        __m256d xs[4] = {x[0].lo, x[0].hi, x[1].lo, x[1].hi}, dys[4] = {dy[0].lo, dy[0].hi, dy[1].lo, dy[1].hi};
+        for (int k = 0; k < 4; k++) {
+            sdy[k] = _mm256_add_pd(sdy[k], dys[k]);
+            sdyxc[k] = _mm256_fmadd_pd(dys[k], _mm256_sub_pd(xs[k], mean[k]), sdyxc[k]);
+        }
+    }
+    double sdys[BLOCK], sdyxcs[BLOCK];
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_pd(sdys + 4 * k, sdy[k]);
+        _mm256_storeu_pd(sdyxcs + 4 * k, sdyxc[k]);
+    }
+    for (uint64_t g = 0; g < count; g++) {
+        double group[3];
+        dml_cpu_bn_finish_gradient(args, first + g, sdys[g], sdyxcs[g], a->training, group);
+        for (int k = 0; k < 3; k++)
+            values[k][g] = group[k];
+    }
+    backward_values v[2];
+    for (int h = 0; h < 2; h++)
+        v[h] = (backward_values){lanes_at(means + 8 * h), lanes_at(values[0] + 8 * h), lanes_at(values[1] + 8 * h),
+                                 lanes_at(values[2] + 8 * h)};
+    for (uint64_t r = 0; r < p->outer; r++)
+        backward_row(half, a, r * p->groups + first, count, v);
+}
+
+/* ---- Run steps ---- */
+
+/* Runs `items` work items over the device's threads in a fixed static
+ * split; the non-temporal stores are fenced before the threads join. */
+#define PARALLEL_ITEMS(plan, items, item_cost, body)                                                                   \
+    do {                                                                                                               \
+        int64_t count_ = (int64_t)(items);                                                                             \
+        int threads_ = dml_cpu_threads_for((plan)->threads, (uint64_t)count_,                                          \
+                                           dml_cpu_items_per_thread((item_cost), DML_CPU_MIN_WORK_PER_THREAD));        \
+        _Pragma("omp parallel num_threads(threads_)") {                                                                \
+            _Pragma("omp for schedule(static)") for (int64_t item = 0; item < count_; item++) { body; }                \
+            _mm_sfence();                                                                                              \
+        }                                                                                                              \
+    } while (0)
+
+static void training_all(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a) {
+    if (p->channels) {
+        if (half)
+            PARALLEL_ITEMS(p, (p->groups + BLOCK - 1) / BLOCK, p->outer * BLOCK,
+                           training_block(true, p, args, a, (uint64_t)item));
+        else
+            PARALLEL_ITEMS(p, (p->groups + BLOCK - 1) / BLOCK, p->outer * BLOCK,
+                           training_block(false, p, args, a, (uint64_t)item));
+    } else if (half) {
+        PARALLEL_ITEMS(p, p->groups, p->outer * p->inner, training_group(true, p, args, a, (uint64_t)item));
+    } else {
+        PARALLEL_ITEMS(p, p->groups, p->outer * p->inner, training_group(false, p, args, a, (uint64_t)item));
+    }
+}
+
+static HRESULT run_training(const dml_kernel_args* args) {
+    const bn_fast_plan* p = DML_PLAN_STATE(args, bn_fast_plan);
+    const dml_batch_norm_params* params = args->op->params;
+    forward_args a = {
+        .x = args->inputs[DML_BN_TRAINING_INPUT],
+        .fused_add = args->inputs[DML_BN_TRAINING_FUSED_ADD],
+        .y = args->outputs[DML_BN_TRAINING_OUTPUT],
+        .activation = params->activation,
+        .stream = p->stream,
+    };
+    training_all(p->half, p, args, &a);
+    return S_OK;
+}
+
+static void gradient_all(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const backward_args* a) {
+    if (p->channels) {
+        if (half)
+            PARALLEL_ITEMS(p, (p->groups + BLOCK - 1) / BLOCK, p->outer * BLOCK,
+                           gradient_block(true, p, args, a, (uint64_t)item));
+        else
+            PARALLEL_ITEMS(p, (p->groups + BLOCK - 1) / BLOCK, p->outer * BLOCK,
+                           gradient_block(false, p, args, a, (uint64_t)item));
+    } else if (half) {
+        PARALLEL_ITEMS(p, p->groups, p->outer * p->inner, gradient_group(true, p, args, a, (uint64_t)item));
+    } else {
+        PARALLEL_ITEMS(p, p->groups, p->outer * p->inner, gradient_group(false, p, args, a, (uint64_t)item));
+    }
+}
+
+static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
+    const bn_fast_plan* p = DML_PLAN_STATE(args, bn_fast_plan);
+    backward_args a = {
+        .x = args->inputs[DML_BN_GRAD_INPUT],
+        .dy = args->inputs[DML_BN_GRAD_INPUT_GRADIENT],
+        .dx = args->outputs[DML_BN_GRAD_OUTPUT_GRADIENT],
+        .training = training,
+        .stream = p->stream,
+    };
+    gradient_all(p->half, p, args, &a);
+    return S_OK;
+}
+
+static HRESULT run_gradient_constant_statistics(const dml_kernel_args* args) { return run_gradient(args, false); }
+
+static HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return run_gradient(args, true); }
+
+/* Inference: no reduction, so the work items are pieces of runs (runs) or
+ * chunks of rows of one block (channels), whatever the group count. Group
+ * j's {mean, factor = Scale / sqrt(Variance + Epsilon), Bias} (spec §4). */
+static void inference_group(const dml_kernel_args* args, uint64_t j, double values[3]) {
+    const DMLOperator* op = args->op;
+    const dml_batch_norm_params* params = op->params;
+    double parameter[4];
+    for (int k = 0; k < 4; k++)
+        parameter[k] = dml_cpu_bn_load_parameter(&op->inputs[DML_BN_MEAN + k].tensor, args->inputs[DML_BN_MEAN + k], j);
+    values[0] = parameter[0];
+    values[1] = parameter[2] / sqrt(parameter[1] + (double)params->epsilon);
+    values[2] = parameter[3];
+}
+
+HOT void inference_item(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
+                        uint64_t item) {
+    if (!p->channels) {
+        uint64_t pieces = (p->inner + CHUNK - 1) / CHUNK, run = item / pieces, begin = item % pieces * CHUNK;
+        double values[3];
+        inference_group(args, run % p->groups, values);
+        forward_values v = {broadcast8(values[0]), broadcast8(values[1]), broadcast8(values[2])};
+        forward_run(half, a, run * p->inner + begin, p->inner - begin < CHUNK ? p->inner - begin : CHUNK, &v);
+        return;
+    }
+    uint64_t blocks = (p->groups + BLOCK - 1) / BLOCK, block = item % blocks, r0 = item / blocks * CHUNK_ROWS;
+    uint64_t first = block * BLOCK, count = p->groups - first < BLOCK ? p->groups - first : BLOCK;
+    forward_values v[2];
+    double lanes[3][BLOCK] = {{0}};
+    for (uint64_t g = 0; g < count; g++) {
+        double group[3];
+        inference_group(args, first + g, group);
+        for (int k = 0; k < 3; k++)
+            lanes[k][g] = group[k];
+    }
+    for (int h = 0; h < 2; h++)
+        v[h] = (forward_values){lanes_at(lanes[0] + 8 * h), lanes_at(lanes[1] + 8 * h), lanes_at(lanes[2] + 8 * h)};
+    uint64_t end = r0 + CHUNK_ROWS < p->outer ? r0 + CHUNK_ROWS : p->outer;
+    for (uint64_t r = r0; r < end; r++)
+        forward_row(half, a, r * p->groups + first, count, v);
+}
+
+static HRESULT run_inference(const dml_kernel_args* args) {
+    const bn_fast_plan* p = DML_PLAN_STATE(args, bn_fast_plan);
+    const dml_batch_norm_params* params = args->op->params;
+    forward_args a = {
+        .x = args->inputs[DML_BN_INPUT],
+        .fused_add = NULL,
+        .y = args->outputs[DML_BN_OUTPUT],
+        .activation = params->activation,
+        .stream = p->stream,
+    };
+    uint64_t items, cost;
+    if (p->channels) {
+        items = (p->outer + CHUNK_ROWS - 1) / CHUNK_ROWS * ((p->groups + BLOCK - 1) / BLOCK);
+        cost = CHUNK_ROWS * BLOCK;
+    } else {
+        items = p->outer * p->groups * ((p->inner + CHUNK - 1) / CHUNK);
+        cost = p->inner < CHUNK ? p->inner : CHUNK;
+    }
+    if (p->half)
+        PARALLEL_ITEMS(p, items, cost, inference_item(true, p, args, &a, (uint64_t)item));
+    else
+        PARALLEL_ITEMS(p, items, cost, inference_item(false, p, args, &a, (uint64_t)item));
+    return S_OK;
+}
+
+#define AVX2_IMPLS(kernel, plan, run)                                                                                  \
+    const dml_impl dml_cpu_##kernel##_avx2_nchw = {#kernel "/avx2/nchw", DML_ISA_AVX2, plan##_nchw, run};              \
+    const dml_impl dml_cpu_##kernel##_avx2_nhwc = {#kernel "/avx2/nhwc", DML_ISA_AVX2, plan##_nhwc, run};
+AVX2_IMPLS(batch_normalization, plan_inference, run_inference)
+AVX2_IMPLS(batch_normalization_training, plan_training, run_training)
+AVX2_IMPLS(batch_normalization_grad, plan_gradient, run_gradient_constant_statistics)
+AVX2_IMPLS(batch_normalization_training_grad, plan_gradient, run_gradient_batch_statistics)

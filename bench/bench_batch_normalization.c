@@ -361,7 +361,9 @@ static void time_onednn(const bn_shape* s, double times[WORKLOADS][PEER_LAYOUTS]
 }
 #endif
 
-int main(void) {
+/* Optional argument: run only the shapes whose name contains it. */
+int main(int argc, char** argv) {
+    const char* only = argc > 1 ? argv[1] : NULL;
     DMLDevice* device;
     CHECK_DML(dmlCreateDevice(NULL, &device));
 #ifdef _OPENMP
@@ -376,6 +378,7 @@ int main(void) {
 #endif
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const bn_shape* s = &shapes[i];
+        if (only != NULL && strstr(s->name, only) == NULL) continue;
         double peer[WORKLOADS][PEER_LAYOUTS] = {{0}};
 #ifdef DML_BENCH_HAVE_ONEDNN
         time_onednn(s, peer);

@@ -10,12 +10,15 @@
  * O = N*H*W, G = C, I = 1 ("channels": vectorized across 16 neighbouring
  * groups). Anything else is declined and the generic kernel runs.
  *
- * One read from memory. TRAINING and both GRADs work on one group (runs)
- * or one block of 16 groups (channels) at a time, on one thread: first its
- * statistics or gradient sums, then its element-wise pass, which finds the
- * group's data still in the cache (a 32x256x56x56 FLOAT32 channel is
- * 400 KB; the core's L2 holds 1 MB). The output is written with
- * non-temporal stores when it is far larger than the caches.
+ * Memory traffic. Runs: TRAINING and both GRADs work on one group at a
+ * time, on one thread: first its statistics or gradient sums, then its
+ * element-wise pass, which finds the group's data still in the cache (a
+ * 32x256x56x56 FLOAT32 channel is 400 KB; the core's L2 holds 1 MB), so the
+ * input is read from memory once. Channels: every group spans all rows, so
+ * the reduction walks the rows in memory order in fixed chunks (partials in
+ * the TemporaryResource, merged per group in chunk order), then the
+ * element-wise pass reads the input again. Outputs far larger than the
+ * caches are written with non-temporal stores.
  *
  * Numerics. Statistics: per chunk (up to CHUNK elements of a run, or
  * CHUNK_ROWS rows), the sum and then the squared deviations from the chunk
@@ -37,7 +40,8 @@
 
 enum {
     CHUNK = 4096,           /* elements of a run per statistics chunk (runs) */
-    CHUNK_ROWS = 256,       /* rows per statistics chunk (channels); also the inference work item */
+    CHUNK_ROWS = 256,       /* at most this many rows per chunk (channels) */
+    CHUNK_ELEMENTS = 65536, /* and about this many elements: a chunk stays in L2 between its two passes */
     BLOCK = 16,             /* groups per block (channels): one 64-byte line of FLOAT32 */
     MIN_GROUPS = 8,         /* fewer groups than this cannot keep the threads busy: generic */
     MIN_RUN = 8,            /* shorter runs (but > 1) are declined: generic */
@@ -48,6 +52,7 @@ enum {
 typedef struct bn_fast_plan {
     uint64_t outer, groups, inner; /* O, G, I */
     bool channels;                 /* I == 1: vectorized across groups */
+    uint64_t chunk_rows, chunks;   /* channels: rows per chunk of the reduction and of the work split */
     bool half;
     bool stream;
     int threads;
@@ -107,6 +112,14 @@ static bool classify(const dml_tensor* const* operands, uint32_t operand_count, 
     return plan->channels || plan->inner >= MIN_RUN;
 }
 
+/* Channels: the workspace holds four per-group arrays and two per-chunk,
+ * per-group arrays of FLOAT64, each padded to whole blocks. */
+static uint64_t padded_groups(const bn_fast_plan* p) { return (p->groups + BLOCK - 1) / BLOCK * BLOCK; }
+
+static uint64_t channel_workspace_bytes(const bn_fast_plan* p) {
+    return (4 + 2 * p->chunks) * padded_groups(p) * sizeof(double);
+}
+
 /* Takes the problem when its layout class is the implementation's. */
 static HRESULT plan_accept(const bn_fast_plan* candidate, bool channels, const DMLDevice* device,
                            const dml_tensor* output, dml_plan* result) {
@@ -116,6 +129,13 @@ static HRESULT plan_accept(const bn_fast_plan* candidate, bool channels, const D
     *plan = *candidate;
     plan->threads = (int)device->threads;
     plan->stream = output->element_count * dml_tensor_element_size(output) >= STREAM_BYTES;
+    if (plan->channels) {
+        plan->chunk_rows = CHUNK_ELEMENTS / plan->groups;
+        if (plan->chunk_rows > CHUNK_ROWS) plan->chunk_rows = CHUNK_ROWS;
+        if (plan->chunk_rows == 0) plan->chunk_rows = 1;
+        plan->chunks = (plan->outer + plan->chunk_rows - 1) / plan->chunk_rows;
+        result->temporary_size = channel_workspace_bytes(plan);
+    }
     return S_OK;
 }
 
@@ -139,7 +159,7 @@ static HRESULT plan_grouped(const DMLOperator* op, const DMLDevice* device, bool
     const dml_batch_norm_params* params = op->params;
     bn_fast_plan plan;
     if (!classify(operands, operand_count, params->reduced_axes, &plan)) return S_FALSE;
-    if (plan.groups < (plan.channels ? BLOCK : MIN_GROUPS)) return S_FALSE;
+    if (plan.groups < MIN_GROUPS) return S_FALSE;
     return plan_accept(&plan, channels, device, operands[1], result);
 }
 
@@ -439,7 +459,38 @@ HOT void gradient_group(bool half, const bn_fast_plan* p, const dml_kernel_args*
         backward_run(half, a, (o * p->groups + g) * p->inner, p->inner, &v);
 }
 
-/* ---- Channels (NHWC-like): one block of 16 groups at a time ---- */
+/* ---- Channels (NHWC-like): rows in memory order, 16 groups per vector block ---- */
+
+/* The workspace (TemporaryResource): four per-group arrays of the
+ * element-wise pass, then two per-chunk, per-group arrays of partial
+ * results; each array padded to whole blocks. */
+typedef struct channel_workspace {
+    double* values[4];
+    double* partial[2]; /* [chunk * padded_groups + g] */
+} channel_workspace;
+
+static channel_workspace channel_workspace_at(const bn_fast_plan* p, void* temporary) {
+    double* base = temporary;
+    uint64_t padded = padded_groups(p);
+    channel_workspace w;
+    for (int k = 0; k < 4; k++)
+        w.values[k] = base + k * padded;
+    for (int k = 0; k < 2; k++)
+        w.partial[k] = base + (4 + k * p->chunks) * padded;
+    return w;
+}
+
+static uint64_t chunk_begin(const bn_fast_plan* p, uint64_t chunk) { return chunk * p->chunk_rows; }
+static uint64_t chunk_end(const bn_fast_plan* p, uint64_t chunk) {
+    uint64_t end = (chunk + 1) * p->chunk_rows;
+    return end < p->outer ? end : p->outer;
+}
+
+/* Groups of block b that exist (the last block may be partial). */
+static uint64_t block_count(const bn_fast_plan* p, uint64_t block) {
+    uint64_t first = block * BLOCK;
+    return p->groups - first < BLOCK ? p->groups - first : BLOCK;
+}
 
 /* Lanes for groups first..first+count-1 of a row: two vectors of eight. */
 HOT void load_block(bool half, const void* base, uint64_t index, uint64_t count, lanes8 out[2]) {
@@ -447,109 +498,145 @@ HOT void load_block(bool half, const void* base, uint64_t index, uint64_t count,
     out[1] = widen(load_n(half, base, index + 8, count > 8 ? count - 8 : 0));
 }
 
-HOT void training_block(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
-                        uint64_t block) {
-    uint64_t first = block * BLOCK, count = p->groups - first < BLOCK ? p->groups - first : BLOCK;
-    __m256d mean[4], m2[4];
-    for (int k = 0; k < 4; k++)
-        mean[k] = m2[k] = _mm256_setzero_pd();
-    double total = 0;
-    for (uint64_t r0 = 0; r0 < p->outer; r0 += CHUNK_ROWS) {
-        uint64_t rows = p->outer - r0 < CHUNK_ROWS ? p->outer - r0 : CHUNK_ROWS;
-        __m256d sum[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-        for (uint64_t r = r0; r < r0 + rows; r++) {
+HOT void block_lanes(const lanes8 v[2], __m256d out[4]) {
+    out[0] = v[0].lo, out[1] = v[0].hi, out[2] = v[1].lo, out[3] = v[1].hi;
+}
+
+/* TRAINING, pass 1 over one chunk of rows (it stays in L2): per group, the
+ * chunk's sum, then its squared deviations from the chunk mean. */
+HOT void channel_stats_chunk(bool half, const bn_fast_plan* p, const void* x, const channel_workspace* w,
+                             uint64_t chunk) {
+    uint64_t padded = padded_groups(p), begin = chunk_begin(p, chunk), end = chunk_end(p, chunk);
+    double* mean = w->partial[0] + chunk * padded;
+    double* m2 = w->partial[1] + chunk * padded;
+    memset(mean, 0, padded * sizeof *mean);
+    memset(m2, 0, padded * sizeof *m2);
+    for (uint64_t r = begin; r < end; r++)
+        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
             lanes8 v[2];
-            load_block(half, a->x, r * p->groups + first, count, v);
-            sum[0] = _mm256_add_pd(sum[0], v[0].lo), sum[1] = _mm256_add_pd(sum[1], v[0].hi);
-            sum[2] = _mm256_add_pd(sum[2], v[1].lo), sum[3] = _mm256_add_pd(sum[3], v[1].hi);
+            __m256d lanes[4];
+            load_block(half, x, r * p->groups + g, block_count(p, g / BLOCK), v);
+            block_lanes(v, lanes);
+            for (int k = 0; k < 4; k++)
+                _mm256_storeu_pd(mean + g + 4 * k, _mm256_add_pd(_mm256_loadu_pd(mean + g + 4 * k), lanes[k]));
         }
-        __m256d n = _mm256_set1_pd((double)rows), chunk_mean[4], chunk_m2[4];
-        for (int k = 0; k < 4; k++) {
-            chunk_mean[k] = _mm256_div_pd(sum[k], n);
-            chunk_m2[k] = _mm256_setzero_pd();
-        }
-        for (uint64_t r = r0; r < r0 + rows; r++) {
+    double rows = (double)(end - begin);
+    for (uint64_t g = 0; g < padded; g++)
+        mean[g] /= rows;
+    for (uint64_t r = begin; r < end; r++)
+        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
             lanes8 v[2];
-            load_block(half, a->x, r * p->groups + first, count, v);
-            __m256d d[4] = {_mm256_sub_pd(v[0].lo, chunk_mean[0]), _mm256_sub_pd(v[0].hi, chunk_mean[1]),
-                            _mm256_sub_pd(v[1].lo, chunk_mean[2]), _mm256_sub_pd(v[1].hi, chunk_mean[3])};
-            for (int k = 0; k < 4; k++)
-                chunk_m2[k] = _mm256_fmadd_pd(d[k], d[k], chunk_m2[k]);
-        }
-        if (r0 == 0) { /* Chan's merge, lane by lane, as dml_bn_stats_merge */
-            for (int k = 0; k < 4; k++)
-                mean[k] = chunk_mean[k], m2[k] = chunk_m2[k];
-        } else {
-            double merged = total + (double)rows;
-            __m256d weight = _mm256_set1_pd((double)rows / merged);
-            __m256d cross = _mm256_set1_pd(total * (double)rows / merged);
+            __m256d lanes[4];
+            load_block(half, x, r * p->groups + g, block_count(p, g / BLOCK), v);
+            block_lanes(v, lanes);
             for (int k = 0; k < 4; k++) {
-                __m256d delta = _mm256_sub_pd(chunk_mean[k], mean[k]);
-                mean[k] = _mm256_add_pd(mean[k], _mm256_mul_pd(delta, weight));
-                m2[k] =
-                    _mm256_add_pd(m2[k], _mm256_add_pd(chunk_m2[k], _mm256_mul_pd(_mm256_mul_pd(delta, delta), cross)));
+                __m256d d = _mm256_sub_pd(lanes[k], _mm256_loadu_pd(mean + g + 4 * k));
+                _mm256_storeu_pd(m2 + g + 4 * k, _mm256_fmadd_pd(d, d, _mm256_loadu_pd(m2 + g + 4 * k)));
             }
         }
-        total += (double)rows;
+}
+
+/* TRAINING, per block: Chan's merge of the chunks in chunk order, lane by
+ * lane as dml_bn_stats_merge, then the group's outputs and values. */
+static void channel_stats_finish(const bn_fast_plan* p, const dml_kernel_args* args, const channel_workspace* w,
+                                 uint64_t block) {
+    uint64_t padded = padded_groups(p), first = block * BLOCK;
+    __m256d mean[4], m2[4];
+    for (int k = 0; k < 4; k++) {
+        mean[k] = _mm256_loadu_pd(w->partial[0] + first + 4 * k);
+        m2[k] = _mm256_loadu_pd(w->partial[1] + first + 4 * k);
     }
-    double means[BLOCK], m2s[BLOCK], values[3][BLOCK] = {{0}};
+    double total = (double)(chunk_end(p, 0) - chunk_begin(p, 0));
+    for (uint64_t c = 1; c < p->chunks; c++) {
+        double rows = (double)(chunk_end(p, c) - chunk_begin(p, c)), merged = total + rows;
+        __m256d weight = _mm256_set1_pd(rows / merged), cross = _mm256_set1_pd(total * rows / merged);
+        for (int k = 0; k < 4; k++) {
+            __m256d delta = _mm256_sub_pd(_mm256_loadu_pd(w->partial[0] + c * padded + first + 4 * k), mean[k]);
+            mean[k] = _mm256_add_pd(mean[k], _mm256_mul_pd(delta, weight));
+            m2[k] = _mm256_add_pd(m2[k], _mm256_add_pd(_mm256_loadu_pd(w->partial[1] + c * padded + first + 4 * k),
+                                                       _mm256_mul_pd(_mm256_mul_pd(delta, delta), cross)));
+        }
+        total = merged;
+    }
+    double means[BLOCK], m2s[BLOCK];
     for (int k = 0; k < 4; k++) {
         _mm256_storeu_pd(means + 4 * k, mean[k]);
         _mm256_storeu_pd(m2s + 4 * k, m2[k]);
     }
-    for (uint64_t g = 0; g < count; g++) {
-        double group[3];
-        dml_cpu_bn_finish_statistics(args, first + g, (dml_bn_stats){total, means[g], m2s[g]}, group);
+    for (uint64_t g = 0; g < block_count(p, block); g++) {
+        double values[3];
+        dml_cpu_bn_finish_statistics(args, first + g, (dml_bn_stats){total, means[g], m2s[g]}, values);
         for (int k = 0; k < 3; k++)
-            values[k][g] = group[k];
+            w->values[k][first + g] = values[k];
     }
-    forward_values v[2];
-    for (int h = 0; h < 2; h++)
-        v[h] = (forward_values){lanes_at(values[0] + 8 * h), lanes_at(values[1] + 8 * h), lanes_at(values[2] + 8 * h)};
-    for (uint64_t r = 0; r < p->outer; r++)
-        forward_row(half, a, r * p->groups + first, count, v);
 }
 
-HOT void gradient_block(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const backward_args* a,
-                        uint64_t block) {
-    const DMLOperator* op = args->op;
-    uint64_t first = block * BLOCK, count = p->groups - first < BLOCK ? p->groups - first : BLOCK;
-    double means[BLOCK] = {0}, values[3][BLOCK] = {{0}};
-    for (uint64_t g = 0; g < count; g++)
-        means[g] =
-            dml_cpu_bn_load_parameter(&op->inputs[DML_BN_GRAD_MEAN].tensor, args->inputs[DML_BN_GRAD_MEAN], first + g);
-    __m256d mean[4], sdy[4], sdyxc[4];
-    for (int k = 0; k < 4; k++) {
-        mean[k] = _mm256_loadu_pd(means + 4 * k);
-        sdy[k] = sdyxc[k] = _mm256_setzero_pd();
-    }
-    for (uint64_t r = 0; r < p->outer; r++) {
-        lanes8 x[2], dy[2];
-        load_block(half, a->x, r * p->groups + first, count, x);
-        load_block(half, a->dy, r * p->groups + first, count, dy);
-        __m256d xs[4] = {x[0].lo, x[0].hi, x[1].lo, x[1].hi}, dys[4] = {dy[0].lo, dy[0].hi, dy[1].lo, dy[1].hi};
-        for (int k = 0; k < 4; k++) {
-            sdy[k] = _mm256_add_pd(sdy[k], dys[k]);
-            sdyxc[k] = _mm256_fmadd_pd(dys[k], _mm256_sub_pd(xs[k], mean[k]), sdyxc[k]);
+HOT void channel_forward_chunk(bool half, const bn_fast_plan* p, const forward_args* a, const channel_workspace* w,
+                               uint64_t chunk) {
+    for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
+        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
+            forward_values v[2];
+            for (int h = 0; h < 2; h++)
+                v[h] = (forward_values){lanes_at(w->values[0] + g + 8 * h), lanes_at(w->values[1] + g + 8 * h),
+                                        lanes_at(w->values[2] + g + 8 * h)};
+            forward_row(half, a, r * p->groups + g, block_count(p, g / BLOCK), v);
         }
-    }
-    double sdys[BLOCK], sdyxcs[BLOCK];
-    for (int k = 0; k < 4; k++) {
-        _mm256_storeu_pd(sdys + 4 * k, sdy[k]);
-        _mm256_storeu_pd(sdyxcs + 4 * k, sdyxc[k]);
-    }
-    for (uint64_t g = 0; g < count; g++) {
-        double group[3];
-        dml_cpu_bn_finish_gradient(args, first + g, sdys[g], sdyxcs[g], a->training, group);
+}
+
+/* GRADs, pass 1 over one chunk of rows: per group, sdy and sdyxc. */
+HOT void channel_gradient_chunk(bool half, const bn_fast_plan* p, const backward_args* a, const channel_workspace* w,
+                                uint64_t chunk) {
+    uint64_t padded = padded_groups(p);
+    double* sdy = w->partial[0] + chunk * padded;
+    double* sdyxc = w->partial[1] + chunk * padded;
+    memset(sdy, 0, padded * sizeof *sdy);
+    memset(sdyxc, 0, padded * sizeof *sdyxc);
+    for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
+        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
+            lanes8 x[2], dy[2];
+            __m256d xs[4], dys[4];
+            uint64_t count = block_count(p, g / BLOCK);
+            load_block(half, a->x, r * p->groups + g, count, x);
+            load_block(half, a->dy, r * p->groups + g, count, dy);
+            block_lanes(x, xs);
+            block_lanes(dy, dys);
+            for (int k = 0; k < 4; k++) {
+                double* s = sdy + g + 4 * k;
+                double* c = sdyxc + g + 4 * k;
+                __m256d centered = _mm256_sub_pd(xs[k], _mm256_loadu_pd(w->values[0] + g + 4 * k));
+                _mm256_storeu_pd(s, _mm256_add_pd(_mm256_loadu_pd(s), dys[k]));
+                _mm256_storeu_pd(c, _mm256_fmadd_pd(dys[k], centered, _mm256_loadu_pd(c)));
+            }
+        }
+}
+
+/* GRADs, per block: the chunk sums in chunk order, the parameter gradients
+ * and {k, u, w} (values[1..3]; values[0] holds Mean). */
+static void channel_gradient_finish(const bn_fast_plan* p, const dml_kernel_args* args, const channel_workspace* w,
+                                    bool training, uint64_t block) {
+    uint64_t padded = padded_groups(p), first = block * BLOCK;
+    for (uint64_t g = first; g < first + block_count(p, block); g++) {
+        double sdy = 0, sdyxc = 0, values[3];
+        for (uint64_t c = 0; c < p->chunks; c++) {
+            sdy += w->partial[0][c * padded + g];
+            sdyxc += w->partial[1][c * padded + g];
+        }
+        dml_cpu_bn_finish_gradient(args, g, sdy, sdyxc, training, values);
         for (int k = 0; k < 3; k++)
-            values[k][g] = group[k];
+            w->values[k + 1][g] = values[k];
     }
-    backward_values v[2];
-    for (int h = 0; h < 2; h++)
-        v[h] = (backward_values){lanes_at(means + 8 * h), lanes_at(values[0] + 8 * h), lanes_at(values[1] + 8 * h),
-                                 lanes_at(values[2] + 8 * h)};
-    for (uint64_t r = 0; r < p->outer; r++)
-        backward_row(half, a, r * p->groups + first, count, v);
+}
+
+HOT void channel_backward_chunk(bool half, const bn_fast_plan* p, const backward_args* a, const channel_workspace* w,
+                                uint64_t chunk) {
+    for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
+        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
+            backward_values v[2];
+            for (int h = 0; h < 2; h++)
+                v[h] = (backward_values){lanes_at(w->values[0] + g + 8 * h), lanes_at(w->values[1] + g + 8 * h),
+                                         lanes_at(w->values[2] + g + 8 * h), lanes_at(w->values[3] + g + 8 * h)};
+            backward_row(half, a, r * p->groups + g, block_count(p, g / BLOCK), v);
+        }
 }
 
 /* ---- Run steps ---- */
@@ -567,20 +654,26 @@ HOT void gradient_block(bool half, const bn_fast_plan* p, const dml_kernel_args*
         }                                                                                                              \
     } while (0)
 
-static void training_all(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a) {
-    if (p->channels) {
-        if (half)
-            PARALLEL_ITEMS(p, (p->groups + BLOCK - 1) / BLOCK, p->outer * BLOCK,
-                           training_block(true, p, args, a, (uint64_t)item));
-        else
-            PARALLEL_ITEMS(p, (p->groups + BLOCK - 1) / BLOCK, p->outer * BLOCK,
-                           training_block(false, p, args, a, (uint64_t)item));
-    } else if (half) {
-        PARALLEL_ITEMS(p, p->groups, p->outer * p->inner, training_group(true, p, args, a, (uint64_t)item));
-    } else {
-        PARALLEL_ITEMS(p, p->groups, p->outer * p->inner, training_group(false, p, args, a, (uint64_t)item));
-    }
-}
+/* The same with `half` constant in each instance of body. */
+#define PARALLEL_ITEMS_TYPED(plan, items, item_cost, HALF_BODY)                                                        \
+    do {                                                                                                               \
+        if ((plan)->half)                                                                                              \
+            PARALLEL_ITEMS(plan, items, item_cost, HALF_BODY(true));                                                   \
+        else                                                                                                           \
+            PARALLEL_ITEMS(plan, items, item_cost, HALF_BODY(false));                                                  \
+    } while (0)
+
+static uint64_t blocks_of(const bn_fast_plan* p) { return (p->groups + BLOCK - 1) / BLOCK; }
+static uint64_t chunk_cost(const bn_fast_plan* p) { return p->chunk_rows * p->groups; }
+
+/* The work items of the run steps, as HALF_BODY of PARALLEL_ITEMS_TYPED. */
+#define TRAINING_GROUP(half) training_group(half, p, args, &a, (uint64_t)item)
+#define STATS_CHUNK(half) channel_stats_chunk(half, p, a.x, &w, (uint64_t)item)
+#define FORWARD_CHUNK(half) channel_forward_chunk(half, p, &a, &w, (uint64_t)item)
+#define GRADIENT_GROUP(half) gradient_group(half, p, args, &a, (uint64_t)item)
+#define GRADIENT_CHUNK(half) channel_gradient_chunk(half, p, &a, &w, (uint64_t)item)
+#define BACKWARD_CHUNK(half) channel_backward_chunk(half, p, &a, &w, (uint64_t)item)
+#define INFERENCE_PIECE(half) inference_piece(half, p, args, &a, (uint64_t)item)
 
 static HRESULT run_training(const dml_kernel_args* args) {
     const bn_fast_plan* p = DML_PLAN_STATE(args, bn_fast_plan);
@@ -592,23 +685,15 @@ static HRESULT run_training(const dml_kernel_args* args) {
         .activation = params->activation,
         .stream = p->stream,
     };
-    training_all(p->half, p, args, &a);
-    return S_OK;
-}
-
-static void gradient_all(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const backward_args* a) {
-    if (p->channels) {
-        if (half)
-            PARALLEL_ITEMS(p, (p->groups + BLOCK - 1) / BLOCK, p->outer * BLOCK,
-                           gradient_block(true, p, args, a, (uint64_t)item));
-        else
-            PARALLEL_ITEMS(p, (p->groups + BLOCK - 1) / BLOCK, p->outer * BLOCK,
-                           gradient_block(false, p, args, a, (uint64_t)item));
-    } else if (half) {
-        PARALLEL_ITEMS(p, p->groups, p->outer * p->inner, gradient_group(true, p, args, a, (uint64_t)item));
-    } else {
-        PARALLEL_ITEMS(p, p->groups, p->outer * p->inner, gradient_group(false, p, args, a, (uint64_t)item));
+    if (!p->channels) {
+        PARALLEL_ITEMS_TYPED(p, p->groups, p->outer * p->inner, TRAINING_GROUP);
+        return S_OK;
     }
+    channel_workspace w = channel_workspace_at(p, args->temporary);
+    PARALLEL_ITEMS_TYPED(p, p->chunks, chunk_cost(p), STATS_CHUNK);
+    PARALLEL_ITEMS(p, blocks_of(p), p->chunks * BLOCK, channel_stats_finish(p, args, &w, (uint64_t)item));
+    PARALLEL_ITEMS_TYPED(p, p->chunks, chunk_cost(p), FORWARD_CHUNK);
+    return S_OK;
 }
 
 static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
@@ -620,7 +705,18 @@ static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
         .training = training,
         .stream = p->stream,
     };
-    gradient_all(p->half, p, args, &a);
+    if (!p->channels) {
+        PARALLEL_ITEMS_TYPED(p, p->groups, p->outer * p->inner, GRADIENT_GROUP);
+        return S_OK;
+    }
+    channel_workspace w = channel_workspace_at(p, args->temporary);
+    const dml_tensor* mean = &args->op->inputs[DML_BN_GRAD_MEAN].tensor;
+    memset(w.values[0], 0, padded_groups(p) * sizeof(double));
+    for (uint64_t g = 0; g < p->groups; g++)
+        w.values[0][g] = dml_cpu_bn_load_parameter(mean, args->inputs[DML_BN_GRAD_MEAN], g);
+    PARALLEL_ITEMS_TYPED(p, p->chunks, chunk_cost(p), GRADIENT_CHUNK);
+    PARALLEL_ITEMS(p, blocks_of(p), p->chunks * BLOCK, channel_gradient_finish(p, args, &w, training, (uint64_t)item));
+    PARALLEL_ITEMS_TYPED(p, p->chunks, chunk_cost(p), BACKWARD_CHUNK);
     return S_OK;
 }
 
@@ -628,9 +724,9 @@ static HRESULT run_gradient_constant_statistics(const dml_kernel_args* args) { r
 
 static HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return run_gradient(args, true); }
 
-/* Inference: no reduction, so the work items are pieces of runs (runs) or
- * chunks of rows of one block (channels), whatever the group count. Group
- * j's {mean, factor = Scale / sqrt(Variance + Epsilon), Bias} (spec §4). */
+/* Inference: group j's {mean, factor = Scale / sqrt(Variance + Epsilon),
+ * Bias} (spec §4). No reduction, so the work items are pieces of runs
+ * (runs) or chunks of rows (channels), whatever the group count. */
 static void inference_group(const dml_kernel_args* args, uint64_t j, double values[3]) {
     const DMLOperator* op = args->op;
     const dml_batch_norm_params* params = op->params;
@@ -642,31 +738,13 @@ static void inference_group(const dml_kernel_args* args, uint64_t j, double valu
     values[2] = parameter[3];
 }
 
-HOT void inference_item(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
-                        uint64_t item) {
-    if (!p->channels) {
-        uint64_t pieces = (p->inner + CHUNK - 1) / CHUNK, run = item / pieces, begin = item % pieces * CHUNK;
-        double values[3];
-        inference_group(args, run % p->groups, values);
-        forward_values v = {broadcast8(values[0]), broadcast8(values[1]), broadcast8(values[2])};
-        forward_run(half, a, run * p->inner + begin, p->inner - begin < CHUNK ? p->inner - begin : CHUNK, &v);
-        return;
-    }
-    uint64_t blocks = (p->groups + BLOCK - 1) / BLOCK, block = item % blocks, r0 = item / blocks * CHUNK_ROWS;
-    uint64_t first = block * BLOCK, count = p->groups - first < BLOCK ? p->groups - first : BLOCK;
-    forward_values v[2];
-    double lanes[3][BLOCK] = {{0}};
-    for (uint64_t g = 0; g < count; g++) {
-        double group[3];
-        inference_group(args, first + g, group);
-        for (int k = 0; k < 3; k++)
-            lanes[k][g] = group[k];
-    }
-    for (int h = 0; h < 2; h++)
-        v[h] = (forward_values){lanes_at(lanes[0] + 8 * h), lanes_at(lanes[1] + 8 * h), lanes_at(lanes[2] + 8 * h)};
-    uint64_t end = r0 + CHUNK_ROWS < p->outer ? r0 + CHUNK_ROWS : p->outer;
-    for (uint64_t r = r0; r < end; r++)
-        forward_row(half, a, r * p->groups + first, count, v);
+HOT void inference_piece(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
+                         uint64_t item) {
+    uint64_t pieces = (p->inner + CHUNK - 1) / CHUNK, run = item / pieces, begin = item % pieces * CHUNK;
+    double values[3];
+    inference_group(args, run % p->groups, values);
+    forward_values v = {broadcast8(values[0]), broadcast8(values[1]), broadcast8(values[2])};
+    forward_run(half, a, run * p->inner + begin, p->inner - begin < CHUNK ? p->inner - begin : CHUNK, &v);
 }
 
 static HRESULT run_inference(const dml_kernel_args* args) {
@@ -679,18 +757,21 @@ static HRESULT run_inference(const dml_kernel_args* args) {
         .activation = params->activation,
         .stream = p->stream,
     };
-    uint64_t items, cost;
-    if (p->channels) {
-        items = (p->outer + CHUNK_ROWS - 1) / CHUNK_ROWS * ((p->groups + BLOCK - 1) / BLOCK);
-        cost = CHUNK_ROWS * BLOCK;
-    } else {
-        items = p->outer * p->groups * ((p->inner + CHUNK - 1) / CHUNK);
-        cost = p->inner < CHUNK ? p->inner : CHUNK;
+    if (!p->channels) {
+        uint64_t pieces = p->outer * p->groups * ((p->inner + CHUNK - 1) / CHUNK);
+        PARALLEL_ITEMS_TYPED(p, pieces, p->inner < CHUNK ? p->inner : CHUNK, INFERENCE_PIECE);
+        return S_OK;
     }
-    if (p->half)
-        PARALLEL_ITEMS(p, items, cost, inference_item(true, p, args, &a, (uint64_t)item));
-    else
-        PARALLEL_ITEMS(p, items, cost, inference_item(false, p, args, &a, (uint64_t)item));
+    channel_workspace w = channel_workspace_at(p, args->temporary);
+    for (int k = 0; k < 3; k++)
+        memset(w.values[k], 0, padded_groups(p) * sizeof(double));
+    for (uint64_t g = 0; g < p->groups; g++) {
+        double values[3];
+        inference_group(args, g, values);
+        for (int k = 0; k < 3; k++)
+            w.values[k][g] = values[k];
+    }
+    PARALLEL_ITEMS_TYPED(p, p->chunks, chunk_cost(p), FORWARD_CHUNK);
     return S_OK;
 }
 

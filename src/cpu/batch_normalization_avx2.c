@@ -53,6 +53,7 @@ typedef struct bn_fast_plan {
     uint64_t outer, groups, inner; /* O, G, I */
     bool channels;                 /* I == 1: vectorized across groups */
     uint64_t chunk_rows, chunks;   /* channels: rows per chunk of the reduction and of the work split */
+    bool reduces;                  /* TRAINING and the GRADs (inference needs no partials) */
     bool half;
     bool stream;
     int threads;
@@ -117,7 +118,7 @@ static bool classify(const dml_tensor* const* operands, uint32_t operand_count, 
 static uint64_t padded_groups(const bn_fast_plan* p) { return (p->groups + BLOCK - 1) / BLOCK * BLOCK; }
 
 static uint64_t channel_workspace_bytes(const bn_fast_plan* p) {
-    return (4 + 2 * p->chunks) * padded_groups(p) * sizeof(double);
+    return (4 + (p->reduces ? 2 * p->chunks : 0)) * padded_groups(p) * sizeof(double);
 }
 
 /* Takes the problem when its layout class is the implementation's. */
@@ -148,16 +149,16 @@ static HRESULT plan_inference(const DMLOperator* op, const DMLDevice* device, bo
         if (mean->sizes[i] == 1) reduced_axes |= 1u << i;
     }
     const dml_tensor* operands[2] = {&op->inputs[DML_BN_INPUT].tensor, &op->outputs[DML_BN_OUTPUT].tensor};
-    bn_fast_plan plan;
+    bn_fast_plan plan = {.reduces = false};
     if (!classify(operands, 2, reduced_axes, &plan)) return S_FALSE;
     return plan_accept(&plan, channels, device, operands[1], result);
 }
 
-/* TRAINING and the GRADs: each group (or block of groups) on one thread. */
+/* TRAINING and the GRADs: runs need enough groups to share among the threads. */
 static HRESULT plan_grouped(const DMLOperator* op, const DMLDevice* device, bool channels,
                             const dml_tensor* const* operands, uint32_t operand_count, dml_plan* result) {
     const dml_batch_norm_params* params = op->params;
-    bn_fast_plan plan;
+    bn_fast_plan plan = {.reduces = true};
     if (!classify(operands, operand_count, params->reduced_axes, &plan)) return S_FALSE;
     if (plan.groups < MIN_GROUPS) return S_FALSE;
     return plan_accept(&plan, channels, device, operands[1], result);
@@ -476,7 +477,7 @@ static channel_workspace channel_workspace_at(const bn_fast_plan* p, void* tempo
     for (int k = 0; k < 4; k++)
         w.values[k] = base + k * padded;
     for (int k = 0; k < 2; k++)
-        w.partial[k] = base + (4 + k * p->chunks) * padded;
+        w.partial[k] = p->reduces ? base + (4 + k * p->chunks) * padded : NULL;
     return w;
 }
 

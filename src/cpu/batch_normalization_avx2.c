@@ -278,11 +278,24 @@ HOT double sum_lanes(__m256d value) {
 
 /* ---- The element-wise passes ---- */
 
+/* Per-group FLOAT64 values of an element-wise pass for eight lanes (runs:
+ * one group's, broadcast): forward {mean, factor, bias}, backward {Mean, k,
+ * u, w}. */
+typedef struct group_lanes {
+    lanes8 v[4];
+} group_lanes;
+enum { FWD_MEAN, FWD_FACTOR, FWD_BIAS };
+enum { BWD_MEAN, BWD_K, BWD_U, BWD_W };
+
+HOT group_lanes group_broadcast(const double values[4]) {
+    group_lanes lanes;
+    for (int k = 0; k < 4; k++)
+        lanes.v[k] = broadcast8(values[k]);
+    return lanes;
+}
+
 /* act((x - mean) * factor + bias [+ fused add]) of eight lanes (spec §5,
  * §8.2): FLOAT64 as the generic kernel, rounded to FLOAT32, activated. */
-typedef struct forward_values {
-    lanes8 mean, factor, bias;
-} forward_values;
 
 HOT __m256 activate(const dml_activation* activation, __m256 pre) {
     if (activation->type == DML_ACTIVATION_NONE || activation->type == DML_ACTIVATION_IDENTITY) return pre;
@@ -295,10 +308,11 @@ HOT __m256 activate(const dml_activation* activation, __m256 pre) {
 }
 
 HOT __m256 forward8(bool half, const void* x, const void* fused_add, uint64_t index, uint64_t count,
-                    const forward_values* v) {
+                    const group_lanes* v) {
+    const lanes8 *mean = &v->v[FWD_MEAN], *factor = &v->v[FWD_FACTOR], *bias = &v->v[FWD_BIAS];
     lanes8 value = widen(load_n(half, x, index, count));
-    value.lo = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.lo, v->mean.lo), v->factor.lo), v->bias.lo);
-    value.hi = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.hi, v->mean.hi), v->factor.hi), v->bias.hi);
+    value.lo = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.lo, mean->lo), factor->lo), bias->lo);
+    value.hi = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.hi, mean->hi), factor->hi), bias->hi);
     if (fused_add != NULL) { /* after Bias, before the rounding (spec §5) */
         lanes8 add = widen(load_n(half, fused_add, index, count));
         value.lo = _mm256_add_pd(value.lo, add.lo);
@@ -316,7 +330,7 @@ typedef struct forward_args {
 } forward_args;
 
 /* `length` consecutive elements of one group. */
-HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t length, const forward_values* v) {
+HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t length, const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->y, index);
     uint64_t t = 0;
     for (; t + 8 <= length; t += 8)
@@ -328,7 +342,7 @@ HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t 
 }
 
 /* One row of a block of `count` neighbouring groups (channels). */
-HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, const forward_values* v) {
+HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->y, index) && count == BLOCK;
     for (uint64_t half_block = 0; half_block < 2; half_block++) {
         uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
@@ -339,9 +353,6 @@ HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t 
 }
 
 /* dx = k * (dy - u - (x - Mean) * w), or k * dy for the constant-statistics GRAD (spec §6, §7). */
-typedef struct backward_values {
-    lanes8 mean, k, u, w;
-} backward_values;
 
 typedef struct backward_args {
     const void* x;
@@ -356,14 +367,15 @@ HOT __m256d backward4(bool training, __m256d x, __m256d dy, __m256d mean, __m256
     return _mm256_mul_pd(k, _mm256_sub_pd(_mm256_sub_pd(dy, u), _mm256_mul_pd(_mm256_sub_pd(x, mean), w)));
 }
 
-HOT __m256 backward8(bool half, const backward_args* a, uint64_t index, uint64_t count, const backward_values* v) {
+HOT __m256 backward8(bool half, const backward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
     lanes8 dy = widen(load_n(half, a->dy, index, count));
     lanes8 x = a->training ? widen(load_n(half, a->x, index, count)) : dy;
-    return narrow((lanes8){backward4(a->training, x.lo, dy.lo, v->mean.lo, v->k.lo, v->u.lo, v->w.lo),
-                           backward4(a->training, x.hi, dy.hi, v->mean.hi, v->k.hi, v->u.hi, v->w.hi)});
+    const lanes8 *mean = &v->v[BWD_MEAN], *k = &v->v[BWD_K], *u = &v->v[BWD_U], *w = &v->v[BWD_W];
+    return narrow((lanes8){backward4(a->training, x.lo, dy.lo, mean->lo, k->lo, u->lo, w->lo),
+                           backward4(a->training, x.hi, dy.hi, mean->hi, k->hi, u->hi, w->hi)});
 }
 
-HOT void backward_run(bool half, const backward_args* a, uint64_t index, uint64_t length, const backward_values* v) {
+HOT void backward_run(bool half, const backward_args* a, uint64_t index, uint64_t length, const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->dx, index);
     uint64_t t = 0;
     for (; t + 8 <= length; t += 8)
@@ -371,7 +383,7 @@ HOT void backward_run(bool half, const backward_args* a, uint64_t index, uint64_
     if (t < length) store_n(half, false, a->dx, index + t, length - t, backward8(half, a, index + t, length - t, v));
 }
 
-HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, const backward_values* v) {
+HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->dx, index) && count == BLOCK;
     for (uint64_t half_block = 0; half_block < 2; half_block++) {
         uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
@@ -438,9 +450,9 @@ HOT void training_group(bool half, const bn_fast_plan* p, const dml_kernel_args*
         for (uint64_t c = 0; c < p->inner; c += CHUNK)
             dml_bn_stats_merge(&stats, chunk_stats(half, a->x, (o * p->groups + g) * p->inner + c,
                                                    p->inner - c < CHUNK ? p->inner - c : CHUNK));
-    double values[3];
+    double values[4] = {0};
     dml_cpu_bn_finish_statistics(args, g, stats, values);
-    forward_values v = {broadcast8(values[0]), broadcast8(values[1]), broadcast8(values[2])};
+    group_lanes v = group_broadcast(values);
     for (uint64_t o = 0; o < p->outer; o++)
         forward_run(half, a, (o * p->groups + g) * p->inner, p->inner, &v);
 }
@@ -452,10 +464,10 @@ HOT void gradient_group(bool half, const bn_fast_plan* p, const dml_kernel_args*
     __m256d sums[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     for (uint64_t o = 0; o < p->outer; o++)
         gradient_sums(half, a->x, a->dy, (o * p->groups + g) * p->inner, p->inner, _mm256_set1_pd(mean), sums);
-    double values[3];
+    double values[4] = {mean};
     dml_cpu_bn_finish_gradient(args, g, sum_lanes(_mm256_add_pd(sums[0], sums[1])),
-                               sum_lanes(_mm256_add_pd(sums[2], sums[3])), a->training, values);
-    backward_values v = {broadcast8(mean), broadcast8(values[0]), broadcast8(values[1]), broadcast8(values[2])};
+                               sum_lanes(_mm256_add_pd(sums[2], sums[3])), a->training, values + 1);
+    group_lanes v = group_broadcast(values);
     for (uint64_t o = 0; o < p->outer; o++)
         backward_run(half, a, (o * p->groups + g) * p->inner, p->inner, &v);
 }
@@ -478,6 +490,8 @@ static channel_workspace channel_workspace_at(const bn_fast_plan* p, void* tempo
         w.values[k] = base + k * padded;
     for (int k = 0; k < 2; k++)
         w.partial[k] = p->reduces ? base + (4 + k * p->chunks) * padded : NULL;
+    /* The lanes past the last group are computed and dropped: keep them defined. */
+    memset(base, 0, 4 * padded * sizeof *base);
     return w;
 }
 
@@ -493,14 +507,13 @@ static uint64_t block_count(const bn_fast_plan* p, uint64_t block) {
     return p->groups - first < BLOCK ? p->groups - first : BLOCK;
 }
 
-/* Lanes for groups first..first+count-1 of a row: two vectors of eight. */
-HOT void load_block(bool half, const void* base, uint64_t index, uint64_t count, lanes8 out[2]) {
-    out[0] = widen(load_n(half, base, index, count < 8 ? count : 8));
-    out[1] = widen(load_n(half, base, index + 8, count > 8 ? count - 8 : 0));
-}
-
-HOT void block_lanes(const lanes8 v[2], __m256d out[4]) {
-    out[0] = v[0].lo, out[1] = v[0].hi, out[2] = v[1].lo, out[3] = v[1].hi;
+/* The `count` groups of a block in row r as four vectors of FLOAT64 (0
+ * past the last group). */
+HOT void load_block(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, __m256d out[4]) {
+    uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
+    lanes8 low = widen(load_n(half, base, index, count < 8 ? count : 8));
+    lanes8 high = widen(load_n(half, base, index + 8, count > 8 ? count - 8 : 0));
+    out[0] = low.lo, out[1] = low.hi, out[2] = high.lo, out[3] = high.hi;
 }
 
 /* TRAINING, pass 1 over one chunk of rows (it stays in L2): per group, the
@@ -514,10 +527,8 @@ HOT void channel_stats_chunk(bool half, const bn_fast_plan* p, const void* x, co
     memset(m2, 0, padded * sizeof *m2);
     for (uint64_t r = begin; r < end; r++)
         for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            lanes8 v[2];
             __m256d lanes[4];
-            load_block(half, x, r * p->groups + g, block_count(p, g / BLOCK), v);
-            block_lanes(v, lanes);
+            load_block(half, p, x, r, g, lanes);
             for (int k = 0; k < 4; k++)
                 _mm256_storeu_pd(mean + g + 4 * k, _mm256_add_pd(_mm256_loadu_pd(mean + g + 4 * k), lanes[k]));
         }
@@ -526,10 +537,8 @@ HOT void channel_stats_chunk(bool half, const bn_fast_plan* p, const void* x, co
         mean[g] /= rows;
     for (uint64_t r = begin; r < end; r++)
         for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            lanes8 v[2];
             __m256d lanes[4];
-            load_block(half, x, r * p->groups + g, block_count(p, g / BLOCK), v);
-            block_lanes(v, lanes);
+            load_block(half, p, x, r, g, lanes);
             for (int k = 0; k < 4; k++) {
                 __m256d d = _mm256_sub_pd(lanes[k], _mm256_loadu_pd(mean + g + 4 * k));
                 _mm256_storeu_pd(m2 + g + 4 * k, _mm256_fmadd_pd(d, d, _mm256_loadu_pd(m2 + g + 4 * k)));
@@ -572,15 +581,20 @@ static void channel_stats_finish(const bn_fast_plan* p, const dml_kernel_args* a
     }
 }
 
-HOT void channel_forward_chunk(bool half, const bn_fast_plan* p, const forward_args* a, const channel_workspace* w,
-                               uint64_t chunk) {
+/* The element-wise pass (forward or backward) over one chunk of rows. */
+HOT void channel_elementwise_chunk(bool half, bool backward, const bn_fast_plan* p, const void* pass,
+                                   const channel_workspace* w, uint64_t chunk) {
     for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
         for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            forward_values v[2];
+            group_lanes v[2];
             for (int h = 0; h < 2; h++)
-                v[h] = (forward_values){lanes_at(w->values[0] + g + 8 * h), lanes_at(w->values[1] + g + 8 * h),
-                                        lanes_at(w->values[2] + g + 8 * h)};
-            forward_row(half, a, r * p->groups + g, block_count(p, g / BLOCK), v);
+                for (int k = 0; k < 4; k++)
+                    v[h].v[k] = lanes_at(w->values[k] + g + 8 * h);
+            uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
+            if (backward)
+                backward_row(half, pass, index, count, v);
+            else
+                forward_row(half, pass, index, count, v);
         }
 }
 
@@ -594,13 +608,9 @@ HOT void channel_gradient_chunk(bool half, const bn_fast_plan* p, const backward
     memset(sdyxc, 0, padded * sizeof *sdyxc);
     for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
         for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            lanes8 x[2], dy[2];
             __m256d xs[4], dys[4];
-            uint64_t count = block_count(p, g / BLOCK);
-            load_block(half, a->x, r * p->groups + g, count, x);
-            load_block(half, a->dy, r * p->groups + g, count, dy);
-            block_lanes(x, xs);
-            block_lanes(dy, dys);
+            load_block(half, p, a->x, r, g, xs);
+            load_block(half, p, a->dy, r, g, dys);
             for (int k = 0; k < 4; k++) {
                 double* s = sdy + g + 4 * k;
                 double* c = sdyxc + g + 4 * k;
@@ -626,18 +636,6 @@ static void channel_gradient_finish(const bn_fast_plan* p, const dml_kernel_args
         for (int k = 0; k < 3; k++)
             w->values[k + 1][g] = values[k];
     }
-}
-
-HOT void channel_backward_chunk(bool half, const bn_fast_plan* p, const backward_args* a, const channel_workspace* w,
-                                uint64_t chunk) {
-    for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
-        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            backward_values v[2];
-            for (int h = 0; h < 2; h++)
-                v[h] = (backward_values){lanes_at(w->values[0] + g + 8 * h), lanes_at(w->values[1] + g + 8 * h),
-                                         lanes_at(w->values[2] + g + 8 * h), lanes_at(w->values[3] + g + 8 * h)};
-            backward_row(half, a, r * p->groups + g, block_count(p, g / BLOCK), v);
-        }
 }
 
 /* ---- Run steps ---- */
@@ -670,10 +668,10 @@ static uint64_t chunk_cost(const bn_fast_plan* p) { return p->chunk_rows * p->gr
 /* The work items of the run steps, as HALF_BODY of PARALLEL_ITEMS_TYPED. */
 #define TRAINING_GROUP(half) training_group(half, p, args, &a, (uint64_t)item)
 #define STATS_CHUNK(half) channel_stats_chunk(half, p, a.x, &w, (uint64_t)item)
-#define FORWARD_CHUNK(half) channel_forward_chunk(half, p, &a, &w, (uint64_t)item)
+#define FORWARD_CHUNK(half) channel_elementwise_chunk(half, false, p, &a, &w, (uint64_t)item)
 #define GRADIENT_GROUP(half) gradient_group(half, p, args, &a, (uint64_t)item)
 #define GRADIENT_CHUNK(half) channel_gradient_chunk(half, p, &a, &w, (uint64_t)item)
-#define BACKWARD_CHUNK(half) channel_backward_chunk(half, p, &a, &w, (uint64_t)item)
+#define BACKWARD_CHUNK(half) channel_elementwise_chunk(half, true, p, &a, &w, (uint64_t)item)
 #define INFERENCE_PIECE(half) inference_piece(half, p, args, &a, (uint64_t)item)
 
 static HRESULT run_training(const dml_kernel_args* args) {
@@ -712,7 +710,6 @@ static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
     }
     channel_workspace w = channel_workspace_at(p, args->temporary);
     const dml_tensor* mean = &args->op->inputs[DML_BN_GRAD_MEAN].tensor;
-    memset(w.values[0], 0, padded_groups(p) * sizeof(double));
     for (uint64_t g = 0; g < p->groups; g++)
         w.values[0][g] = dml_cpu_bn_load_parameter(mean, args->inputs[DML_BN_GRAD_MEAN], g);
     PARALLEL_ITEMS_TYPED(p, p->chunks, chunk_cost(p), GRADIENT_CHUNK);
@@ -742,9 +739,9 @@ static void inference_group(const dml_kernel_args* args, uint64_t j, double valu
 HOT void inference_piece(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
                          uint64_t item) {
     uint64_t pieces = (p->inner + CHUNK - 1) / CHUNK, run = item / pieces, begin = item % pieces * CHUNK;
-    double values[3];
+    double values[4] = {0};
     inference_group(args, run % p->groups, values);
-    forward_values v = {broadcast8(values[0]), broadcast8(values[1]), broadcast8(values[2])};
+    group_lanes v = group_broadcast(values);
     forward_run(half, a, run * p->inner + begin, p->inner - begin < CHUNK ? p->inner - begin : CHUNK, &v);
 }
 
@@ -764,8 +761,6 @@ static HRESULT run_inference(const dml_kernel_args* args) {
         return S_OK;
     }
     channel_workspace w = channel_workspace_at(p, args->temporary);
-    for (int k = 0; k < 3; k++)
-        memset(w.values[k], 0, padded_groups(p) * sizeof(double));
     for (uint64_t g = 0; g < p->groups; g++) {
         double values[3];
         inference_group(args, g, values);

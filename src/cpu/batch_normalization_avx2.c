@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../core/half.h"
+#include "../core/elements.h"
 #include "batch_normalization_cpu.h"
 
 enum {
@@ -214,7 +214,7 @@ HOT __m256 load_n(bool half, const void* base, uint64_t index, uint64_t count) {
     }
     float lanes[8] = {0};
     for (uint64_t t = 0; t < count; t++)
-        lanes[t] = half ? dml_half_to_float(((const uint16_t*)base)[index + t]) : ((const float*)base)[index + t];
+        lanes[t] = dml_load_float(base, index + t, half);
     return _mm256_loadu_ps(lanes);
 }
 
@@ -238,12 +238,8 @@ HOT void store_n(bool half, bool stream, void* base, uint64_t index, uint64_t co
     }
     float lanes[8];
     _mm256_storeu_ps(lanes, value);
-    for (uint64_t t = 0; t < count; t++) {
-        if (half)
-            ((uint16_t*)base)[index + t] = dml_float_to_half(lanes[t]);
-        else
-            ((float*)base)[index + t] = lanes[t];
-    }
+    for (uint64_t t = 0; t < count; t++)
+        dml_store_float(base, index + t, half, lanes[t]);
 }
 
 /* Whether a vector store at `index` can be non-temporal: 32 bytes apart

@@ -636,15 +636,18 @@ static void channel_gradient_finish(const bn_fast_plan* p, const dml_kernel_args
 
 /* ---- Run steps ---- */
 
-/* Runs `items` work items over the device's threads in a fixed static
- * split; the non-temporal stores are fenced before the threads join. */
+/* Runs `items` work items over the device's threads. Each item computes its
+ * own outputs in a fixed order, so which thread runs it changes no bit:
+ * items are handed out dynamically, and a thread that the OS delays (a
+ * shared machine) does not hold the others up. The non-temporal stores are
+ * fenced before the threads join. */
 #define PARALLEL_ITEMS(plan, items, item_cost, body)                                                                   \
     do {                                                                                                               \
         int64_t count_ = (int64_t)(items);                                                                             \
         int threads_ = dml_cpu_threads_for((plan)->threads, (uint64_t)count_,                                          \
                                            dml_cpu_items_per_thread((item_cost), DML_CPU_MIN_WORK_PER_THREAD));        \
         _Pragma("omp parallel num_threads(threads_)") {                                                                \
-            _Pragma("omp for schedule(static)") for (int64_t item = 0; item < count_; item++) { body; }                \
+            _Pragma("omp for schedule(dynamic)") for (int64_t item = 0; item < count_; item++) { body; }               \
             _mm_sfence();                                                                                              \
         }                                                                                                              \
     } while (0)

@@ -279,26 +279,34 @@ static dnnl_memory_t dnnl_memory(const dnnl_memory_desc_t* md, dnnl_engine_t eng
     return memory;
 }
 
-/* FLOAT32 times of each workload in each layout (0 where oneDNN has none). */
-static void time_onednn(const bn_shape* s, double times[WORKLOADS][PEER_LAYOUTS]) {
+/* FLOAT32 times of each workload in each layout, and oneDNN's implementation. */
+typedef struct peer_times {
+    double seconds[WORKLOADS][PEER_LAYOUTS]; /* 0 where oneDNN has none */
+    char implementation[WORKLOADS][PEER_LAYOUTS][48];
+} peer_times;
+
+static void time_onednn(const bn_shape* s, peer_times* times) {
     static const dnnl_format_tag_t tags[PEER_LAYOUTS] = {dnnl_nchw, dnnl_nChw8c, dnnl_nhwc};
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     CHECK_DNNL(dnnl_engine_create(&engine, dnnl_cpu, 0));
     CHECK_DNNL(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
-    dnnl_dims_t dims = {s->n, s->c, s->h, s->w}, parameter_dims = {s->c};
-    dnnl_memory_desc_t parameter_md;
+    dnnl_dims_t dims = {s->n, s->c, s->h, s->w}, parameter_dims = {s->c}, scale_shift_dims = {2, s->c};
+    dnnl_memory_desc_t parameter_md, scale_shift_md;
     CHECK_DNNL(dnnl_memory_desc_init_by_tag(&parameter_md, 1, parameter_dims, dnnl_f32, dnnl_a));
-    dnnl_memory_t scale = dnnl_memory(&parameter_md, engine), shift = dnnl_memory(&parameter_md, engine);
+    CHECK_DNNL(dnnl_memory_desc_init_by_tag(&scale_shift_md, 2, scale_shift_dims, dnnl_f32, dnnl_nc));
+    /* One {2, C} scale-shift tensor (dnnl_use_scaleshift): separate scale and
+     * shift tensors send oneDNN 2.6 to its reference implementation. */
+    dnnl_memory_t scale_shift = dnnl_memory(&scale_shift_md, engine);
+    dnnl_memory_t diff_scale_shift = dnnl_memory(&scale_shift_md, engine);
     dnnl_memory_t mean = dnnl_memory(&parameter_md, engine), variance = dnnl_memory(&parameter_md, engine);
-    dnnl_memory_t diff_scale = dnnl_memory(&parameter_md, engine), diff_shift = dnnl_memory(&parameter_md, engine);
     for (int layout = 0; layout < PEER_LAYOUTS; layout++) {
         dnnl_memory_desc_t data_md;
         CHECK_DNNL(dnnl_memory_desc_init_by_tag(&data_md, 4, dims, dnnl_f32, tags[layout]));
         dnnl_memory_t src = dnnl_memory(&data_md, engine), dst = dnnl_memory(&data_md, engine);
         dnnl_memory_t diff_dst = dnnl_memory(&data_md, engine), diff_src = dnnl_memory(&data_md, engine);
         for (int workload = 0; workload < WORKLOADS; workload++) {
-            unsigned flags = dnnl_use_scale | dnnl_use_shift;
+            unsigned flags = dnnl_use_scaleshift;
             if (workload == WORKLOAD_INFERENCE) flags |= dnnl_use_global_stats;
             if (workload == WORKLOAD_TRAINING_RELU) flags |= dnnl_fuse_norm_relu;
             bool backward = workload == WORKLOAD_GRAD || workload == WORKLOAD_TRAINING_GRAD;
@@ -311,7 +319,7 @@ static void time_onednn(const bn_shape* s, double times[WORKLOADS][PEER_LAYOUTS]
             pd = forward_pd;
             if (backward) {
                 /* GRAD treats the statistics as constants: oneDNN's backward with global statistics. */
-                unsigned backward_flags = dnnl_use_scale | dnnl_use_shift;
+                unsigned backward_flags = dnnl_use_scaleshift;
                 if (workload == WORKLOAD_GRAD) backward_flags |= dnnl_use_global_stats;
                 CHECK_DNNL(dnnl_batch_normalization_backward_desc_init(&desc, dnnl_backward, &data_md, &data_md, 1e-5f,
                                                                        backward_flags));
@@ -326,13 +334,11 @@ static void time_onednn(const bn_shape* s, double times[WORKLOADS][PEER_LAYOUTS]
             a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, src};
             a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_MEAN, mean};
             a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_VARIANCE, variance};
-            a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_SCALE, scale};
-            a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_SHIFT, shift};
+            a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_SCALE_SHIFT, scale_shift};
             if (backward) {
                 a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, diff_dst};
                 a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, diff_src};
-                a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SCALE, diff_scale};
-                a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SHIFT, diff_shift};
+                a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SCALE_SHIFT, diff_scale_shift};
             } else {
                 a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_DST, dst};
             }
@@ -342,7 +348,11 @@ static void time_onednn(const bn_shape* s, double times[WORKLOADS][PEER_LAYOUTS]
                 CHECK_DNNL(dnnl_memory_create(&workspace, workspace_md, engine, DNNL_MEMORY_ALLOCATE));
                 a[job.arg_count++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, workspace};
             }
-            times[workload][layout] = bench_median_seconds(run_dnnl, &job, 3, 21);
+            const char* name = "?";
+            dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
+            snprintf(times->implementation[workload][layout], sizeof times->implementation[workload][layout], "%s",
+                     name);
+            times->seconds[workload][layout] = bench_median_seconds(run_dnnl, &job, 3, 21);
             dnnl_primitive_destroy(job.primitive);
             if (pd != forward_pd) dnnl_primitive_desc_destroy(pd);
             dnnl_primitive_desc_destroy(forward_pd);
@@ -353,7 +363,7 @@ static void time_onednn(const bn_shape* s, double times[WORKLOADS][PEER_LAYOUTS]
         dnnl_memory_destroy(diff_dst);
         dnnl_memory_destroy(diff_src);
     }
-    dnnl_memory_t parameters[] = {scale, shift, mean, variance, diff_scale, diff_shift};
+    dnnl_memory_t parameters[] = {scale_shift, diff_scale_shift, mean, variance};
     for (size_t i = 0; i < sizeof parameters / sizeof parameters[0]; i++)
         dnnl_memory_destroy(parameters[i]);
     dnnl_stream_destroy(stream);
@@ -379,9 +389,9 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const bn_shape* s = &shapes[i];
         if (only != NULL && strstr(s->name, only) == NULL) continue;
-        double peer[WORKLOADS][PEER_LAYOUTS] = {{0}};
+        peer_times peer = {{{0}}, {{{0}}}};
 #ifdef DML_BENCH_HAVE_ONEDNN
-        time_onednn(s, peer);
+        time_onednn(s, &peer);
 #endif
         for (int half = 0; half < 2; half++) {
             DML_TENSOR_DATA_TYPE type = half ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
@@ -391,8 +401,9 @@ int main(int argc, char** argv) {
             for (int workload = 0; workload < WORKLOADS; workload++) {
                 double best_peer = 0;
                 for (int layout = 0; layout < PEER_LAYOUTS; layout++)
-                    if (peer[workload][layout] > 0 && (best_peer == 0 || peer[workload][layout] < best_peer))
-                        best_peer = peer[workload][layout];
+                    if (peer.seconds[workload][layout] > 0 &&
+                        (best_peer == 0 || peer.seconds[workload][layout] < best_peer))
+                        best_peer = peer.seconds[workload][layout];
                 for (int nhwc = 0; nhwc < 2; nhwc++) {
                     char implementation[64], label[160];
                     double seconds =
@@ -403,12 +414,12 @@ int main(int argc, char** argv) {
                 }
                 if (!half)
                     for (int layout = 0; layout < PEER_LAYOUTS; layout++) {
-                        if (peer[workload][layout] == 0) continue;
+                        if (peer.seconds[workload][layout] == 0) continue;
                         char label[160];
-                        snprintf(label, sizeof label, "  oneDNN %s %s", workload_names[workload],
-                                 peer_layout_names[layout]);
-                        bench_report(label, peer[workload][layout], workload_bytes(workload, b.data_bytes), bandwidth,
-                                     0);
+                        snprintf(label, sizeof label, "  oneDNN %s %s [%s]", workload_names[workload],
+                                 peer_layout_names[layout], peer.implementation[workload][layout]);
+                        bench_report(label, peer.seconds[workload][layout], workload_bytes(workload, b.data_bytes),
+                                     bandwidth, 0);
                     }
             }
             buffers_free(&b);

@@ -135,8 +135,9 @@ static HRESULT plan_accept(const bn_fast_plan* candidate, bool channels, const D
         if (plan->chunk_rows > CHUNK_ROWS) plan->chunk_rows = CHUNK_ROWS;
         if (plan->chunk_rows == 0) plan->chunk_rows = 1;
         plan->chunks = (plan->outer + plan->chunk_rows - 1) / plan->chunk_rows;
-        result->temporary_size = channel_workspace_bytes(plan);
     }
+    /* Channels keep per-group values (and partials) there; inference's runs too. */
+    if (plan->channels || !plan->reduces) result->temporary_size = channel_workspace_bytes(plan);
     return S_OK;
 }
 
@@ -206,12 +207,19 @@ typedef struct lanes8 {
     __m256d lo, hi;
 } lanes8;
 
+/* Lanes below `count` (0..8) all ones. */
+HOT __m256i tail_mask(uint64_t count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 /* `count` (0..8) elements from `index`; the other lanes are 0. */
 HOT __m256 load_n(bool half, const void* base, uint64_t index, uint64_t count) {
     if (count == 8) {
         if (half) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)base + index)));
         return _mm256_loadu_ps((const float*)base + index);
     }
+    if (count == 0) return _mm256_setzero_ps();
+    if (!half) return _mm256_maskload_ps((const float*)base + index, tail_mask(count)); /* no access past count */
     float lanes[8] = {0};
     for (uint64_t t = 0; t < count; t++)
         lanes[t] = dml_load_float(base, index + t, half);
@@ -234,6 +242,10 @@ HOT void store_n(bool half, bool stream, void* base, uint64_t index, uint64_t co
         } else {
             _mm256_storeu_ps((float*)base + index, value);
         }
+        return;
+    }
+    if (!half) {
+        if (count > 0) _mm256_maskstore_ps((float*)base + index, tail_mask(count), value);
         return;
     }
     float lanes[8];
@@ -390,39 +402,46 @@ HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_
 
 /* ---- Reductions ---- */
 
-/* Statistics of `count` consecutive elements: the sum, then the squared
- * deviations from the chunk mean (the chunk is in L1 by then). */
-HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t count) {
+/* Statistics of `runs` runs of `count` consecutive elements, `stride`
+ * apart (short runs share a chunk): the sum, then the squared deviations
+ * from the chunk mean (the chunk is in L1 by then). */
+HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t count, uint64_t runs, uint64_t stride) {
     __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
-    uint64_t t = 0;
-    for (; t + 16 <= count; t += 16) {
-        lanes8 a = widen(load_n(half, x, index + t, 8)), b = widen(load_n(half, x, index + t + 8, 8));
-        s0 = _mm256_add_pd(s0, a.lo), s1 = _mm256_add_pd(s1, a.hi);
-        s2 = _mm256_add_pd(s2, b.lo), s3 = _mm256_add_pd(s3, b.hi);
+    for (uint64_t r = 0, base = index; r < runs; r++, base += stride) {
+        uint64_t t = 0;
+        for (; t + 16 <= count; t += 16) {
+            lanes8 a = widen(load_n(half, x, base + t, 8)), b = widen(load_n(half, x, base + t + 8, 8));
+            s0 = _mm256_add_pd(s0, a.lo), s1 = _mm256_add_pd(s1, a.hi);
+            s2 = _mm256_add_pd(s2, b.lo), s3 = _mm256_add_pd(s3, b.hi);
+        }
+        for (; t < count; t += 8) { /* zeros in the lanes past the end add nothing */
+            lanes8 a = widen(load_n(half, x, base + t, count - t < 8 ? count - t : 8));
+            s0 = _mm256_add_pd(s0, a.lo), s1 = _mm256_add_pd(s1, a.hi);
+        }
     }
-    for (; t < count; t += 8) { /* zeros in the lanes past the end add nothing */
-        lanes8 a = widen(load_n(half, x, index + t, count - t < 8 ? count - t : 8));
-        s0 = _mm256_add_pd(s0, a.lo), s1 = _mm256_add_pd(s1, a.hi);
-    }
-    double mean = sum_lanes(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3))) / (double)count;
+    double elements = (double)(count * runs);
+    double mean = sum_lanes(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3))) / elements;
     __m256d center = _mm256_set1_pd(mean);
     __m256d q0 = _mm256_setzero_pd(), q1 = q0, q2 = q0, q3 = q0;
-    for (t = 0; t + 16 <= count; t += 16) {
-        lanes8 a = widen(load_n(half, x, index + t, 8)), b = widen(load_n(half, x, index + t + 8, 8));
-        __m256d d0 = _mm256_sub_pd(a.lo, center), d1 = _mm256_sub_pd(a.hi, center);
-        __m256d d2 = _mm256_sub_pd(b.lo, center), d3 = _mm256_sub_pd(b.hi, center);
-        q0 = _mm256_fmadd_pd(d0, d0, q0), q1 = _mm256_fmadd_pd(d1, d1, q1);
-        q2 = _mm256_fmadd_pd(d2, d2, q2), q3 = _mm256_fmadd_pd(d3, d3, q3);
-    }
-    for (; t < count; t += 8) {
-        uint64_t lanes = count - t < 8 ? count - t : 8;
-        lanes8 a = widen(load_n(half, x, index + t, lanes)), valid = lane_mask(lanes);
-        __m256d d0 = _mm256_and_pd(_mm256_sub_pd(a.lo, center), valid.lo);
-        __m256d d1 = _mm256_and_pd(_mm256_sub_pd(a.hi, center), valid.hi);
-        q0 = _mm256_fmadd_pd(d0, d0, q0), q1 = _mm256_fmadd_pd(d1, d1, q1);
+    for (uint64_t r = 0, base = index; r < runs; r++, base += stride) {
+        uint64_t t = 0;
+        for (; t + 16 <= count; t += 16) {
+            lanes8 a = widen(load_n(half, x, base + t, 8)), b = widen(load_n(half, x, base + t + 8, 8));
+            __m256d d0 = _mm256_sub_pd(a.lo, center), d1 = _mm256_sub_pd(a.hi, center);
+            __m256d d2 = _mm256_sub_pd(b.lo, center), d3 = _mm256_sub_pd(b.hi, center);
+            q0 = _mm256_fmadd_pd(d0, d0, q0), q1 = _mm256_fmadd_pd(d1, d1, q1);
+            q2 = _mm256_fmadd_pd(d2, d2, q2), q3 = _mm256_fmadd_pd(d3, d3, q3);
+        }
+        for (; t < count; t += 8) {
+            uint64_t lanes = count - t < 8 ? count - t : 8;
+            lanes8 a = widen(load_n(half, x, base + t, lanes)), valid = lane_mask(lanes);
+            __m256d d0 = _mm256_and_pd(_mm256_sub_pd(a.lo, center), valid.lo);
+            __m256d d1 = _mm256_and_pd(_mm256_sub_pd(a.hi, center), valid.hi);
+            q0 = _mm256_fmadd_pd(d0, d0, q0), q1 = _mm256_fmadd_pd(d1, d1, q1);
+        }
     }
     double m2 = sum_lanes(_mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
-    return (dml_bn_stats){(double)count, mean, m2};
+    return (dml_bn_stats){elements, mean, m2};
 }
 
 /* sdy and sdyxc of `count` consecutive elements, added to the lanes. */
@@ -442,10 +461,13 @@ HOT void gradient_sums(bool half, const void* x, const void* dy, uint64_t index,
 HOT void training_group(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
                         uint64_t g) {
     dml_bn_stats stats = {0, 0, 0};
-    for (uint64_t o = 0; o < p->outer; o++)
+    uint64_t runs_per_chunk = p->inner >= CHUNK ? 1 : CHUNK / p->inner, stride = p->groups * p->inner;
+    for (uint64_t o = 0; o < p->outer; o += runs_per_chunk) {
+        uint64_t runs = p->outer - o < runs_per_chunk ? p->outer - o : runs_per_chunk;
         for (uint64_t c = 0; c < p->inner; c += CHUNK)
             dml_bn_stats_merge(&stats, chunk_stats(half, a->x, (o * p->groups + g) * p->inner + c,
-                                                   p->inner - c < CHUNK ? p->inner - c : CHUNK));
+                                                   p->inner - c < CHUNK ? p->inner - c : CHUNK, runs, stride));
+    }
     double values[4] = {0};
     dml_cpu_bn_finish_statistics(args, g, stats, values);
     group_lanes v = group_broadcast(values);
@@ -671,7 +693,7 @@ static uint64_t chunk_cost(const bn_fast_plan* p) { return p->chunk_rows * p->gr
 #define GRADIENT_GROUP(half) gradient_group(half, p, args, &a, (uint64_t)item)
 #define GRADIENT_CHUNK(half) channel_gradient_chunk(half, p, &a, &w, (uint64_t)item)
 #define BACKWARD_CHUNK(half) channel_elementwise_chunk(half, true, p, &a, &w, (uint64_t)item)
-#define INFERENCE_PIECE(half) inference_piece(half, p, args, &a, (uint64_t)item)
+#define INFERENCE_ITEM(half) inference_item(half, p, &a, &w, (uint64_t)item)
 
 static HRESULT run_training(const dml_kernel_args* args) {
     const bn_fast_plan* p = DML_PLAN_STATE(args, bn_fast_plan);
@@ -722,8 +744,9 @@ static HRESULT run_gradient_constant_statistics(const dml_kernel_args* args) { r
 static HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return run_gradient(args, true); }
 
 /* Inference: group j's {mean, factor = Scale / sqrt(Variance + Epsilon),
- * Bias} (spec §4). No reduction, so the work items are pieces of runs
- * (runs) or chunks of rows (channels), whatever the group count. */
+ * Bias} (spec §4), kept in the workspace. No reduction, so the work items
+ * are pieces of runs (runs) or chunks of rows (channels), whatever the group
+ * count. */
 static void inference_group(const dml_kernel_args* args, uint64_t j, double values[3]) {
     const DMLOperator* op = args->op;
     const dml_batch_norm_params* params = op->params;
@@ -735,13 +758,22 @@ static void inference_group(const dml_kernel_args* args, uint64_t j, double valu
     values[2] = parameter[3];
 }
 
-HOT void inference_piece(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
-                         uint64_t item) {
-    uint64_t pieces = (p->inner + CHUNK - 1) / CHUNK, run = item / pieces, begin = item % pieces * CHUNK;
-    double values[4] = {0};
-    inference_group(args, run % p->groups, values);
-    group_lanes v = group_broadcast(values);
-    forward_run(half, a, run * p->inner + begin, p->inner - begin < CHUNK ? p->inner - begin : CHUNK, &v);
+/* Runs: an item is a piece of one long run, or several consecutive short
+ * runs (each with its group's values), about CHUNK elements either way. */
+static uint64_t inference_runs_per_item(const bn_fast_plan* p) { return p->inner >= CHUNK ? 1 : CHUNK / p->inner; }
+static uint64_t inference_pieces_per_run(const bn_fast_plan* p) { return (p->inner + CHUNK - 1) / CHUNK; }
+
+HOT void inference_item(bool half, const bn_fast_plan* p, const forward_args* a, const channel_workspace* w,
+                        uint64_t item) {
+    uint64_t pieces = inference_pieces_per_run(p), runs = p->outer * p->groups;
+    uint64_t begin = item % pieces * CHUNK, length = p->inner - begin < CHUNK ? p->inner - begin : CHUNK;
+    uint64_t first = item / pieces * inference_runs_per_item(p), last = first + inference_runs_per_item(p);
+    for (uint64_t run = first; run < last && run < runs; run++) {
+        uint64_t g = run % p->groups;
+        double values[4] = {w->values[0][g], w->values[1][g], w->values[2][g], 0};
+        group_lanes v = group_broadcast(values);
+        forward_run(half, a, run * p->inner + begin, length, &v);
+    }
 }
 
 static HRESULT run_inference(const dml_kernel_args* args) {
@@ -754,11 +786,6 @@ static HRESULT run_inference(const dml_kernel_args* args) {
         .activation = params->activation,
         .stream = p->stream,
     };
-    if (!p->channels) {
-        uint64_t pieces = p->outer * p->groups * ((p->inner + CHUNK - 1) / CHUNK);
-        PARALLEL_ITEMS_TYPED(p, pieces, p->inner < CHUNK ? p->inner : CHUNK, INFERENCE_PIECE);
-        return S_OK;
-    }
     channel_workspace w = channel_workspace_at(p, args->temporary);
     for (uint64_t g = 0; g < p->groups; g++) {
         double values[3];
@@ -766,7 +793,13 @@ static HRESULT run_inference(const dml_kernel_args* args) {
         for (int k = 0; k < 3; k++)
             w.values[k][g] = values[k];
     }
-    PARALLEL_ITEMS_TYPED(p, p->chunks, chunk_cost(p), FORWARD_CHUNK);
+    if (p->channels) {
+        PARALLEL_ITEMS_TYPED(p, p->chunks, chunk_cost(p), FORWARD_CHUNK);
+    } else {
+        uint64_t runs = p->outer * p->groups, per_item = inference_runs_per_item(p);
+        uint64_t items = (runs + per_item - 1) / per_item * inference_pieces_per_run(p);
+        PARALLEL_ITEMS_TYPED(p, items, CHUNK, INFERENCE_ITEM);
+    }
     return S_OK;
 }
 

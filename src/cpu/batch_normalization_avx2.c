@@ -20,16 +20,18 @@
  * element-wise pass reads the input again. Outputs far larger than the
  * caches are written with non-temporal stores.
  *
- * Numerics. Statistics: per chunk (up to CHUNK elements of a run, or
- * CHUNK_ROWS rows), the sum and then the squared deviations from the chunk
- * mean in FLOAT64 lanes, chunks merged by Chan's formula in a fixed order
- * (spec §5, §9). Gradient sums: FLOAT64 lanes. The element-wise passes
- * compute in FLOAT64 as the generic kernel does, round to FLOAT32, apply
- * the fused activation in FLOAT32 (RELU vectorized, free; the others
- * through the shared scalar code) and round once to the output type.
- * FLOAT64 results reach FLOAT16 through FLOAT32 (two roundings, well inside
- * the spec's FLOAT16 tolerance). The work of each group is a fixed sequence
- * whatever the thread count, so the bits never depend on it. */
+ * Numerics. Statistics: per chunk (runs: up to CHUNK elements, a piece of
+ * a long run or several short runs of the group; channels: up to CHUNK_ROWS
+ * rows), the sum and then the squared deviations from the chunk mean in
+ * FLOAT64 lanes, chunks merged by Chan's formula in a fixed order (spec §5,
+ * §9). Gradient sums: FLOAT64 lanes. The element-wise passes compute in
+ * FLOAT64 as the generic kernel does, round to FLOAT32, apply the fused
+ * activation in FLOAT32 (RELU vectorized, free; the others through the
+ * shared scalar code) and round once to the output type. FLOAT64 results
+ * reach FLOAT16 through FLOAT32 (two roundings, well inside the spec's
+ * FLOAT16 tolerance). Work items are cut from the problem alone and each
+ * computes its own outputs in a fixed order, so the bits never depend on
+ * the thread count or on which thread runs an item. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>

@@ -956,6 +956,55 @@ TEST_CASE(determinism_across_thread_counts) {
     expect_same_bits(DML_OPERATOR_BATCH_NORMALIZATION, two_channels, two_p, true, false);
 }
 
+/* Packed layouts of the fast paths' classes (src/cpu/batch_normalization_avx2.c):
+ * runs along H*W (NCHW) with tails shorter than a vector, 5-D, runs of
+ * one element vectorized across channels ({N,C,1,1} and NHWC) with a channel
+ * count that is not a multiple of the 16-channel block, FLOAT32 and FLOAT16,
+ * fused add and activations (RELU vectorized, GELU through the scalar code). */
+TEST_CASE(fast_path_layouts) {
+    static const uint32_t shapes[][5] = {{3, 37, 5, 7, 1}, {2, 19, 13, 1, 1}, {5, 24, 1, 1, 1}, {2, 9, 3, 4, 5}};
+    static const uint32_t ranks[] = {4, 4, 4, 5};
+    static const DML_OPERATOR_TYPE types[4] = {
+        DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+        DML_OPERATOR_BATCH_NORMALIZATION_GRAD, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    DMLDevice* device = test_device(0);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0] && !test_case_failed(); s++)
+        for (int t = 0; t < 4; t++)
+            for (int variant = 0; variant < 4; variant++) {
+                bool nhwc = variant & 1, half = variant & 2;
+                if (nhwc && ranks[s] != 4) continue;
+                bn_problem p;
+                memset(&p, 0, sizeof p);
+                p.type = types[t];
+                p.data_type = half ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+                p.rank = ranks[s];
+                memcpy(p.input_sizes, shapes[s], sizeof shapes[s]);
+                for (int k = 0; k < 4; k++)
+                    for (uint32_t i = 0; i < p.rank; i++)
+                        p.parameter_sizes[k][i] = i == 1 ? shapes[s][1] : 1;
+                p.spatial = 1;
+                p.epsilon = 1e-3;
+                p.nhwc = nhwc;
+                p.fused_add = types[t] == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING && variant < 2;
+                if (!is_gradient(types[t]))
+                    p.activation = (bn_ref_activation){
+                        variant % 3 ? DML_OPERATOR_ACTIVATION_RELU : DML_OPERATOR_ACTIVATION_GELU, 0, 0};
+                bn_run_and_check(&p, device, NULL);
+            }
+    dmlReleaseDevice(device);
+    /* Bit identity across thread counts, ordinary and adversarial data. */
+    static const DML_OPERATOR_TYPE reducing[3] = {DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+                                                  DML_OPERATOR_BATCH_NORMALIZATION_GRAD,
+                                                  DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    const uint32_t runs[4] = {6, 21, 40, 41}, runs_p[4] = {1, 21, 1, 1};
+    const uint32_t channels[4] = {9, 35, 17, 30}, channels_p[4] = {1, 35, 1, 1};
+    for (int t = 0; t < 3; t++)
+        for (int adversarial = 0; adversarial < 2; adversarial++) {
+            expect_same_bits(reducing[t], runs, runs_p, false, adversarial);
+            expect_same_bits(reducing[t], channels, channels_p, true, adversarial);
+        }
+}
+
 /* ---- The fused activation is deep-copied at creation (tensors.md §5) ---- */
 
 TEST_CASE(activation_is_deep_copied) {

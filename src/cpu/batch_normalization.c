@@ -28,8 +28,7 @@
 #include <string.h>
 
 #include "../core/elements.h"
-#include "../ops/batch_normalization.h"
-#include "cpu.h"
+#include "batch_normalization_cpu.h"
 
 enum {
     BN_MAX_RANK = 8,
@@ -244,7 +243,7 @@ static void ew_run(const dim_list* list, uint64_t element_count, ew_run_fn run, 
     }                                                                                                                  \
     break
 
-static void apply_activation(const dml_activation* a, float* values, size_t count) {
+void dml_cpu_bn_apply_activation(const dml_activation* a, float* values, size_t count) {
     float p0 = a->param0, p1 = a->param1;
     switch (a->type) {
     case DML_ACTIVATION_ELU: ACTIVATION_LOOP(dml_activation_elu(x, p0));
@@ -322,7 +321,7 @@ typedef struct forward_problem {
  * stores them, rounded once to the output type, with the output's step. */
 HOT void finish_piece(bool half, bool unit, const forward_problem* p, float* pre, size_t count, uint64_t out_offset,
                       uint64_t out_step) {
-    apply_activation(&p->activation, pre, count);
+    dml_cpu_bn_apply_activation(&p->activation, pre, count);
     if (unit) out_step = 1;
     for (size_t t = 0; t < count; t++)
         store_float(half, p->output, out_offset + t * out_step, pre[t]);
@@ -671,15 +670,9 @@ HOT void block_gradient_sums_impl(bool half, bool unit, const void* x, uint64_t 
 
 /* -- Tiles -- */
 
-/* One chunk of one group's statistics: element count, chunk mean, centered
- * sum of squares. */
-typedef struct stats_partial {
-    double count, mean, m2;
-} stats_partial;
-
 /* TRAINING: a tile's chunk statistics, two passes over the tile (it stays in
  * cache): the chunk mean, then the sum of squares around it. */
-static void stats_tile(bool half, const reduce_plan* plan, const void* input, uint64_t index, stats_partial* partials) {
+static void stats_tile(bool half, const reduce_plan* plan, const void* input, uint64_t index, dml_bn_stats* partials) {
     tile t = tile_at(plan, index);
     const dim_list* red = &plan->reduced;
     uint64_t element_step = red->strides[0][red->rank - 1];
@@ -700,7 +693,7 @@ static void stats_tile(bool half, const reduce_plan* plan, const void* input, ui
                 m2 += run_squares(half, input, base + cursor_offset(&cursor, red->strides[0]), element_step, length,
                                   mean);
             }
-            partials[(t.first_group + g) * plan->chunks + t.chunk] = (stats_partial){count, mean, m2};
+            partials[(t.first_group + g) * plan->chunks + t.chunk] = (dml_bn_stats){count, mean, m2};
         }
         return;
     }
@@ -719,7 +712,7 @@ static void stats_tile(bool half, const reduce_plan* plan, const void* input, ui
                  m2);
     }
     for (uint64_t g = 0; g < t.groups; g++)
-        partials[(t.first_group + g) * plan->chunks + t.chunk] = (stats_partial){count, sum[g], m2[g]};
+        partials[(t.first_group + g) * plan->chunks + t.chunk] = (dml_bn_stats){count, sum[g], m2[g]};
 }
 
 /* One chunk of one group's gradient sums: sdy = sum dy, sdyxc = sum dy * (x - Mean). */
@@ -775,6 +768,51 @@ static uint64_t broadcast_offset(const dml_tensor* tensor, const uint32_t* sizes
         index /= sizes[i];
     }
     return offset;
+}
+
+/* ---- Per-group bookkeeping shared with the fast paths (batch_normalization_cpu.h) ---- */
+
+double dml_cpu_bn_load_parameter(const dml_tensor* tensor, const void* data, uint64_t index) {
+    return load(is_half(tensor), data, row_major_offset(tensor, index));
+}
+
+void dml_cpu_bn_store_parameter(const dml_tensor* tensor, void* data, uint64_t index, double value) {
+    store_double(is_half(tensor), data, row_major_offset(tensor, index), value);
+}
+
+void dml_cpu_bn_finish_statistics(const dml_kernel_args* args, uint64_t j, dml_bn_stats stats, double values[3]) {
+    const DMLOperator* op = args->op;
+    const dml_batch_norm_params* params = op->params;
+    double variance = stats.m2 / (double)params->group_size;
+    dml_cpu_bn_store_parameter(&op->outputs[DML_BN_TRAINING_OUTPUT_MEAN].tensor,
+                               args->outputs[DML_BN_TRAINING_OUTPUT_MEAN], j, stats.mean);
+    dml_cpu_bn_store_parameter(&op->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE].tensor,
+                               args->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE], j, variance);
+    double scale =
+        dml_cpu_bn_load_parameter(&op->inputs[DML_BN_TRAINING_SCALE].tensor, args->inputs[DML_BN_TRAINING_SCALE], j);
+    values[0] = stats.mean;
+    values[1] = scale / sqrt(variance + (double)params->epsilon);
+    values[2] =
+        dml_cpu_bn_load_parameter(&op->inputs[DML_BN_TRAINING_BIAS].tensor, args->inputs[DML_BN_TRAINING_BIAS], j);
+}
+
+void dml_cpu_bn_finish_gradient(const dml_kernel_args* args, uint64_t j, double sdy, double sdyxc, bool training,
+                                double values[3]) {
+    const DMLOperator* op = args->op;
+    const dml_batch_norm_params* params = op->params;
+    double variance_plus_epsilon =
+        dml_cpu_bn_load_parameter(&op->inputs[DML_BN_GRAD_VARIANCE].tensor, args->inputs[DML_BN_GRAD_VARIANCE], j) +
+        (double)params->epsilon;
+    double inv = 1.0 / sqrt(variance_plus_epsilon);
+    double scale = dml_cpu_bn_load_parameter(&op->inputs[DML_BN_GRAD_SCALE].tensor, args->inputs[DML_BN_GRAD_SCALE], j);
+    double group_size = (double)params->group_size;
+    dml_cpu_bn_store_parameter(&op->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT].tensor,
+                               args->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT], j, sdy);
+    dml_cpu_bn_store_parameter(&op->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT].tensor,
+                               args->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT], j, sdyxc * inv);
+    values[0] = scale * inv;
+    values[1] = training ? sdy / group_size : 0.0;
+    values[2] = training ? sdyxc / group_size / variance_plus_epsilon : 0.0;
 }
 
 /* ---- Plans: everything but the data, decided at compile time ---- */
@@ -907,7 +945,7 @@ static HRESULT plan_training(const DMLOperator* op, const DMLDevice* device, DML
     if (plan == NULL) return E_OUTOFMEMORY;
     const dml_tensor* operands[1] = {input};
     plan_reduction(&plan->reduce, op->params, operands, 1);
-    plan_workspace(plan, result, sizeof(stats_partial));
+    plan_workspace(plan, result, sizeof(dml_bn_stats));
     dim_list* dims = &plan->elementwise;
     memcpy(dims->strides[FWD_OUTPUT], output->strides, sizeof dims->strides[0]);
     memcpy(dims->strides[FWD_INPUT], input->strides, sizeof dims->strides[0]);
@@ -924,14 +962,10 @@ static HRESULT run_training(const dml_kernel_args* args) {
     const reduce_plan* reduce = &plan->reduce;
     const dml_batch_norm_params* params = op->params;
     const dml_tensor* input = &op->inputs[DML_BN_TRAINING_INPUT].tensor;
-    const dml_tensor* scale = &op->inputs[DML_BN_TRAINING_SCALE].tensor;
-    const dml_tensor* bias = &op->inputs[DML_BN_TRAINING_BIAS].tensor;
     const dml_tensor* fused_add = &op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor;
-    const dml_tensor* out_mean = &op->outputs[DML_BN_TRAINING_OUTPUT_MEAN].tensor;
-    const dml_tensor* out_variance = &op->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE].tensor;
     bool half = is_half(input);
     int threads = plan->threads;
-    stats_partial* partials = args->temporary;
+    dml_bn_stats* partials = args->temporary;
     group_values groups = group_values_at((char*)args->temporary + plan->partials_bytes, plan->group_count);
 
     /* 1. Chunk statistics, in parallel over every tile. */
@@ -946,31 +980,17 @@ static HRESULT run_training(const dml_kernel_args* args) {
      * variance (divisor M, decision BN-1), OutputMean/OutputVariance and the
      * values of the element-wise pass. */
     int64_t group_count = (int64_t)reduce->group_count;
-    const void* scale_data = args->inputs[DML_BN_TRAINING_SCALE];
-    const void* bias_data = args->inputs[DML_BN_TRAINING_BIAS];
-    void* mean_data = args->outputs[DML_BN_TRAINING_OUTPUT_MEAN];
-    void* variance_data = args->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE];
-    double epsilon = params->epsilon;
 #pragma omp parallel for num_threads(dml_cpu_threads_for(threads, reduce->group_count, GROUPS_PER_THREAD))             \
     schedule(static)
     for (int64_t j = 0; j < group_count; j++) {
-        const stats_partial* chunk = partials + (uint64_t)j * reduce->chunks;
-        double count = chunk[0].count, mean = chunk[0].mean, m2 = chunk[0].m2;
-        for (uint64_t c = 1; c < reduce->chunks; c++) {
-            double merged = count + chunk[c].count;
-            double delta = chunk[c].mean - mean;
-            mean += delta * (chunk[c].count / merged);
-            m2 += chunk[c].m2 + delta * delta * (count * chunk[c].count / merged);
-            count = merged;
-        }
-        double variance = m2 / (double)reduce->group_size;
-        store_double(half, mean_data, row_major_offset(out_mean, (uint64_t)j), mean);
-        store_double(half, variance_data, row_major_offset(out_variance, (uint64_t)j), variance);
-        double scale_value = load(half, scale_data, row_major_offset(scale, (uint64_t)j));
-        double bias_value = load(half, bias_data, row_major_offset(bias, (uint64_t)j));
-        groups.v[0][j] = mean;
-        groups.v[1][j] = scale_value / sqrt(variance + epsilon);
-        groups.v[2][j] = bias_value;
+        const dml_bn_stats* chunk = partials + (uint64_t)j * reduce->chunks;
+        dml_bn_stats stats = {0, 0, 0};
+        for (uint64_t c = 0; c < reduce->chunks; c++)
+            dml_bn_stats_merge(&stats, chunk[c]);
+        double values[3];
+        dml_cpu_bn_finish_statistics(args, (uint64_t)j, stats, values);
+        for (int k = 0; k < 3; k++)
+            groups.v[k][j] = values[k];
     }
 
     /* 3. The normalized output, element-wise. */
@@ -1012,13 +1032,8 @@ static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
     const DMLOperator* op = args->op;
     const bn_plan* plan = DML_PLAN_STATE(args, bn_plan);
     const reduce_plan* reduce = &plan->reduce;
-    const dml_batch_norm_params* params = op->params;
     const dml_tensor* input = &op->inputs[DML_BN_GRAD_INPUT].tensor;
     const dml_tensor* mean = &op->inputs[DML_BN_GRAD_MEAN].tensor;
-    const dml_tensor* variance = &op->inputs[DML_BN_GRAD_VARIANCE].tensor;
-    const dml_tensor* scale = &op->inputs[DML_BN_GRAD_SCALE].tensor;
-    const dml_tensor* scale_gradient = &op->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT].tensor;
-    const dml_tensor* bias_gradient = &op->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT].tensor;
     bool half = is_half(input);
     int threads = plan->threads;
     grad_partial* partials = args->temporary;
@@ -1028,7 +1043,7 @@ static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
 #pragma omp parallel for num_threads(dml_cpu_threads_for(threads, reduce->group_count, GROUPS_PER_THREAD))             \
     schedule(static)
     for (int64_t j = 0; j < group_count; j++)
-        groups.v[0][j] = load(half, mean_data, row_major_offset(mean, (uint64_t)j));
+        groups.v[0][j] = dml_cpu_bn_load_parameter(mean, mean_data, (uint64_t)j);
 
     /* 1. Chunk sums of dy and dy * (x - Mean), in parallel over every tile. */
     const void* x = args->inputs[DML_BN_GRAD_INPUT];
@@ -1041,11 +1056,6 @@ static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
 
     /* 2. Per group: the sums in chunk order, the parameter gradients and the
      * values of the element-wise pass. */
-    const void* variance_data = args->inputs[DML_BN_GRAD_VARIANCE];
-    const void* scale_data = args->inputs[DML_BN_GRAD_SCALE];
-    void* scale_gradient_data = args->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT];
-    void* bias_gradient_data = args->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT];
-    double epsilon = params->epsilon, group_size = (double)reduce->group_size;
 #pragma omp parallel for num_threads(dml_cpu_threads_for(threads, reduce->group_count, GROUPS_PER_THREAD))             \
     schedule(static)
     for (int64_t j = 0; j < group_count; j++) {
@@ -1055,14 +1065,10 @@ static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
             sdy += chunk[c].sdy;
             sdyxc += chunk[c].sdyxc;
         }
-        double variance_plus_epsilon = load(half, variance_data, row_major_offset(variance, (uint64_t)j)) + epsilon;
-        double inv = 1.0 / sqrt(variance_plus_epsilon);
-        double scale_value = load(half, scale_data, row_major_offset(scale, (uint64_t)j));
-        store_double(half, bias_gradient_data, row_major_offset(bias_gradient, (uint64_t)j), sdy);
-        store_double(half, scale_gradient_data, row_major_offset(scale_gradient, (uint64_t)j), sdyxc * inv);
-        groups.v[1][j] = scale_value * inv;
-        groups.v[2][j] = training ? sdy / group_size : 0.0;
-        groups.v[3][j] = training ? sdyxc / group_size / variance_plus_epsilon : 0.0;
+        double values[3];
+        dml_cpu_bn_finish_gradient(args, (uint64_t)j, sdy, sdyxc, training, values);
+        for (int k = 0; k < 3; k++)
+            groups.v[k + 1][j] = values[k];
     }
 
     /* 3. The input gradient, element-wise. */

@@ -18,6 +18,15 @@ extern const dml_impl dml_cpu_max_pooling_grad_avx2_nhwc; /* max_pooling_avx2.c 
 extern const dml_impl dml_cpu_roi_pooling_avx2_nchw, dml_cpu_roi_pooling_avx2_nhwc;       /* roi_pooling_avx2.c */
 extern const dml_impl dml_cpu_roi_align_avx2_nchw, dml_cpu_roi_align_avx2_nhwc;           /* roi_align_avx2.c */
 extern const dml_impl dml_cpu_roi_align_grad_avx2_nchw, dml_cpu_roi_align_grad_avx2_nhwc; /* roi_align_avx2.c */
+/* batch_normalization_avx2.c: packed, groups outside their runs (nchw) or innermost (nhwc) */
+#define DML_CPU_BN_AVX2_IMPLS(name)                                                                                    \
+    extern const dml_impl dml_cpu_##name##_avx2_nchw;                                                                  \
+    extern const dml_impl dml_cpu_##name##_avx2_nhwc;
+DML_CPU_BN_AVX2_IMPLS(batch_normalization)
+DML_CPU_BN_AVX2_IMPLS(batch_normalization_training)
+DML_CPU_BN_AVX2_IMPLS(batch_normalization_grad)
+DML_CPU_BN_AVX2_IMPLS(batch_normalization_training_grad)
+#undef DML_CPU_BN_AVX2_IMPLS
 
 /* Each kernel's implementation list, in order of preference (cpu_impl_list.c). */
 #define DML_CPU_IMPL_LIST(ID, name) extern const dml_impl* const dml_cpu_##name##_impls[];

@@ -15,9 +15,15 @@ const dml_impl* const dml_cpu_roi_align_impls[] = {&dml_cpu_roi_align_avx2_nhwc,
                                                    &dml_cpu_roi_align_generic, NULL};
 const dml_impl* const dml_cpu_roi_align_grad_impls[] = {
     &dml_cpu_roi_align_grad_avx2_nhwc, &dml_cpu_roi_align_grad_avx2_nchw, &dml_cpu_roi_align_grad_generic, NULL};
-const dml_impl* const dml_cpu_batch_normalization_impls[] = {&dml_cpu_batch_normalization_generic, NULL};
-const dml_impl* const dml_cpu_batch_normalization_training_impls[] = {&dml_cpu_batch_normalization_training_generic,
-                                                                      NULL};
-const dml_impl* const dml_cpu_batch_normalization_grad_impls[] = {&dml_cpu_batch_normalization_grad_generic, NULL};
+const dml_impl* const dml_cpu_batch_normalization_impls[] = {&dml_cpu_batch_normalization_avx2_nchw,
+                                                             &dml_cpu_batch_normalization_avx2_nhwc,
+                                                             &dml_cpu_batch_normalization_generic, NULL};
+const dml_impl* const dml_cpu_batch_normalization_training_impls[] = {
+    &dml_cpu_batch_normalization_training_avx2_nchw, &dml_cpu_batch_normalization_training_avx2_nhwc,
+    &dml_cpu_batch_normalization_training_generic, NULL};
+const dml_impl* const dml_cpu_batch_normalization_grad_impls[] = {&dml_cpu_batch_normalization_grad_avx2_nchw,
+                                                                  &dml_cpu_batch_normalization_grad_avx2_nhwc,
+                                                                  &dml_cpu_batch_normalization_grad_generic, NULL};
 const dml_impl* const dml_cpu_batch_normalization_training_grad_impls[] = {
+    &dml_cpu_batch_normalization_training_grad_avx2_nchw, &dml_cpu_batch_normalization_training_grad_avx2_nhwc,
     &dml_cpu_batch_normalization_training_grad_generic, NULL};

@@ -138,8 +138,13 @@ static HRESULT plan_accept(const bn_fast_plan* candidate, bool channels, const D
         if (plan->chunk_rows == 0) plan->chunk_rows = 1;
         plan->chunks = (plan->outer + plan->chunk_rows - 1) / plan->chunk_rows;
     }
-    /* Channels keep per-group values (and partials) there; inference's runs too. */
+    /* Channels keep per-group values (and partials) there; inference's runs
+     * too. Problems too small for the documented bounds of the temporary
+     * resource (docs/tensors-and-bindings.md: 4 E bytes for inference,
+     * 56 E + 64 for the others) are left to the generic kernel. */
     if (plan->channels || !plan->reduces) result->temporary_size = channel_workspace_bytes(plan);
+    uint64_t elements = output->element_count;
+    if (result->temporary_size > (plan->reduces ? 56 * elements + 64 : 4 * elements)) return S_FALSE;
     return S_OK;
 }
 

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "../core/checked.h"
 #include "../core/elements.h"
 #include "batch_normalization_cpu.h"
 
@@ -834,7 +835,7 @@ typedef struct bn_plan {
     uint32_t union_sizes[BN_MAX_RANK];
 } bn_plan;
 
-static uint64_t align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+static uint64_t align64(uint64_t bytes) { return dml_round_up_u64(bytes, 64); }
 
 /* Sizes the workspace: `partial_size` bytes per tile chunk, then the groups. */
 static void plan_workspace(bn_plan* plan, dml_plan* result, size_t partial_size) {

@@ -2,6 +2,10 @@
 #ifndef DML_CPU_CPU_H
 #define DML_CPU_CPU_H
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "../core/operator.h"
 
 /* Each kernel's generic strided implementation (one file per family), the
@@ -41,6 +45,15 @@ dml_isa dml_cpu_machine_isa(void);
 HRESULT dml_cpu_device_isa(DML_CPU_ISA requested, dml_isa* isa);
 /* "generic", "avx2", "avx512". */
 const char* dml_isa_name(dml_isa isa);
+
+/* The calling thread's index in its OpenMP team (its share of a workspace). */
+static inline int dml_cpu_thread_index(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
 
 /* Worker threads for one dispatch (the device's ThreadCount). */
 static inline int dml_cpu_threads(const dml_kernel_args* args) { return (int)args->device->threads; }

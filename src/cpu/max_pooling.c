@@ -8,9 +8,6 @@
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "../core/half.h"
 #include "../ops/max_pooling_rules.h"
@@ -328,10 +325,7 @@ static HRESULT run_grad(const dml_kernel_args* args) {
     float* scratch = args->temporary;
 #pragma omp parallel num_threads(plan->threads)
     {
-        int thread = 0;
-#ifdef _OPENMP
-        thread = omp_get_thread_num();
-#endif
+        int thread = dml_cpu_thread_index();
         float* acc = scratch + (size_t)thread * plan->band_size;
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < plan->tasks; task++) {

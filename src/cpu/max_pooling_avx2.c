@@ -20,9 +20,6 @@
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "../core/half.h"
 #include "../ops/max_pooling_rules.h"
@@ -525,10 +522,7 @@ static HRESULT run_grad(const dml_kernel_args* args) {
     float* scratch = args->temporary;
 #pragma omp parallel num_threads(gp->threads)
     {
-        int thread = 0;
-#ifdef _OPENMP
-        thread = omp_get_thread_num();
-#endif
+        int thread = dml_cpu_thread_index();
         float* acc = scratch + (size_t)thread * gp->plane_size;
 #pragma omp for schedule(static)
         for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
@@ -897,10 +891,7 @@ static HRESULT run_grad_nhwc(const dml_kernel_args* args) {
     float* scratch = args->temporary;
 #pragma omp parallel num_threads(gp->threads)
     {
-        int thread = 0;
-#ifdef _OPENMP
-        thread = omp_get_thread_num();
-#endif
+        int thread = dml_cpu_thread_index();
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < gp->tasks; task++)
             grad_nhwc_task(gp, p, args, task, scratch + (size_t)thread * gp->acc_size);

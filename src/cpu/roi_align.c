@@ -313,7 +313,7 @@ static void compute_output_gradient(const grad_problem* g, const grad_plan* plan
     uint64_t bands = plan->banding.bands;
 #pragma omp parallel num_threads(plan->threads)
     {
-        double* acc = accumulators + (size_t)roi_current_thread() * plan->banding.band_rows * g->dims.width;
+        double* acc = accumulators + (size_t)dml_cpu_thread_index() * plan->banding.band_rows * g->dims.width;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < plan->banding.tasks; task++) {
             uint64_t band = (uint64_t)task % bands, plane = (uint64_t)task / bands;

@@ -266,7 +266,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
      * every output is computed by one thread alone. */
 #pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
     {
-        char* own = (char*)args->temporary + (size_t)roi_current_thread() * per_thread;
+        char* own = (char*)args->temporary + (size_t)dml_cpu_thread_index() * per_thread;
         float* tile = (float*)(own + plan->table_entries * sizeof(axis_sample));
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
@@ -311,7 +311,7 @@ static inline void accumulate(double* acc, __m256 term) {
 
 /* Where a thread's axis tables and gradient block lie in the workspace. */
 static axis_sample* thread_tables(const grad_plan* plan, char* workspace) {
-    return (axis_sample*)(workspace + plan->tables_offset + (size_t)roi_current_thread() * plan->thread_scratch);
+    return (axis_sample*)(workspace + plan->tables_offset + (size_t)dml_cpu_thread_index() * plan->thread_scratch);
 }
 
 static float* thread_gradient_block(const grad_plan* plan, axis_sample* tables) {
@@ -419,7 +419,7 @@ static void compute_feature_gradient(const grad_problem* g, const grad_plan* pla
     uint64_t bands = plan->banding.bands;
 #pragma omp parallel num_threads(plan->threads)
     {
-        int thread = roi_current_thread();
+        int thread = dml_cpu_thread_index();
         double* acc = (double*)(workspace + plan->accumulator_offset) + (size_t)thread * plan->accumulator_doubles;
         axis_sample* tables = thread_tables(plan, workspace);
         float* block = thread_gradient_block(plan, tables);

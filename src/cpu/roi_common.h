@@ -8,10 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
+#include "../core/checked.h"
 #include "../core/half.h"
 #include "../ops/roi.h"
 #include "../ops/roi_align_math.h"
@@ -176,16 +174,7 @@ static inline uint32_t roi_first_of_image(const roi_of_image* sorted, uint32_t c
     return low;
 }
 
-/* The calling thread's index in its OpenMP team (its share of the workspace). */
-static inline int roi_current_thread(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static inline uint64_t roi_align64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+static inline uint64_t roi_align64(uint64_t bytes) { return dml_round_up_u64(bytes, 64); }
 
 /* How the feature gradient's planes (of `lanes` channels each) are split
  * into bands of rows so that there are at least two tasks per thread;

@@ -150,7 +150,7 @@ static HRESULT run_pooling(const dml_kernel_args* args) {
     {
         /* No temporary resource (NULL) without a tile. */
         float* tile =
-            plan->tile_floats ? (float*)args->temporary + (size_t)roi_current_thread() * plan->tile_floats : NULL;
+            plan->tile_floats ? (float*)args->temporary + (size_t)dml_cpu_thread_index() * plan->tile_floats : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             roi_task t = roi_task_at(task, rois->sizes[2], blocks, f.input.lanes.contiguous);

@@ -599,39 +599,92 @@ static uint8_t* save_outputs(const pool_run* r, const pool_case* c, uint64_t* by
  * at this run's ISA level (DML_CPU_ISA) and a generic-only device give the
  * same bits (values, indices, gradients: the determinism contract), and both
  * match the float64 reference. */
-TEST_CASE(fast_paths_match_generic_bit_for_bit) {
-    DMLDevice* devices[2] = {test_device(0), test_device(1)};
+/* The generic kernel's device: the reference of the fast paths, bit for bit. */
+static DMLDevice* generic_device(void) {
     DML_DEVICE_DESC generic_desc = {.Backend = DML_BACKEND_CPU, .MaxCpuIsa = DML_CPU_ISA_GENERIC};
     DMLDevice* generic = NULL;
     if (test_backend_is_cuda() || FAILED(dmlCreateDevice(&generic_desc, &generic))) generic = test_device(0);
+    return generic;
+}
+
+/* Runs case c on `device` (checked against the float64 reference) and on the
+ * generic kernel, and expects the same bytes in every output. */
+static void expect_generic_bits(DMLDevice* device, DMLDevice* generic, const pool_case* c, bool channels_last) {
+    pool_run r;
+    pool_run_init(&r, c);
+    if (channels_last) pool_run_channels_last(&r, c);
+    fill_pooling_input(&r, c);
+    if (is_grad(c)) /* values whose sums round: the order of accumulation shows in the bits */
+        test_fill_random(&r.output_buffer, &r.output, -1, 1);
+    char what[200];
+    snprintf(what, sizeof what, "%s%s", case_name(c), channels_last ? " (channels-last)" : "");
+    EXPECT_STATUS(pool_dispatch(device, &r, c), S_OK, NULL);
+    if (is_grad(c)) {
+        check_grad(&r, c, what);
+    } else {
+        check_forward(&r, c, what);
+    }
+    uint64_t bytes;
+    uint8_t* fast = save_outputs(&r, c, &bytes);
+    EXPECT_STATUS(pool_dispatch(generic, &r, c), S_OK, NULL);
+    uint8_t* reference = save_outputs(&r, c, &bytes);
+    EXPECT(memcmp(fast, reference, bytes) == 0, "%s: outputs differ from the generic kernel's", what);
+    free(fast);
+    free(reference);
+    pool_run_free(&r);
+}
+
+TEST_CASE(fast_paths_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(0), test_device(1)};
+    DMLDevice* generic = generic_device();
     const DML_OPERATOR_TYPE types[4] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
                                         DML_OPERATOR_MAX_POOLING_GRAD};
     for (int i = 0; i < 400 && !test_case_failed(); i++) {
         DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
         bool channels_last = test_rand_bool();
         pool_case c = fast_path_case(types[i % 4], type, channels_last);
-        pool_run r;
-        pool_run_init(&r, &c);
-        if (channels_last) pool_run_channels_last(&r, &c);
-        fill_pooling_input(&r, &c);
-        if (is_grad(&c)) /* values whose sums round: the order of accumulation shows in the bits */
-            test_fill_random(&r.output_buffer, &r.output, -1, 1);
-        char what[200];
-        snprintf(what, sizeof what, "%s%s", case_name(&c), channels_last ? " (channels-last)" : "");
-        EXPECT_STATUS(pool_dispatch(devices[i % 2], &r, &c), S_OK, NULL);
-        if (is_grad(&c)) {
-            check_grad(&r, &c, what);
-        } else {
-            check_forward(&r, &c, what);
+        expect_generic_bits(devices[i % 2], generic, &c, channels_last);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
+/* The NCHW whole-row path (W stride 2, windows of 2 or 3 columns): rows of
+ * one to five interior blocks (the last overlapping), padding 0 to 2 on
+ * either side (padding 1 with 3 columns: column 0 in the first block), H
+ * strides 1 to 3 (stride 2 with 3 rows: consecutive output rows share an
+ * input row), odd and even heights, 5-D windows, one and two threads. */
+TEST_CASE(whole_row_path_matches_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
+                                        DML_OPERATOR_MAX_POOLING_GRAD};
+    for (int i = 0; i < 240 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = i % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        pool_case c = fast_path_case(types[i % 3], type, false);
+        if (c.type == DML_OPERATOR_MAX_POOLING2 && test_rand_bool()) c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
+        uint32_t w = c.rank - 3; /* the W dimension among the spatial ones */
+        c.window[w] = test_rand_range(2, 3);
+        c.strides[w] = 2;
+        c.dilations[w] = 1;
+        c.start_padding[w] = test_rand_range(0, c.window[w] - 1);
+        c.end_padding[w] = test_rand_range(0, c.window[w] - 1);
+        c.input_sizes[2 + w] = test_rand_range(16, 90);
+        if (c.rank == 4) { /* taller images, H stride 1 to 3 */
+            c.input_sizes[2] = test_rand_range(1, 12);
+            c.window[0] = test_rand_range(1, 3);
+            c.strides[0] = test_rand_range(1, 3);
+            c.dilations[0] = 1;
+            c.start_padding[0] = test_rand_range(0, c.window[0] - 1);
+            c.end_padding[0] = test_rand_range(0, c.window[0] - 1);
         }
-        uint64_t bytes;
-        uint8_t* fast = save_outputs(&r, &c, &bytes);
-        EXPECT_STATUS(pool_dispatch(generic, &r, &c), S_OK, NULL);
-        uint8_t* reference = save_outputs(&r, &c, &bytes);
-        EXPECT(memcmp(fast, reference, bytes) == 0, "%s: outputs differ from the generic kernel's", what);
-        free(fast);
-        free(reference);
-        pool_run_free(&r);
+        for (uint32_t d = 0; d < c.rank - 2; d++) {
+            uint32_t padded = c.input_sizes[2 + d] + c.start_padding[d] + c.end_padding[d];
+            uint32_t dilated_window = (c.window[d] - 1) * c.dilations[d] + 1;
+            c.output_sizes[2 + d] = padded >= dilated_window ? (padded - dilated_window) / c.strides[d] + 1 : 1;
+        }
+        expect_generic_bits(devices[i % 2], generic, &c, false);
     }
     dmlReleaseDevice(devices[0]);
     dmlReleaseDevice(devices[1]);

@@ -14,6 +14,11 @@
  * bit for bit. Blocks that reach past a row's ends (padding, the last
  * columns) load through a bounds-checked copy instead of reading outside.
  *
+ * At W stride 2 with windows of two or three columns (3x3/2, 2x2/2), whole
+ * output rows go through a leaner path: each input row is reduced once per
+ * block, rows shared by consecutive output rows are reduced once, and the
+ * left padding column joins the first block (interior_row_maxima).
+ *
  * The gradient computes each output row's argmax positions the same way and
  * adds InputGradient in increasing output order into a FLOAT32 plane in the
  * temporary resource, exactly as the generic kernel, then writes the plane. */
@@ -35,7 +40,9 @@ typedef struct nchw_geometry {
     uint32_t reach;                        /* input columns one block's loads span: (window - 1) * dilation + 8 or 15 */
     uint32_t interior_begin, interior_end; /* the output columns whose blocks read inside the row */
     bool half;
-    bool track_position; /* false: a FLOAT32 forward pass without indices needs only values */
+    bool track_position;  /* false: a FLOAT32 forward pass without indices needs only values */
+    uint32_t row_blocks;  /* > 0: whole rows go through interior_row_maxima, with this many interior blocks */
+    bool left_edge_block; /* the first of them starts at output column 0 (reduce_row's left edge) */
 } nchw_geometry;
 
 /* The most input columns an edge block copies per input row; wider
@@ -50,6 +57,13 @@ typedef struct block_max {
     __m256i position;
     __m256i found;
 } block_max;
+
+/* The lanes where `value` wins over `best` by the rules of
+ * src/ops/max_pooling_rules.h: !(value <= best) and value is a number, so a
+ * NaN never wins and a number beats a NaN best. */
+static ALWAYS_INLINE __m256 lanes_win(__m256 value, __m256 best) {
+    return _mm256_and_ps(_mm256_cmp_ps(value, best, _CMP_NLE_UQ), _mm256_cmp_ps(value, value, _CMP_ORD_Q));
+}
 
 /* Lane j of a W-stride-2 block holds output column ow0 + stride2_lane[j]. */
 static const int32_t stride2_lane[8] = {0, 1, 4, 5, 2, 3, 6, 7};
@@ -119,9 +133,7 @@ static ALWAYS_INLINE block_max block_window_max(const nchw_geometry* g, const dm
             for (uint32_t kw = edge ? 0 : 1; kw < g->window_w; kw++) {
                 __m256i offset = _mm256_set1_epi32((int32_t)(kw * g->dilation_w));
                 __m256 value = load_tap(from + kw * g->dilation_w * element, stride, half);
-                /* Wins: !(value <= best) and value is a number: NaN never wins, a number beats a NaN best. */
-                __m256 take =
-                    _mm256_and_ps(_mm256_cmp_ps(value, r.value, _CMP_NLE_UQ), _mm256_cmp_ps(value, value, _CMP_ORD_Q));
+                __m256 take = lanes_win(value, r.value);
                 if (edge) { /* or it is the lane's first valid tap; never outside the input */
                     column = _mm256_add_epi32(columns, offset);
                     __m256i valid = _mm256_and_si256(_mm256_and_si256(lane_ok, _mm256_cmpgt_epi32(column, minus_one)),
@@ -143,8 +155,7 @@ static ALWAYS_INLINE block_max block_window_max(const nchw_geometry* g, const dm
             } else if (kd == rd->begin && kh == rh->begin) {
                 m = (block_max){r.value, r.position, minus_one};
             } else {
-                __m256 take = _mm256_and_ps(_mm256_cmp_ps(r.value, m.value, _CMP_NLE_UQ),
-                                            _mm256_cmp_ps(r.value, r.value, _CMP_ORD_Q));
+                __m256 take = lanes_win(r.value, m.value);
                 m.value = _mm256_blendv_ps(m.value, r.value, take);
                 if (g->track_position)
                     m.position = _mm256_castps_si256(
@@ -288,6 +299,198 @@ static void nchw_geometry_set_output(nchw_geometry* g, const dml_pool_view* out)
     if (g->interior_end < g->interior_begin) g->interior_end = g->interior_begin;
 }
 
+/* ---- Whole output rows at W stride 2 (3x3/2, 2x2/2, ...) ----
+ *
+ * Every window of an output row reads the same input rows. Each input row is
+ * reduced over the window's horizontal taps for all eight columns of a block
+ * at once, and the rows are merged in window order: the generic kernel's
+ * order, so the first maximum is the same one. When the last input row of
+ * one output row's windows is the first of the next one's (3x3 windows at H
+ * stride 2), its reductions are kept per block instead of recomputed. Only
+ * the interior blocks take this path; the columns whose windows reach past
+ * a row's ends are single columns (next_block), padding never a tap. */
+
+enum {
+    ROW_BLOCKS = 64,      /* interior blocks of an output row this path keeps, 512 columns */
+    ROW_EDGE_COLUMNS = 8, /* single columns at the ends of an output row */
+    MAX_WINDOW_ROWS = 16, /* input rows of a window (depth times height) */
+    ROW_PIECES = ROW_BLOCKS + ROW_EDGE_COLUMNS,
+};
+
+/* The input rows of one output row's windows, in tap order. */
+typedef struct window_rows {
+    uint32_t count;
+    const char* row[MAX_WINDOW_ROWS];
+    int32_t position[MAX_WINDOW_ROWS]; /* plane position of the row's column 0: (d * H + h) * W */
+} window_rows;
+
+/* One thread's kept reductions: those of input row `row` (NULL: none). */
+typedef struct row_cache {
+    const char* row;
+    __m256 value[ROW_BLOCKS];
+    __m256i position[ROW_BLOCKS];
+} row_cache;
+
+static void window_rows_at(const nchw_geometry* g, const dml_pooling_params* p, const char* plane,
+                           const dml_pool_taps* rd, const dml_pool_taps* rh, window_rows* w) {
+    size_t element = g->half ? 2 : 4;
+    w->count = 0;
+    for (uint32_t kd = rd->begin; kd < rd->end; kd++) {
+        int64_t d = rd->start + (int64_t)kd * p->dilations[0];
+        for (uint32_t kh = rh->begin; kh < rh->end; kh++, w->count++) {
+            int64_t h = rh->start + (int64_t)kh * p->dilations[1];
+            w->row[w->count] = plane + (d * (int64_t)g->in.strides[2] + h * (int64_t)g->in.strides[3]) * element;
+            w->position[w->count] = (int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4]);
+        }
+    }
+}
+
+/* The first interior block's column and how many blocks the interior has:
+ * block j starts at min(interior_begin + 8 j, interior_end - 8). */
+static ALWAYS_INLINE uint32_t row_block_start(const nchw_geometry* g, uint32_t j) {
+    uint32_t ow0 = g->interior_begin + 8 * j;
+    return ow0 + 8 <= g->interior_end ? ow0 : g->interior_end - 8;
+}
+
+/* One input row reduced over the horizontal taps of a block whose lanes'
+ * windows start at input columns `columns` (block lane order), `from`
+ * pointing at the first of them; positions are `row_position` + column.
+ * A left edge block (3 taps, padding 1, output column 0 in lane 0) never
+ * reads column -1: its first tap is the third shifted by one column, and
+ * lane 0 starts at its first valid tap, the second. */
+static ALWAYS_INLINE void reduce_row(const char* from, __m256i columns, int32_t row_position, int window_w, bool half,
+                                     bool track, bool left_edge, __m256* value, __m256i* position) {
+    const size_t element = half ? 2 : 4;
+    __m256i at = _mm256_add_epi32(columns, _mm256_set1_epi32(row_position)), best_at = at;
+    __m256 best;
+    if (left_edge) {
+        /* Block lane l holds column stride2_lane[l]; the lane holding the column before it: */
+        const __m256i previous_column = _mm256_setr_epi32(0, 0, 5, 2, 1, 4, 3, 6);
+        const __m256 lane0 = _mm256_castsi256_ps(_mm256_setr_epi32(-1, 0, 0, 0, 0, 0, 0, 0));
+        __m256 second = load_tap(from + element, 2, half);
+        best = _mm256_blendv_ps(_mm256_permutevar8x32_ps(load_tap(from + 2 * element, 2, half), previous_column),
+                                second, lane0);
+        best_at = _mm256_castps_si256(_mm256_blendv_ps(
+            _mm256_castsi256_ps(at), _mm256_castsi256_ps(_mm256_add_epi32(at, _mm256_set1_epi32(1))), lane0));
+    } else {
+        best = load_tap(from, 2, half);
+    }
+    for (int kw = 1; kw < window_w; kw++) {
+        __m256 candidate = load_tap(from + kw * element, 2, half);
+        __m256 take = lanes_win(candidate, best);
+        best = _mm256_blendv_ps(best, candidate, take);
+        if (track) {
+            at = _mm256_add_epi32(at, _mm256_set1_epi32(1));
+            best_at =
+                _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(best_at), _mm256_castsi256_ps(at), take));
+        }
+    }
+    *value = best;
+    *position = best_at;
+}
+
+/* The window maxima of every interior block of one output row (column
+ * order, as row_block_max), from window rows w (count >= 1). */
+static ALWAYS_INLINE void interior_row_maxima(const nchw_geometry* g, const window_rows* w, row_cache* cache,
+                                              block_max* blocks, int window_w, bool half, bool track) {
+    const size_t element = half ? 2 : 4;
+    const __m256i lane_columns = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i*)stride2_lane), 1);
+    bool kept = cache->row != NULL && cache->row == w->row[0];
+    for (uint32_t j = 0; j < g->row_blocks; j++) {
+        bool left_edge = j == 0 && g->left_edge_block;
+        int64_t base = (int64_t)row_block_start(g, j) * 2 - (int64_t)g->padding_w;
+        __m256i columns = _mm256_add_epi32(lane_columns, _mm256_set1_epi32((int32_t)base));
+        __m256 best, value;
+        __m256i best_at, at;
+        if (kept) {
+            best = cache->value[j];
+            best_at = cache->position[j];
+        } else {
+            reduce_row(w->row[0] + base * (int64_t)element, columns, w->position[0], window_w, half, track, left_edge,
+                       &best, &best_at);
+        }
+        value = best;
+        at = best_at;
+        for (uint32_t r = 1; r < w->count; r++) {
+            reduce_row(w->row[r] + base * (int64_t)element, columns, w->position[r], window_w, half, track, left_edge,
+                       &value, &at);
+            __m256 take = lanes_win(value, best);
+            best = _mm256_blendv_ps(best, value, take);
+            if (track)
+                best_at =
+                    _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(best_at), _mm256_castsi256_ps(at), take));
+        }
+        cache->value[j] = value; /* the last row's reductions */
+        cache->position[j] = at;
+        blocks[j] = (block_max){_mm256_castsi256_ps(natural_order(_mm256_castps_si256(best), 2)),
+                                natural_order(best_at, 2), _mm256_set1_epi32(-1)};
+    }
+    cache->row = w->row[w->count - 1];
+}
+
+/* interior_row_maxima specialized for the loop-invariant choices. */
+static void interior_row_maxima_any(const nchw_geometry* g, const window_rows* w, row_cache* cache, block_max* blocks) {
+    switch ((g->window_w == 3) * 4 + g->half * 2 + g->track_position) {
+    case 0: interior_row_maxima(g, w, cache, blocks, 2, false, false); break;
+    case 1: interior_row_maxima(g, w, cache, blocks, 2, false, true); break;
+    case 2: interior_row_maxima(g, w, cache, blocks, 2, true, false); break;
+    case 3: interior_row_maxima(g, w, cache, blocks, 2, true, true); break;
+    case 4: interior_row_maxima(g, w, cache, blocks, 3, false, false); break;
+    case 5: interior_row_maxima(g, w, cache, blocks, 3, false, true); break;
+    case 6: interior_row_maxima(g, w, cache, blocks, 3, true, false); break;
+    default: interior_row_maxima(g, w, cache, blocks, 3, true, true); break;
+    }
+}
+
+/* Whether whole rows go through interior_row_maxima: W stride 2 windows of
+ * two or three undilated columns, an interior of at least one block and at
+ * most ROW_BLOCKS, and at most MAX_WINDOW_ROWS input rows per window. */
+static void nchw_geometry_set_row_blocks(nchw_geometry* g, const dml_pooling_params* p) {
+    g->row_blocks = 0;
+    g->left_edge_block = false;
+    if (g->stride_w == 2 && g->window_w == 3 && g->dilation_w == 1 && g->padding_w == 1 && g->interior_begin == 1 &&
+        g->interior_end >= 8) {
+        g->interior_begin = 0; /* column 0 joins the first block */
+        g->left_edge_block = true;
+    }
+    uint32_t interior = g->interior_end - g->interior_begin;
+    if (g->stride_w != 2 || g->dilation_w != 1 || (g->window_w != 2 && g->window_w != 3) || interior < 8) return;
+    if ((uint64_t)p->window[0] * p->window[1] > MAX_WINDOW_ROWS || (interior + 7) / 8 > ROW_BLOCKS) return;
+    if (g->interior_begin + (g->out_width - g->interior_end) > ROW_EDGE_COLUMNS) return;
+    g->row_blocks = (interior + 7) / 8;
+}
+
+/* The window maxima of one whole output row (od, oh) into blocks[] (at
+ * most ROW_PIECES): the left edge columns, the interior blocks, the right
+ * edge columns, each with its row_block; returns how many. */
+static uint32_t whole_row_maxima(const nchw_geometry* g, const dml_pooling_params* p, const char* plane,
+                                 const dml_pool_taps* rd, const dml_pool_taps* rh, row_cache* cache, row_block* layout,
+                                 block_max* blocks) {
+    uint32_t count = 0;
+    for (uint32_t ow = 0; ow < g->interior_begin; ow++, count++) {
+        layout[count] = (row_block){ow, 0, 1, true};
+        blocks[count] = single_column_max(g, p, plane, rd, rh, ow);
+    }
+    window_rows w;
+    window_rows_at(g, p, plane, rd, rh, &w);
+    for (uint32_t j = 0; j < g->row_blocks; j++) {
+        uint32_t ow0 = row_block_start(g, j);
+        layout[count + j] = (row_block){ow0, g->interior_begin + 8 * j - ow0, 8, false};
+    }
+    if (w.count == 0) { /* every window of the row is padding */
+        for (uint32_t j = 0; j < g->row_blocks; j++)
+            blocks[count + j] = (block_max){_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    } else {
+        interior_row_maxima_any(g, &w, cache, blocks + count);
+    }
+    count += g->row_blocks;
+    for (uint32_t ow = g->interior_end; ow < g->out_width; ow++, count++) {
+        layout[count] = (row_block){ow, 0, 1, true};
+        blocks[count] = single_column_max(g, p, plane, rd, rh, ow);
+    }
+    return count;
+}
+
 /* ---- Forward ---- */
 
 typedef struct forward_plan {
@@ -315,6 +518,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
     f.g.track_position = f.has_indices || f.g.half;
     nchw_geometry_set_output(&f.g, &f.out);
+    nchw_geometry_set_row_blocks(&f.g, op->params);
     f.rows = (int64_t)f.out.sizes[0] * f.out.sizes[1] * f.out.sizes[2] * f.out.sizes[3];
     const dml_pooling_params* p = op->params;
     uint64_t row_cost = (uint64_t)f.out.sizes[4] * p->window[0] * p->window[1] * p->window[2];
@@ -345,7 +549,7 @@ static uint16_t half_at_position(const nchw_geometry* g, const char* plane, uint
 
 /* Writes one block: the window maxima, or -inf and an all-ones index where
  * no tap was valid (decision MP-2). */
-static void store_forward_block(const forward_row_args* a, row_block b, block_max m) {
+static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_block b, block_max m) {
     const nchw_geometry* g = &a->plan->g;
     __m256 value = _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), m.value, _mm256_castsi256_ps(m.found));
     if (g->half) {
@@ -399,37 +603,50 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     char* output = args->outputs[DML_POOL_OUTPUT];
     char* indices = plan->has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
     size_t element = g->half ? 2 : 4, index_element = plan->indices_64 ? 8 : 4;
-#pragma omp parallel for num_threads(plan->threads) schedule(static)
-    for (int64_t row = 0; row < plan->rows; row++) {
-        uint32_t oh = (uint32_t)((uint64_t)row % g->out_height);
-        uint64_t rest = (uint64_t)row / g->out_height;
-        uint32_t od = (uint32_t)(rest % g->out_depth);
-        rest /= g->out_depth;
-        uint32_t c = (uint32_t)(rest % plan->out.sizes[1]);
-        uint32_t n = (uint32_t)(rest / plan->out.sizes[1]);
-        const dml_pool_view* o = &plan->out;
-        const dml_pool_view* x = &plan->idx;
-        forward_row_args a = {
-            .plan = plan,
-            .plane = input + (n * g->in.strides[0] + c * g->in.strides[1]) * element,
-            .output =
-                output + (n * o->strides[0] + c * o->strides[1] + od * o->strides[2] + oh * o->strides[3]) * element,
-            .plane_index = ((uint64_t)n * g->in.sizes[1] + c) * g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4],
-        };
-        if (indices) {
-            char* at = indices + (n * x->strides[0] + c * x->strides[1] + od * x->strides[2] + oh * x->strides[3]) *
-                                     index_element;
-            if (plan->indices_64)
-                a.indices64 = (uint64_t*)at;
-            else
-                a.indices32 = (uint32_t*)at;
-        }
-        dml_pool_taps rd = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
-        dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
-        for (uint32_t done = 0; done < g->out_width;) {
-            row_block b = next_block(g, done);
-            store_forward_block(&a, b, row_block_max(g, p, a.plane, &rd, &rh, b)); /* overlap: same values again */
-            done = b.ow0 + b.count;
+#pragma omp parallel num_threads(plan->threads)
+    {
+        row_cache cache; /* each thread's rows are consecutive (schedule static): row pairs share */
+        cache.row = NULL;
+#pragma omp for schedule(static)
+        for (int64_t row = 0; row < plan->rows; row++) {
+            uint32_t oh = (uint32_t)((uint64_t)row % g->out_height);
+            uint64_t rest = (uint64_t)row / g->out_height;
+            uint32_t od = (uint32_t)(rest % g->out_depth);
+            rest /= g->out_depth;
+            uint32_t c = (uint32_t)(rest % plan->out.sizes[1]);
+            uint32_t n = (uint32_t)(rest / plan->out.sizes[1]);
+            const dml_pool_view* o = &plan->out;
+            const dml_pool_view* x = &plan->idx;
+            forward_row_args a = {
+                .plan = plan,
+                .plane = input + (n * g->in.strides[0] + c * g->in.strides[1]) * element,
+                .output = output +
+                          (n * o->strides[0] + c * o->strides[1] + od * o->strides[2] + oh * o->strides[3]) * element,
+                .plane_index = ((uint64_t)n * g->in.sizes[1] + c) * g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4],
+            };
+            if (indices) {
+                char* at = indices + (n * x->strides[0] + c * x->strides[1] + od * x->strides[2] + oh * x->strides[3]) *
+                                         index_element;
+                if (plan->indices_64)
+                    a.indices64 = (uint64_t*)at;
+                else
+                    a.indices32 = (uint32_t*)at;
+            }
+            dml_pool_taps rd = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
+            dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
+            if (g->row_blocks) {
+                row_block layout[ROW_PIECES];
+                block_max blocks[ROW_PIECES];
+                uint32_t pieces = whole_row_maxima(g, p, a.plane, &rd, &rh, &cache, layout, blocks);
+                for (uint32_t i = 0; i < pieces; i++)
+                    store_forward_block(&a, layout[i], blocks[i]);
+                continue;
+            }
+            for (uint32_t done = 0; done < g->out_width;) {
+                row_block b = next_block(g, done);
+                store_forward_block(&a, b, row_block_max(g, p, a.plane, &rd, &rh, b)); /* overlap: same values again */
+                done = b.ow0 + b.count;
+            }
         }
     }
     return S_OK;
@@ -455,6 +672,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     gp.grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
     gp.grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
     nchw_geometry_set_output(&gp.g, &gp.grad_in);
+    nchw_geometry_set_row_blocks(&gp.g, op->params);
     gp.planes = (int64_t)gp.g.in.sizes[0] * gp.g.in.sizes[1];
     gp.plane_size = (uint64_t)gp.g.in.sizes[2] * gp.g.in.sizes[3] * gp.g.in.sizes[4];
     const dml_pooling_params* p = op->params;
@@ -524,6 +742,8 @@ static HRESULT run_grad(const dml_kernel_args* args) {
     {
         int thread = dml_cpu_thread_index();
         float* acc = scratch + (size_t)thread * gp->plane_size;
+        row_cache cache;
+        cache.row = NULL;
 #pragma omp for schedule(static)
         for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
             uint32_t c = (uint32_t)((uint64_t)plane_index % g->in.sizes[1]);
@@ -538,6 +758,14 @@ static HRESULT run_grad(const dml_kernel_args* args) {
                         (n * dy->strides[0] + c * dy->strides[1] + od * dy->strides[2] + oh * dy->strides[3]) * element;
                     dml_pool_taps rd = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
                     dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
+                    if (g->row_blocks) {
+                        row_block layout[ROW_PIECES];
+                        block_max blocks[ROW_PIECES];
+                        uint32_t pieces = whole_row_maxima(g, p, plane, &rd, &rh, &cache, layout, blocks);
+                        for (uint32_t i = 0; i < pieces; i++)
+                            add_grad_block(acc, dy_row, dy->strides[4], g->half, layout[i], blocks[i]);
+                        continue;
+                    }
                     for (uint32_t done = 0; done < g->out_width;) {
                         row_block b = next_block(g, done);
                         add_grad_block(acc, dy_row, dy->strides[4], g->half, b,
@@ -628,8 +856,7 @@ static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_
             m = (block_max){value_, _mm256_set1_epi32(tap_position), _mm256_set1_epi32(-1)};                           \
             first = false;                                                                                             \
         } else {                                                                                                       \
-            __m256 take_ =                                                                                             \
-                _mm256_and_ps(_mm256_cmp_ps(value_, m.value, _CMP_NLE_UQ), _mm256_cmp_ps(value_, value_, _CMP_ORD_Q)); \
+            __m256 take_ = lanes_win(value_, m.value);                                                                 \
             m.value = _mm256_blendv_ps(m.value, value_, take_);                                                        \
             m.position = _mm256_castps_si256(_mm256_blendv_ps(                                                         \
                 _mm256_castsi256_ps(m.position), _mm256_castsi256_ps(_mm256_set1_epi32(tap_position)), take_));        \

@@ -41,9 +41,17 @@ double bench_now_seconds(void);
 double bench_median_seconds(void (*fn)(void* context), void* context, int warmup, int repeats);
 enum { BENCH_WARMUP = 3, BENCH_REPEATS = 15 };
 
-/* Copy bandwidth of this machine in bytes/s (bytes read + bytes written),
- * median of parallel memcpy over buffers far larger than the caches. */
-double bench_copy_bandwidth(int threads);
+/* Copy bandwidth of this machine in bytes/s (bytes read + bytes written):
+ * `threads` threads copy BENCH_COPY_MIB MiB (8 times the 32 MiB L3 here)
+ * into as many, once with plain stores and once with non-temporal ones,
+ * best of BENCH_COPY_REPEATS each (the best run is what the machine can do;
+ * a median also measures the other tenants). `best` is the faster. */
+typedef struct bench_copy {
+    double plain, non_temporal, best;
+} bench_copy;
+enum { BENCH_COPY_MIB = 256, BENCH_COPY_REPEATS = 10 };
+bench_copy bench_copy_bandwidths(int threads);
+double bench_copy_bandwidth(int threads); /* bench_copy_bandwidths(threads).best */
 
 /* ---- A program's run ---- */
 typedef struct bench_peer_row {
@@ -94,10 +102,12 @@ typedef struct bench_row {
     double peer_seconds;
 } bench_row;
 
-/* Prints the row (time, GB/s, fraction of the floor bytes / copy bandwidth,
- * ratio = seconds / peer seconds: < 1 is faster than the peer) and appends
- * it to the CSV:
- * workload,dtype,layout,library,implementation,median_ms,gb_per_s,floor_fraction,peer,peer_ms,ratio */
+/* Prints the row (its operator, type, library, layout and implementation;
+ * time, GB/s, fraction of the floor bytes / copy bandwidth, ratio = seconds
+ * / peer seconds: < 1 is faster than the peer) and appends it to the CSV:
+ * workload,operator,dtype,layout,library,implementation,median_ms,gb_per_s,floor_fraction,peer,peer_ms,ratio
+ * The operator is the workload's first word ("maxpool_fwd_idx",
+ * "bn_train_grad"): rows of one operator compare with each other only. */
 void bench_report(const bench_context* ctx, const bench_row* row);
 
 /* ---- libdml through the public API ---- */

@@ -60,8 +60,15 @@ static void workload_name(char* name, size_t size, int operation, const pool_sha
 
 /* ---- libdml ---- */
 
-static void bench_libdml(const bench_context* ctx, DMLDevice* device, const pool_shape* s, DML_TENSOR_DATA_TYPE type,
-                         bool channels_last) {
+/* One libdml measurement, reported after all of them (grouped by operator). */
+typedef struct libdml_row {
+    char workload[96], implementation[64];
+    double seconds, bytes;
+} libdml_row;
+
+/* Measures the three operations of one shape, type and layout into rows[]. */
+static void bench_libdml(DMLDevice* device, const pool_shape* s, DML_TENSOR_DATA_TYPE type, bool channels_last,
+                         libdml_row rows[OPERATIONS]) {
     UINT out[5], in_strides[5], out_strides[5];
     output_sizes(s, out);
     if (channels_last) {
@@ -118,24 +125,33 @@ static void bench_libdml(const bench_context* ctx, DMLDevice* device, const pool
                               (uint64_t[]){in_bytes, out_bytes, in_bytes});
             bytes = (double)(2 * in_bytes + out_bytes);
         }
-        double seconds = bench_dml_time(&job);
+        libdml_row* row = &rows[operation];
+        row->seconds = bench_dml_time(&job);
+        row->bytes = bytes;
+        snprintf(row->implementation, sizeof row->implementation, "%s", job.implementation);
+        workload_name(row->workload, sizeof row->workload, operation, s);
         bench_dml_release(&job);
-        char workload[96], peer_label[128];
-        workload_name(workload, sizeof workload, operation, s);
-        const char* dtype = bench_dtype_name(type);
-        const bench_peer_row* peer = bench_peer_best(ctx, workload, dtype);
-        if (peer == NULL) peer = bench_peer_best(ctx, workload, "FLOAT32");
-        if (peer)
-            snprintf(peer_label, sizeof peer_label, "oneDNN %s %s %s", peer->dtype, peer->layout, peer->implementation);
-        bench_report(ctx, &(bench_row){workload, dtype, channels_last ? "channels-last" : "nchw", "libdml",
-                                       job.implementation, seconds, bytes, peer ? peer_label : NULL,
-                                       peer ? peer->seconds : 0});
     }
     free(src);
     free(dst);
     free(indices);
     free(diff_dst);
     free(diff_src);
+}
+
+/* Reports a libdml row against the best oneDNN row of the same operation and
+ * workload: of the same type, or FLOAT32 where oneDNN has no FLOAT16. */
+static void report_libdml(const bench_context* ctx, const libdml_row* row, DML_TENSOR_DATA_TYPE type,
+                          bool channels_last) {
+    const char* dtype = bench_dtype_name(type);
+    const bench_peer_row* peer = bench_peer_best(ctx, row->workload, dtype);
+    if (peer == NULL) peer = bench_peer_best(ctx, row->workload, "FLOAT32");
+    char peer_label[128];
+    if (peer)
+        snprintf(peer_label, sizeof peer_label, "oneDNN %s %s %s", peer->dtype, peer->layout, peer->implementation);
+    bench_report(ctx, &(bench_row){row->workload, dtype, channels_last ? "channels-last" : "nchw", "libdml",
+                                   row->implementation, row->seconds, row->bytes, peer ? peer_label : NULL,
+                                   peer ? peer->seconds : 0});
 }
 
 #ifdef DML_BENCH_HAVE_ONEDNN
@@ -261,12 +277,13 @@ int main(int argc, char** argv) {
         printf("%s\n", shapes[i].name);
         for (int t = 0; t < 2; t++) {
             DML_TENSOR_DATA_TYPE type = t ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+            libdml_row rows[2][OPERATIONS]; /* [channels_last][operation] */
             for (int channels_last = 0; channels_last < 2; channels_last++)
-                bench_libdml(&ctx, device, &shapes[i], type, channels_last);
+                bench_libdml(device, &shapes[i], type, channels_last, rows[channels_last]);
             for (int operation = 0; operation < OPERATIONS; operation++) {
-                char workload[96];
-                workload_name(workload, sizeof workload, operation, &shapes[i]);
-                bench_report_peers(&ctx, workload, bench_dtype_name(type));
+                for (int channels_last = 0; channels_last < 2; channels_last++)
+                    report_libdml(&ctx, &rows[channels_last][operation], type, channels_last);
+                bench_report_peers(&ctx, rows[0][operation].workload, bench_dtype_name(type));
             }
         }
     }

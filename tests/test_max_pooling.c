@@ -614,8 +614,12 @@ static void expect_generic_bits(DMLDevice* device, DMLDevice* generic, const poo
     pool_run_init(&r, c);
     if (channels_last) pool_run_channels_last(&r, c);
     fill_pooling_input(&r, c);
-    if (is_grad(c)) /* values whose sums round: the order of accumulation shows in the bits */
+    if (is_grad(c)) { /* values whose sums round: the order of accumulation shows in the bits */
         test_fill_random(&r.output_buffer, &r.output, -1, 1);
+        if (test_rand_bool()) /* and -0, whose sum with the +0 a sum starts from is +0 */
+            for (uint64_t i = 0; i < r.output.element_count; i += 3)
+                test_store(c->data_type, r.output_buffer.data, test_tensor_offset(&r.output, i), -0.0);
+    }
     char what[200];
     snprintf(what, sizeof what, "%s%s", case_name(c), channels_last ? " (channels-last)" : "");
     EXPECT_STATUS(pool_dispatch(device, &r, c), S_OK, NULL);

@@ -83,6 +83,20 @@ static ALWAYS_INLINE __m256 load_tap(const void* from, int stride, bool half) {
     return _mm256_shuffle_ps(_mm256_loadu_ps(at), _mm256_loadu_ps(at + 7), _MM_SHUFFLE(3, 1, 2, 0));
 }
 
+/* Eight channels (the first `count` of them real) as FLOAT32 lanes. */
+static ALWAYS_INLINE __m256 load_channels(const char* at, bool half, uint32_t count) {
+    if (count == 8)
+        return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)at)) : _mm256_loadu_ps((const float*)at);
+    uint16_t lanes16[8] = {0};
+    float lanes32[8] = {0};
+    if (half) {
+        memcpy(lanes16, at, count * sizeof *lanes16);
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)lanes16));
+    }
+    memcpy(lanes32, at, count * sizeof *lanes32);
+    return _mm256_loadu_ps(lanes32);
+}
+
 /* The window maxima of the eight output columns of one block of output row
  * (od, oh): `base` is the first input column the block reads, `columns` the
  * first input column of each lane's window, `lane_ok` the lanes < OutW. An
@@ -322,6 +336,7 @@ typedef struct window_rows {
     uint32_t count;
     const char* row[MAX_WINDOW_ROWS];
     int32_t position[MAX_WINDOW_ROWS]; /* plane position of the row's column 0: (d * H + h) * W */
+    uint32_t d[MAX_WINDOW_ROWS], h[MAX_WINDOW_ROWS];
 } window_rows;
 
 /* One thread's kept reductions: those of input row `row` (NULL: none). */
@@ -341,6 +356,8 @@ static void window_rows_at(const nchw_geometry* g, const dml_pooling_params* p, 
             int64_t h = rh->start + (int64_t)kh * p->dilations[1];
             w->row[w->count] = plane + (d * (int64_t)g->in.strides[2] + h * (int64_t)g->in.strides[3]) * element;
             w->position[w->count] = (int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4]);
+            w->d[w->count] = (uint32_t)d;
+            w->h[w->count] = (uint32_t)h;
         }
     }
 }
@@ -659,10 +676,43 @@ const dml_impl dml_cpu_max_pooling_avx2_nchw = {"max_pooling/avx2/nchw", DML_ISA
 typedef struct grad_plan {
     nchw_geometry g;
     dml_pool_view grad_in, grad_out;
+    bool write_once;   /* disjoint windows: write_once_plane, no accumulator */
+    bool zero_columns; /* write_once: some input columns lie in no window */
     int64_t planes;
     uint64_t plane_size; /* D * H * W: floats of one accumulator plane */
     int threads;
 } grad_plan;
+
+/* Windows that never share an input element (each dimension's stride at
+ * least its window, undilated: 2x2/2) whose rows take the whole-row path
+ * with two columns per window, InputGradient and OutputGradient contiguous
+ * along W: every element of OutputGradient is written once, straight from
+ * its window's argmax (write_once_plane), with no accumulator. */
+static bool write_once_applies(const grad_plan* gp, const dml_pooling_params* p) {
+    if (gp->g.row_blocks == 0 || gp->g.window_w != 2) return false;
+    if (gp->grad_in.strides[4] != 1 || gp->grad_out.strides[4] != 1) return false;
+    for (int i = 0; i < 3; i++)
+        if (p->dilations[i] != 1 || p->strides[i] < p->window[i]) return false;
+    return true;
+}
+
+/* Whether an input column lies in no window (W odd, padding): rows are then
+ * zeroed before their windows' columns are written. */
+static bool some_column_in_no_window(const nchw_geometry* g, const dml_pooling_params* p) {
+    uint64_t covered = 0; /* windows are disjoint: the sum of their taps */
+    for (uint32_t ow = 0; ow < g->out_width; ow++) {
+        dml_pool_taps rw = dml_pool_window_taps(p, 2, ow, g->in.sizes[4]);
+        covered += rw.end - rw.begin;
+    }
+    return covered < g->in.sizes[4];
+}
+
+/* Whether input coordinate x of spatial dimension `dim` lies in a window
+ * (disjoint, undilated windows). */
+static bool in_a_window(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out_size) {
+    uint64_t padded = (uint64_t)x + p->start_padding[dim];
+    return padded % p->strides[dim] < p->window[dim] && padded / p->strides[dim] < out_size;
+}
 
 static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
@@ -682,8 +732,10 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
                                      dml_cpu_items_per_thread(plane_cost, DML_CPU_MIN_WORK_PER_THREAD));
     grad_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
+    gp.write_once = write_once_applies(&gp, p);
+    if (gp.write_once) gp.zero_columns = some_column_in_no_window(&gp.g, p);
     *state = gp;
-    plan->temporary_size = (uint64_t)gp.threads * gp.plane_size * sizeof(float);
+    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * gp.plane_size * sizeof(float);
     return S_OK;
 }
 
@@ -729,6 +781,94 @@ static void write_grad_plane(const grad_plan* gp, const float* acc, char* dx) {
         }
 }
 
+/* Stores eight FLOAT32 lanes (the first `count`) at `at` as the plane's type. */
+static ALWAYS_INLINE void store_lanes(char* at, __m256 lanes, bool half, uint32_t count) {
+    if (half) {
+        __m128i halves = _mm256_cvtps_ph(lanes, _MM_FROUND_TO_NEAREST_INT);
+        if (count == 8) {
+            _mm_storeu_si128((__m128i*)at, halves);
+        } else {
+            uint16_t copy[8];
+            _mm_storeu_si128((__m128i*)copy, halves);
+            memcpy(at, copy, count * sizeof *copy);
+        }
+    } else if (count == 8) {
+        _mm256_storeu_ps((float*)at, lanes);
+    } else {
+        __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps((float*)at, mask, lanes);
+    }
+}
+
+/* OutputGradient of one plane when windows are disjoint: for each output
+ * row, each input row of its windows is written from the argmaxes, +0 + dy
+ * at a window's argmax (the generic sum of one term) and +0 elsewhere;
+ * input rows in no window are zero. Each element is written once (columns
+ * in no window: twice, zeroed first, while the row is in the cache). */
+static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
+                             char* dx_plane, row_cache* cache) {
+    const nchw_geometry* g = &gp->g;
+    const dml_pool_view* dy = &gp->grad_in;
+    const dml_pool_view* o = &gp->grad_out;
+    const size_t element = g->half ? 2 : 4;
+    const uint32_t width = g->in.sizes[4];
+    for (uint32_t d = 0; d < g->in.sizes[2]; d++)
+        for (uint32_t h = 0; h < g->in.sizes[3]; h++)
+            if (!in_a_window(p, 0, d, g->out_depth) || !in_a_window(p, 1, h, g->out_height))
+                memset(dx_plane + (d * o->strides[2] + h * o->strides[3]) * element, 0, width * element);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (uint32_t od = 0; od < g->out_depth; od++)
+        for (uint32_t oh = 0; oh < g->out_height; oh++) {
+            dml_pool_taps rd = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
+            dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
+            window_rows w;
+            window_rows_at(g, p, plane, &rd, &rh, &w);
+            if (w.count == 0) continue; /* windows of padding only: their rows are in no window */
+            row_block layout[ROW_PIECES];
+            block_max blocks[ROW_PIECES];
+            uint32_t pieces = whole_row_maxima(g, p, plane, &rd, &rh, cache, layout, blocks);
+            const char* dy_row = dy_plane + (od * dy->strides[2] + oh * dy->strides[3]) * element;
+            for (uint32_t r = 0; r < w.count; r++) {
+                char* dx_row = dx_plane + (w.d[r] * o->strides[2] + w.h[r] * o->strides[3]) * element;
+                if (gp->zero_columns) memset(dx_row, 0, width * element);
+                for (uint32_t i = 0; i < pieces; i++) {
+                    row_block b = layout[i];
+                    block_max m = blocks[i];
+                    __m256 gradient =
+                        _mm256_add_ps(_mm256_setzero_ps(), load_channels(dy_row + b.ow0 * element, g->half, b.count));
+                    gradient = _mm256_and_ps(gradient, _mm256_castsi256_ps(m.found));
+                    /* Lane l's window starts at column first + 2 l (position: + the row's position). */
+                    int64_t first = (int64_t)b.ow0 * 2 - (int64_t)g->padding_w;
+                    __m256i column = _mm256_add_epi32(_mm256_set1_epi32((int32_t)first), _mm256_add_epi32(lane, lane));
+                    __m256i position = _mm256_add_epi32(column, _mm256_set1_epi32(w.position[r]));
+                    __m256 even =
+                        _mm256_and_ps(gradient, _mm256_castsi256_ps(_mm256_cmpeq_epi32(m.position, position)));
+                    __m256 odd =
+                        _mm256_and_ps(gradient, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+                                                    m.position, _mm256_add_epi32(position, _mm256_set1_epi32(1)))));
+                    if (!b.single) { /* an interior block: columns first .. first + 15, inside the row */
+                        __m256 low = _mm256_unpacklo_ps(even, odd), high = _mm256_unpackhi_ps(even, odd);
+                        store_lanes(dx_row + first * (int64_t)element, _mm256_permute2f128_ps(low, high, 0x20), g->half,
+                                    8);
+                        store_lanes(dx_row + (first + 8) * (int64_t)element, _mm256_permute2f128_ps(low, high, 0x31),
+                                    g->half, 8);
+                        continue;
+                    }
+                    /* A single column (lane 0): its window's columns inside the row. */
+                    float values[2] = {_mm256_cvtss_f32(even), _mm256_cvtss_f32(odd)};
+                    for (int k = 0; k < 2; k++) {
+                        int64_t at = first + k;
+                        if (at < 0 || at >= (int64_t)width) continue;
+                        if (g->half)
+                            ((uint16_t*)dx_row)[at] = dml_float_to_half(values[k]);
+                        else
+                            ((float*)dx_row)[at] = values[k];
+                    }
+                }
+            }
+        }
+}
+
 static HRESULT run_grad(const dml_kernel_args* args) {
     const grad_plan* gp = DML_PLAN_STATE(args, grad_plan);
     const nchw_geometry* g = &gp->g;
@@ -750,6 +890,12 @@ static HRESULT run_grad(const dml_kernel_args* args) {
             uint32_t n = (uint32_t)((uint64_t)plane_index / g->in.sizes[1]);
             const char* plane = input + (n * g->in.strides[0] + c * g->in.strides[1]) * element;
             const dml_pool_view* dy = &gp->grad_in;
+            if (gp->write_once) {
+                const dml_pool_view* o = &gp->grad_out;
+                write_once_plane(gp, p, plane, input_gradient + (n * dy->strides[0] + c * dy->strides[1]) * element,
+                                 output_gradient + (n * o->strides[0] + c * o->strides[1]) * element, &cache);
+                continue;
+            }
             memset(acc, 0, gp->plane_size * sizeof *acc);
             for (uint32_t od = 0; od < g->out_depth; od++)
                 for (uint32_t oh = 0; oh < g->out_height; oh++) {
@@ -827,20 +973,6 @@ static nhwc_window nhwc_window_at(const nhwc_geometry* g, const dml_pooling_para
             }                                                                                                          \
         }                                                                                                              \
     }
-
-/* Eight channels (the first `count` of them real) as FLOAT32 lanes. */
-static ALWAYS_INLINE __m256 load_channels(const char* at, bool half, uint32_t count) {
-    if (count == 8)
-        return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)at)) : _mm256_loadu_ps((const float*)at);
-    uint16_t lanes16[8] = {0};
-    float lanes32[8] = {0};
-    if (half) {
-        memcpy(lanes16, at, count * sizeof *lanes16);
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)lanes16));
-    }
-    memcpy(lanes32, at, count * sizeof *lanes32);
-    return _mm256_loadu_ps(lanes32);
-}
 
 /* The window maxima of eight channels at `image` (the image's first element
  * plus the channel offset, in bytes) over window w. */

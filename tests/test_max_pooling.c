@@ -695,6 +695,36 @@ TEST_CASE(whole_row_path_matches_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
+/* Gradients of disjoint windows (every stride at least its window,
+ * undilated: each input element in at most one window), NCHW and
+ * channels-last: the paths that write each element once. Odd sizes, larger
+ * strides and padding leave elements in no window. */
+TEST_CASE(disjoint_window_gradients_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    for (int i = 0; i < 160 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = i % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        bool channels_last = i % 4 >= 2;
+        pool_case c = fast_path_case(DML_OPERATOR_MAX_POOLING_GRAD, type, channels_last);
+        uint32_t w = c.rank - 3;
+        if (!channels_last && test_rand_bool()) c.input_sizes[2 + w] = test_rand_range(16, 70); /* whole rows */
+        for (uint32_t d = 0; d < c.rank - 2; d++) {
+            c.window[d] = test_rand_range(1, 3);
+            c.strides[d] = c.window[d] + (d == w ? 0 : test_rand_range(0, 1));
+            if (d == w && !channels_last) c.window[d] = c.strides[d] = 2;
+            c.dilations[d] = 1;
+            c.start_padding[d] = test_rand_range(0, c.window[d] - 1);
+            c.end_padding[d] = test_rand_range(0, c.window[d] - 1);
+            uint32_t padded = c.input_sizes[2 + d] + c.start_padding[d] + c.end_padding[d];
+            c.output_sizes[2 + d] = padded >= c.window[d] ? (padded - c.window[d]) / c.strides[d] + 1 : 1;
+        }
+        expect_generic_bits(devices[i % 2], generic, &c, channels_last);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
 /* ---- Validation (spec §2, §3) ---- */
 
 typedef struct invalid_case {

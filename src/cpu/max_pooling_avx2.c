@@ -688,23 +688,27 @@ typedef struct grad_plan {
  * with two columns per window, InputGradient and OutputGradient contiguous
  * along W: every element of OutputGradient is written once, straight from
  * its window's argmax (write_once_plane), with no accumulator. */
-static bool write_once_applies(const grad_plan* gp, const dml_pooling_params* p) {
-    if (gp->g.row_blocks == 0 || gp->g.window_w != 2) return false;
-    if (gp->grad_in.strides[4] != 1 || gp->grad_out.strides[4] != 1) return false;
+static bool disjoint_windows(const dml_pooling_params* p) {
     for (int i = 0; i < 3; i++)
         if (p->dilations[i] != 1 || p->strides[i] < p->window[i]) return false;
     return true;
 }
 
-/* Whether an input column lies in no window (W odd, padding): rows are then
- * zeroed before their windows' columns are written. */
-static bool some_column_in_no_window(const nchw_geometry* g, const dml_pooling_params* p) {
-    uint64_t covered = 0; /* windows are disjoint: the sum of their taps */
-    for (uint32_t ow = 0; ow < g->out_width; ow++) {
-        dml_pool_taps rw = dml_pool_window_taps(p, 2, ow, g->in.sizes[4]);
-        covered += rw.end - rw.begin;
+static bool write_once_applies(const grad_plan* gp, const dml_pooling_params* p) {
+    if (gp->g.row_blocks == 0 || gp->g.window_w != 2) return false;
+    if (gp->grad_in.strides[4] != 1 || gp->grad_out.strides[4] != 1) return false;
+    return disjoint_windows(p);
+}
+
+/* Whether a coordinate of spatial dimension `dim` (input size `size`) lies
+ * in no window (W odd, padding), windows being disjoint. */
+static bool some_coordinate_in_no_window(const dml_pooling_params* p, uint32_t dim, uint32_t size, uint32_t out_size) {
+    uint64_t covered = 0; /* the sum of the windows' taps */
+    for (uint32_t o = 0; o < out_size; o++) {
+        dml_pool_taps r = dml_pool_window_taps(p, dim, o, size);
+        covered += r.end - r.begin;
     }
-    return covered < g->in.sizes[4];
+    return covered < size;
 }
 
 /* Whether input coordinate x of spatial dimension `dim` lies in a window
@@ -733,7 +737,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     grad_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
     gp.write_once = write_once_applies(&gp, p);
-    if (gp.write_once) gp.zero_columns = some_column_in_no_window(&gp.g, p);
+    if (gp.write_once) gp.zero_columns = some_coordinate_in_no_window(p, 2, gp.g.in.sizes[4], gp.g.out_width);
     *state = gp;
     plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * gp.plane_size * sizeof(float);
     return S_OK;
@@ -1151,7 +1155,10 @@ enum { NHWC_GRAD_CHUNK = 64 }; /* channels per task */
 typedef struct nhwc_grad_plan {
     nhwc_geometry g;
     dml_pool_view grad_out;
-    uint32_t chunks; /* per image */
+    bool write_once;   /* disjoint windows: write_once_window_nhwc, no accumulator */
+    bool uncovered[3]; /* write_once: some coordinate of D, H, W lies in no window */
+    int64_t windows;   /* write_once: N * OD * OH * OW */
+    uint32_t chunks;   /* per image */
     int64_t tasks;
     uint64_t acc_size; /* floats per task: D * H * W * chunk */
     int threads;
@@ -1176,11 +1183,112 @@ static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DM
                                       p->window[0] * p->window[1] * p->window[2];
     gp.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp.tasks,
                                      dml_cpu_items_per_thread(cost, DML_CPU_MIN_WORK_PER_THREAD));
+    /* Disjoint windows over the same spatial strides in Input and OutputGradient: write once. */
+    gp.write_once = disjoint_windows(p) && gp.grad_out.strides[2] == gp.g.in.strides[2] &&
+                    gp.grad_out.strides[3] == gp.g.in.strides[3] && gp.grad_out.strides[4] == gp.g.in.strides[4];
+    if (gp.write_once) {
+        const dml_pool_view* o = &gp.g.out;
+        for (uint32_t dim = 0; dim < 3; dim++)
+            gp.uncovered[dim] = some_coordinate_in_no_window(p, dim, gp.g.in.sizes[2 + dim], o->sizes[2 + dim]);
+        gp.windows = (int64_t)o->sizes[0] * o->sizes[2] * o->sizes[3] * o->sizes[4];
+        gp.threads = dml_cpu_threads_for(
+            (int)device->threads, (uint64_t)gp.windows,
+            dml_cpu_items_per_thread((uint64_t)gp.g.channels * p->window[0] * p->window[1] * p->window[2],
+                                     DML_CPU_MIN_WORK_PER_THREAD));
+    }
     nhwc_grad_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
     *state = gp;
-    plan->temporary_size = (uint64_t)gp.threads * gp.acc_size * sizeof(float);
+    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * gp.acc_size * sizeof(float);
     return S_OK;
+}
+
+/* Stores eight FLOAT32 lanes (the first `count`) as the type's channels. */
+static ALWAYS_INLINE void store_channels(char* at, __m256 lanes, bool half, uint32_t count) {
+    if (half) {
+        uint16_t halves[8];
+        _mm_storeu_si128((__m128i*)halves, _mm256_cvtps_ph(lanes, _MM_FROUND_TO_NEAREST_INT));
+        memcpy(at, halves, count * sizeof *halves);
+    } else if (count == 8) {
+        _mm256_storeu_ps((float*)at, lanes);
+    } else {
+        __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps((float*)at, mask, lanes);
+    }
+}
+
+/* Disjoint windows, channels-last: each window's taps are written once,
+ * per channel +0 + dy at the argmax (the generic one-term sum) and +0 at
+ * the others. */
+static void write_once_window_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image,
+                                   const char* dy, char* dx_image, const nhwc_window* w) {
+    const nhwc_geometry* g = &gp->g;
+    const size_t element = g->half ? 2 : 4;
+    for (uint32_t c = 0; c < g->channels; c += 8) {
+        uint32_t count = g->channels - c < 8 ? g->channels - c : 8;
+        block_max m = nhwc_block_max(g, p, image + c * element, w, count);
+        __m256 gradient = _mm256_add_ps(_mm256_setzero_ps(), load_channels(dy + c * element, g->half, count));
+#define WRITE_TAP(tap_offset, tap_position)                                                                            \
+    store_channels(                                                                                                    \
+        dx_image + ((tap_offset) + c) * (int64_t)element,                                                              \
+        _mm256_and_ps(gradient, _mm256_castsi256_ps(_mm256_cmpeq_epi32(m.position, _mm256_set1_epi32(tap_position)))), \
+        g->half, count)
+        FOR_EACH_NHWC_TAP(g, p, *w, WRITE_TAP);
+#undef WRITE_TAP
+    }
+}
+
+/* Zeroes the positions of one image that lie in no window. */
+static void zero_uncovered_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, char* dx_image, uint32_t d,
+                                uint32_t h) {
+    const nhwc_geometry* g = &gp->g;
+    const dml_pool_view* x = &gp->grad_out;
+    const size_t element = g->half ? 2 : 4;
+    char* row = dx_image + (d * x->strides[2] + h * x->strides[3]) * element;
+    bool row_covered = in_a_window(p, 0, d, g->out.sizes[2]) && in_a_window(p, 1, h, g->out.sizes[3]);
+    for (uint32_t w = 0; w < g->in.sizes[4]; w++)
+        if (!row_covered || !in_a_window(p, 2, w, g->out.sizes[4]))
+            memset(row + w * x->strides[4] * element, 0, g->channels * element);
+}
+
+static void write_once_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args) {
+    const nhwc_geometry* g = &gp->g;
+    const dml_pool_view* o = &g->out;
+    const size_t element = g->half ? 2 : 4;
+    const char* input = args->inputs[DML_POOL_INPUT];
+    const char* input_gradient = args->inputs[DML_POOL_INPUT_GRADIENT];
+    char* output_gradient = args->outputs[DML_POOL_OUTPUT];
+    bool some_uncovered = gp->uncovered[0] || gp->uncovered[1] || gp->uncovered[2];
+    int64_t rows = (int64_t)g->in.sizes[0] * g->in.sizes[2] * g->in.sizes[3]; /* N * D * H */
+#pragma omp parallel num_threads(gp->threads)
+    {
+#pragma omp for schedule(static) nowait
+        for (int64_t at = 0; at < gp->windows; at++) {
+            uint32_t ow = (uint32_t)((uint64_t)at % o->sizes[4]);
+            uint64_t rest = (uint64_t)at / o->sizes[4];
+            uint32_t oh = (uint32_t)(rest % o->sizes[3]);
+            rest /= o->sizes[3];
+            uint32_t od = (uint32_t)(rest % o->sizes[2]);
+            uint32_t n = (uint32_t)(rest / o->sizes[2]);
+            nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
+            if (w.taps == 0) continue; /* an all-padding window: no taps */
+            write_once_window_nhwc(
+                gp, p, input + n * g->in.strides[0] * element,
+                input_gradient +
+                    (n * o->strides[0] + od * o->strides[2] + oh * o->strides[3] + ow * o->strides[4]) * element,
+                output_gradient + n * gp->grad_out.strides[0] * element, &w);
+        }
+        if (some_uncovered) {
+#pragma omp for schedule(static)
+            for (int64_t row = 0; row < rows; row++) {
+                uint32_t h = (uint32_t)((uint64_t)row % g->in.sizes[3]);
+                uint64_t rest = (uint64_t)row / g->in.sizes[3];
+                uint32_t d = (uint32_t)(rest % g->in.sizes[2]);
+                uint32_t n = (uint32_t)(rest / g->in.sizes[2]);
+                zero_uncovered_nhwc(gp, p, output_gradient + n * gp->grad_out.strides[0] * element, d, h);
+            }
+        }
+    }
 }
 
 static void grad_nhwc_task(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args,
@@ -1247,6 +1355,10 @@ static void grad_nhwc_task(const nhwc_grad_plan* gp, const dml_pooling_params* p
 static HRESULT run_grad_nhwc(const dml_kernel_args* args) {
     const nhwc_grad_plan* gp = DML_PLAN_STATE(args, nhwc_grad_plan);
     const dml_pooling_params* p = args->op->params;
+    if (gp->write_once) {
+        write_once_nhwc(gp, p, args);
+        return S_OK;
+    }
     float* scratch = args->temporary;
 #pragma omp parallel num_threads(gp->threads)
     {

@@ -21,7 +21,10 @@
  *
  * The gradient computes each output row's argmax positions the same way and
  * adds InputGradient in increasing output order into a FLOAT32 plane in the
- * temporary resource, exactly as the generic kernel, then writes the plane. */
+ * temporary resource, exactly as the generic kernel, then writes the plane.
+ * Where windows are disjoint (2x2/2), every element of OutputGradient is
+ * written once straight from its window's argmax instead (write_once_plane;
+ * channels-last: write_once_nhwc), with no accumulator. */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>

@@ -654,6 +654,25 @@ TEST_CASE(fast_paths_match_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
+/* An undilated window along spatial dimension d, with random paddings
+ * smaller than it. */
+static void set_window(pool_case* c, uint32_t d, uint32_t window, uint32_t stride) {
+    c->window[d] = window;
+    c->strides[d] = stride;
+    c->dilations[d] = 1;
+    c->start_padding[d] = test_rand_range(0, window - 1);
+    c->end_padding[d] = test_rand_range(0, window - 1);
+}
+
+/* The output sizes of c's input, windows and paddings (spec §3). */
+static void fit_output_sizes(pool_case* c) {
+    for (uint32_t d = 0; d < c->rank - 2; d++) {
+        uint32_t padded = c->input_sizes[2 + d] + c->start_padding[d] + c->end_padding[d];
+        uint32_t dilated_window = (c->window[d] - 1) * c->dilations[d] + 1;
+        c->output_sizes[2 + d] = padded >= dilated_window ? (padded - dilated_window) / c->strides[d] + 1 : 1;
+    }
+}
+
 /* The NCHW whole-row path (W stride 2, windows of 2 or 3 columns): rows of
  * one to five interior blocks (the last overlapping), padding 0 to 2 on
  * either side (padding 1 with 3 columns: column 0 in the first block), H
@@ -669,25 +688,13 @@ TEST_CASE(whole_row_path_matches_generic_bit_for_bit) {
         pool_case c = fast_path_case(types[i % 3], type, false);
         if (c.type == DML_OPERATOR_MAX_POOLING2 && test_rand_bool()) c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
         uint32_t w = c.rank - 3; /* the W dimension among the spatial ones */
-        c.window[w] = test_rand_range(2, 3);
-        c.strides[w] = 2;
-        c.dilations[w] = 1;
-        c.start_padding[w] = test_rand_range(0, c.window[w] - 1);
-        c.end_padding[w] = test_rand_range(0, c.window[w] - 1);
+        set_window(&c, w, test_rand_range(2, 3), 2);
         c.input_sizes[2 + w] = test_rand_range(16, 90);
         if (c.rank == 4) { /* taller images, H stride 1 to 3 */
             c.input_sizes[2] = test_rand_range(1, 12);
-            c.window[0] = test_rand_range(1, 3);
-            c.strides[0] = test_rand_range(1, 3);
-            c.dilations[0] = 1;
-            c.start_padding[0] = test_rand_range(0, c.window[0] - 1);
-            c.end_padding[0] = test_rand_range(0, c.window[0] - 1);
+            set_window(&c, 0, test_rand_range(1, 3), test_rand_range(1, 3));
         }
-        for (uint32_t d = 0; d < c.rank - 2; d++) {
-            uint32_t padded = c.input_sizes[2 + d] + c.start_padding[d] + c.end_padding[d];
-            uint32_t dilated_window = (c.window[d] - 1) * c.dilations[d] + 1;
-            c.output_sizes[2 + d] = padded >= dilated_window ? (padded - dilated_window) / c.strides[d] + 1 : 1;
-        }
+        fit_output_sizes(&c);
         expect_generic_bits(devices[i % 2], generic, &c, false);
     }
     dmlReleaseDevice(devices[0]);
@@ -709,15 +716,10 @@ TEST_CASE(disjoint_window_gradients_match_generic_bit_for_bit) {
         uint32_t w = c.rank - 3;
         if (!channels_last && test_rand_bool()) c.input_sizes[2 + w] = test_rand_range(16, 70); /* whole rows */
         for (uint32_t d = 0; d < c.rank - 2; d++) {
-            c.window[d] = test_rand_range(1, 3);
-            c.strides[d] = c.window[d] + (d == w ? 0 : test_rand_range(0, 1));
-            if (d == w && !channels_last) c.window[d] = c.strides[d] = 2;
-            c.dilations[d] = 1;
-            c.start_padding[d] = test_rand_range(0, c.window[d] - 1);
-            c.end_padding[d] = test_rand_range(0, c.window[d] - 1);
-            uint32_t padded = c.input_sizes[2 + d] + c.start_padding[d] + c.end_padding[d];
-            c.output_sizes[2 + d] = padded >= c.window[d] ? (padded - c.window[d]) / c.strides[d] + 1 : 1;
+            uint32_t window = d == w && !channels_last ? 2 : test_rand_range(1, 3);
+            set_window(&c, d, window, window + (d == w ? 0 : test_rand_range(0, 1)));
         }
+        fit_output_sizes(&c);
         expect_generic_bits(devices[i % 2], generic, &c, channels_last);
     }
     dmlReleaseDevice(devices[0]);

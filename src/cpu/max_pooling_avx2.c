@@ -965,6 +965,22 @@ static nhwc_window nhwc_window_at(const nhwc_geometry* g, const dml_pooling_para
     return w;
 }
 
+/* Output position `at` of the flattened N * OD * OH * OW of view o. */
+typedef struct nhwc_position {
+    uint32_t n, od, oh, ow;
+} nhwc_position;
+
+static nhwc_position nhwc_position_at(const dml_pool_view* o, uint64_t at) {
+    nhwc_position x;
+    x.ow = (uint32_t)(at % o->sizes[4]);
+    at /= o->sizes[4];
+    x.oh = (uint32_t)(at % o->sizes[3]);
+    at /= o->sizes[3];
+    x.od = (uint32_t)(at % o->sizes[2]);
+    x.n = (uint32_t)(at / o->sizes[2]);
+    return x;
+}
+
 /* Calls TAP(offset, position) for every tap of window w in increasing
  * order: the tap's element offset within the image and its plane position. */
 #define FOR_EACH_NHWC_TAP(g, p, w, TAP)                                                                                \
@@ -1122,12 +1138,8 @@ static HRESULT run_forward_nhwc(const dml_kernel_args* args) {
     const dml_pool_view* o = &g->out;
 #pragma omp parallel for num_threads(f->threads) schedule(static)
     for (int64_t at = 0; at < f->positions; at++) {
-        uint32_t ow = (uint32_t)((uint64_t)at % o->sizes[4]);
-        uint64_t rest = (uint64_t)at / o->sizes[4];
-        uint32_t oh = (uint32_t)(rest % o->sizes[3]);
-        rest /= o->sizes[3];
-        uint32_t od = (uint32_t)(rest % o->sizes[2]);
-        uint32_t n = (uint32_t)(rest / o->sizes[2]);
+        nhwc_position x = nhwc_position_at(o, (uint64_t)at);
+        uint32_t n = x.n, od = x.od, oh = x.oh, ow = x.ow;
         nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
         const char* image = input + n * g->in.strides[0] * element;
         char* out =
@@ -1206,20 +1218,6 @@ static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DM
     return S_OK;
 }
 
-/* Stores eight FLOAT32 lanes (the first `count`) as the type's channels. */
-static ALWAYS_INLINE void store_channels(char* at, __m256 lanes, bool half, uint32_t count) {
-    if (half) {
-        uint16_t halves[8];
-        _mm_storeu_si128((__m128i*)halves, _mm256_cvtps_ph(lanes, _MM_FROUND_TO_NEAREST_INT));
-        memcpy(at, halves, count * sizeof *halves);
-    } else if (count == 8) {
-        _mm256_storeu_ps((float*)at, lanes);
-    } else {
-        __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_maskstore_ps((float*)at, mask, lanes);
-    }
-}
-
 /* Disjoint windows, channels-last: each window's taps are written once,
  * per channel +0 + dy at the argmax (the generic one-term sum) and +0 at
  * the others. */
@@ -1232,7 +1230,7 @@ static void write_once_window_nhwc(const nhwc_grad_plan* gp, const dml_pooling_p
         block_max m = nhwc_block_max(g, p, image + c * element, w, count);
         __m256 gradient = _mm256_add_ps(_mm256_setzero_ps(), load_channels(dy + c * element, g->half, count));
 #define WRITE_TAP(tap_offset, tap_position)                                                                            \
-    store_channels(                                                                                                    \
+    store_lanes(                                                                                                       \
         dx_image + ((tap_offset) + c) * (int64_t)element,                                                              \
         _mm256_and_ps(gradient, _mm256_castsi256_ps(_mm256_cmpeq_epi32(m.position, _mm256_set1_epi32(tap_position)))), \
         g->half, count)
@@ -1267,12 +1265,8 @@ static void write_once_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* 
     {
 #pragma omp for schedule(static) nowait
         for (int64_t at = 0; at < gp->windows; at++) {
-            uint32_t ow = (uint32_t)((uint64_t)at % o->sizes[4]);
-            uint64_t rest = (uint64_t)at / o->sizes[4];
-            uint32_t oh = (uint32_t)(rest % o->sizes[3]);
-            rest /= o->sizes[3];
-            uint32_t od = (uint32_t)(rest % o->sizes[2]);
-            uint32_t n = (uint32_t)(rest / o->sizes[2]);
+            nhwc_position x = nhwc_position_at(o, (uint64_t)at);
+            uint32_t n = x.n, od = x.od, oh = x.oh, ow = x.ow;
             nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
             if (w.taps == 0) continue; /* an all-padding window: no taps */
             write_once_window_nhwc(

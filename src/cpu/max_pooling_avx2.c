@@ -997,6 +997,13 @@ static nhwc_position nhwc_position_at(const dml_pool_view* o, uint64_t at) {
         }                                                                                                              \
     }
 
+/* How far ahead of each tap's load the same row of the image is fetched:
+ * the hardware's prefetchers leave the channels-last paths waiting for
+ * memory (a window reads a few rows, C values at each of its columns);
+ * 4 KiB ahead halves their time here (NCHW rows gain nothing from it). A
+ * prefetch never faults, past the end of the tensor included. */
+enum { NHWC_PREFETCH_AHEAD = 4096 };
+
 /* The window maxima of eight channels at `image` (the image's first element
  * plus the channel offset, in bytes) over window w. */
 static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
@@ -1006,6 +1013,7 @@ static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_
     bool first = true;
 #define NHWC_TAP(tap_offset, tap_position)                                                                             \
     do {                                                                                                               \
+        _mm_prefetch(image + (tap_offset) * (int64_t)element + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                      \
         __m256 value_ = load_channels(image + (tap_offset) * (int64_t)element, g->half, count);                        \
         if (first) {                                                                                                   \
             m = (block_max){value_, _mm256_set1_epi32(tap_position), _mm256_set1_epi32(-1)};                           \

@@ -619,9 +619,11 @@ TEST_CASE(every_activation_random_parameters) {
 }
 
 /* Larger problems in typical layouts: several chunks per group, many groups
- * per tile, groups as the inner loop (NHWC), a single or two channels. */
+ * per tile, groups as the inner loop (NHWC), a single or two channels, runs
+ * longer than an inference work item of the fast path (65536 elements). */
 TEST_CASE(larger_typical_layouts) {
-    static const uint32_t shapes[][4] = {{2, 3, 70, 61}, {8, 64, 5, 7}, {3, 1, 100, 90}, {1, 2, 150, 150}};
+    static const uint32_t shapes[][4] = {
+        {2, 3, 70, 61}, {8, 64, 5, 7}, {3, 1, 100, 90}, {1, 2, 150, 150}, {1, 8, 259, 261}};
     DMLDevice* device = test_device(0);
     static const DML_OPERATOR_TYPE types[4] = {
         DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,

@@ -14,24 +14,29 @@
  * time, on one thread: first its statistics or gradient sums, then its
  * element-wise pass, which finds the group's data still in the cache (a
  * 32x256x56x56 FLOAT32 channel is 400 KB; the core's L2 holds 1 MB), so the
- * input is read from memory once. Channels: every group spans all rows, so
- * the reduction walks the rows in memory order in fixed chunks (partials in
- * the TemporaryResource, merged per group in chunk order), then the
- * element-wise pass reads the input again. Outputs far larger than the
- * caches are written with non-temporal stores.
+ * input is read from memory once. Inference streams items of STREAM_ITEM
+ * contiguous elements, prefetching ahead inside the item. Channels: every
+ * group spans all rows (a 16-channel block of 32x256x56x56 is 6.4 MB, more
+ * than L2), so the reduction walks fixed chunks of rows, a block at a time
+ * (partials in the TemporaryResource, merged per group in chunk order), and
+ * the element-wise pass reads the input again, in memory order with each
+ * block's lanes made once per chunk. Outputs far larger than the caches are
+ * written with non-temporal stores.
  *
  * Numerics. Statistics: per chunk (runs: up to CHUNK elements, a piece of
  * a long run or several short runs of the group; channels: up to CHUNK_ROWS
  * rows), the sum and then the squared deviations from the chunk mean in
  * FLOAT64 lanes, chunks merged by Chan's formula in a fixed order (spec §5,
- * §9). Gradient sums: FLOAT64 lanes. The element-wise passes compute in
- * FLOAT64 as the generic kernel does, round to FLOAT32, apply the fused
- * activation in FLOAT32 (RELU vectorized, free; the others through the
- * shared scalar code) and round once to the output type. FLOAT64 results
- * reach FLOAT16 through FLOAT32 (two roundings, well inside the spec's
- * FLOAT16 tolerance). Work items are cut from the problem alone and each
- * computes its own outputs in a fixed order, so the bits never depend on
- * the thread count or on which thread runs an item. */
+ * §9). Gradient sums: FLOAT64 lanes. FLOAT16 tensors add FLOAT32 spans of
+ * at most SPAN values per lane into those FLOAT64 lanes (see SPAN). The
+ * element-wise passes: FLOAT32 tensors in FLOAT64 (forward: x * factor +
+ * shift, one FMA), rounded to FLOAT32; FLOAT16 tensors in FLOAT32 (exact
+ * inputs, 2^-24 roundings, far inside FLOAT16's precision). The fused
+ * activation runs in FLOAT32 (RELU vectorized, free; the others through the
+ * shared scalar code), and the result is rounded once to the output type.
+ * Work items are cut from the problem alone and each computes its own
+ * outputs in a fixed order, so the bits never depend on the thread count or
+ * on which thread runs an item. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -41,14 +46,16 @@
 #include "batch_normalization_cpu.h"
 
 enum {
-    CHUNK = 4096,           /* elements of a run per statistics chunk (runs) */
-    CHUNK_ROWS = 256,       /* at most this many rows per chunk (channels) */
-    CHUNK_ELEMENTS = 65536, /* and about this many elements: a chunk stays in L2 between its two passes */
-    BLOCK = 16,             /* groups per block (channels): one 64-byte line of FLOAT32 */
-    TILE = 256,             /* groups per tile of the element-wise pass (channels), whole blocks */
-    MIN_GROUPS = 8,         /* fewer groups than this cannot keep the threads busy: generic */
-    MIN_RUN = 8,            /* shorter runs (but > 1) are declined: generic */
-    STREAM_BYTES = 8u << 20 /* outputs at least this large bypass the caches */
+    CHUNK = 4096,            /* elements of a run per statistics chunk (runs) */
+    CHUNK_ROWS = 256,        /* at most this many rows per chunk (channels) */
+    CHUNK_ELEMENTS = 65536,  /* and about this many elements: a chunk stays in L2 between its two passes */
+    BLOCK = 16,              /* groups per block (channels): one 64-byte line of FLOAT32 */
+    TILE = 256,              /* groups per tile of the element-wise pass (channels), whole blocks */
+    MIN_GROUPS = 8,          /* fewer groups than this cannot keep the threads busy: generic */
+    MIN_RUN = 8,             /* shorter runs (but > 1) are declined: generic */
+    STREAM_BYTES = 8u << 20, /* outputs at least this large bypass the caches */
+    STREAM_ITEM = 65536,     /* elements per work item of inference (runs) */
+    PREFETCH_BYTES = 2048    /* how far ahead a pass that streams from memory asks for lines */
 };
 
 /* The plan: the layout class and what the run steps need. */
@@ -309,8 +316,15 @@ typedef struct group_lanes {
     lanes8 v[4];
     __m256 single[4];
 } group_lanes;
-enum { FWD_MEAN, FWD_FACTOR, FWD_BIAS };
+enum { FWD_MEAN, FWD_FACTOR, FWD_BIAS, FWD_SHIFT };
 enum { BWD_MEAN, BWD_K, BWD_U, BWD_W };
+
+/* Completes forward values {mean, factor, bias} with shift = bias - mean *
+ * factor: FLOAT32 tensors compute x * factor + shift, one FMA in FLOAT64
+ * (the shift's rounding is 2^-53 of mean * factor, far below FLOAT32's). */
+static void forward_shift(double values[4]) {
+    values[FWD_SHIFT] = values[FWD_BIAS] - values[FWD_MEAN] * values[FWD_FACTOR];
+}
 
 HOT group_lanes group_broadcast(const double values[4]) {
     group_lanes lanes;
@@ -322,7 +336,7 @@ HOT group_lanes group_broadcast(const double values[4]) {
 }
 
 /* act((x - mean) * factor + bias [+ fused add]) of eight lanes (spec §5,
- * §8.2). FLOAT32 tensors: FLOAT64 as the generic kernel, rounded to
+ * §8.2). FLOAT32 tensors: x * factor + shift in FLOAT64, rounded to
  * FLOAT32, activated. FLOAT16 tensors: in FLOAT32 (exact inputs; the
  * subtraction, the fused multiply-add and the fused add round at 2^-24,
  * far below FLOAT16's 2^-11), which keeps the pass memory-bound. */
@@ -344,10 +358,10 @@ HOT __m256 forward8(bool half, const void* x, const void* fused_add, uint64_t in
         __m256 result = _mm256_fmadd_ps(centered, v->single[FWD_FACTOR], v->single[FWD_BIAS]);
         return fused_add != NULL ? _mm256_add_ps(result, load_n(half, fused_add, index, count)) : result;
     }
-    const lanes8 *mean = &v->v[FWD_MEAN], *factor = &v->v[FWD_FACTOR], *bias = &v->v[FWD_BIAS];
+    const lanes8 *factor = &v->v[FWD_FACTOR], *shift = &v->v[FWD_SHIFT];
     lanes8 value = widen(load_n(half, x, index, count));
-    value.lo = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.lo, mean->lo), factor->lo), bias->lo);
-    value.hi = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.hi, mean->hi), factor->hi), bias->hi);
+    value.lo = _mm256_fmadd_pd(value.lo, factor->lo, shift->lo);
+    value.hi = _mm256_fmadd_pd(value.hi, factor->hi, shift->hi);
     if (fused_add != NULL) { /* after Bias, before the rounding (spec §5) */
         lanes8 add = widen(load_n(half, fused_add, index, count));
         value.lo = _mm256_add_pd(value.lo, add.lo);
@@ -364,21 +378,40 @@ typedef struct forward_args {
     bool stream;
 } forward_args;
 
-/* `length` consecutive elements of one group. */
-HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t length, const group_lanes* v) {
+/* A pass that streams from memory asks for the line PREFETCH_BYTES ahead
+ * of `index` while it is inside its work item (before the element index
+ * `end`; 0: no prefetch): at each new item the hardware prefetcher would
+ * find the stream only after a few misses. NULL: no operand. */
+HOT void prefetch_stream(bool half, const void* base, uint64_t index, uint64_t end) {
+    uint64_t size = half ? 2u : 4u, ahead = PREFETCH_BYTES / size;
+    if (base != NULL && index + ahead < end) _mm_prefetch((const char*)base + (index + ahead) * size, _MM_HINT_T0);
+}
+
+/* `length` consecutive elements of one group, prefetching up to `end`. */
+HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t length, uint64_t end,
+                     const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->y, index);
     uint64_t t = 0;
-    for (; t + 8 <= length; t += 8)
+    for (; t + 8 <= length; t += 8) {
+        if (t % 16 == 0) {
+            prefetch_stream(half, a->x, index + t, end);
+            prefetch_stream(half, a->fused_add, index + t, end);
+        }
         store_n(half, stream, a->y, index + t, 8,
                 activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, 8, v)));
+    }
     if (t < length)
         store_n(half, false, a->y, index + t, length - t,
                 activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, length - t, v)));
 }
 
-/* One row of a block of `count` neighbouring groups (channels). */
-HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
+/* One row of a block of `count` neighbouring groups (channels), prefetching
+ * up to `end`. */
+HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, uint64_t end,
+                     const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->y, index) && count == BLOCK;
+    prefetch_stream(half, a->x, index, end);
+    prefetch_stream(half, a->fused_add, index, end);
     for (uint64_t half_block = 0; half_block < 2; half_block++) {
         uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
         if (lanes == 0) break;
@@ -428,8 +461,11 @@ HOT void backward_run(bool half, const backward_args* a, uint64_t index, uint64_
     if (t < length) store_n(half, false, a->dx, index + t, length - t, backward8(half, a, index + t, length - t, v));
 }
 
-HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
+HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, uint64_t end,
+                      const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->dx, index) && count == BLOCK;
+    prefetch_stream(half, a->dy, index, end);
+    prefetch_stream(half, a->training ? a->x : NULL, index, end);
     for (uint64_t half_block = 0; half_block < 2; half_block++) {
         uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
         if (lanes == 0) break;
@@ -520,7 +556,7 @@ HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t 
     /* sum (x - shift)^2 = m2 + elements * (mean - shift)^2 */
     double m2 = sum_lanes(_mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3))) -
                 elements * (mean - shift) * (mean - shift);
-    return (dml_bn_stats){elements, mean, m2 > 0 ? m2 : 0};
+    return (dml_bn_stats){elements, mean, m2 < 0 ? 0 : m2}; /* NaN stays NaN */
 }
 
 /* sdy and sdy * (x - center) of `count` consecutive elements, added to the
@@ -574,9 +610,10 @@ HOT void training_group(bool half, const bn_fast_plan* p, const dml_kernel_args*
     }
     double values[4] = {0};
     dml_cpu_bn_finish_statistics(args, g, stats, values);
+    forward_shift(values);
     group_lanes v = group_broadcast(values);
     for (uint64_t o = 0; o < p->outer; o++)
-        forward_run(half, a, (o * p->groups + g) * p->inner, p->inner, &v);
+        forward_run(half, a, (o * p->groups + g) * p->inner, p->inner, 0, &v); /* in L2: no prefetch */
 }
 
 HOT void gradient_group(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const backward_args* a,
@@ -634,43 +671,87 @@ static uint64_t block_count(const bn_fast_plan* p, uint64_t block) {
     return p->groups - first < BLOCK ? p->groups - first : BLOCK;
 }
 
-/* The `count` groups of a block in row r as four vectors of FLOAT64 (0
- * past the last group). */
-HOT void load_block(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, __m256d out[4]) {
+/* The `count` groups of a block in row r as two vectors of FLOAT32 (0 past
+ * the last group). */
+HOT void load_block_single(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, __m256 out[2]) {
     uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
-    lanes8 low = widen(load_n(half, base, index, count < 8 ? count : 8));
-    lanes8 high = widen(load_n(half, base, index + 8, count > 8 ? count - 8 : 0));
+    out[0] = load_n(half, base, index, count < 8 ? count : 8);
+    out[1] = load_n(half, base, index + 8, count > 8 ? count - 8 : 0);
+}
+
+/* The same as four vectors of FLOAT64. */
+HOT void load_block(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, __m256d out[4]) {
+    __m256 single[2];
+    load_block_single(half, p, base, r, g, single);
+    lanes8 low = widen(single[0]), high = widen(single[1]);
     out[0] = low.lo, out[1] = low.hi, out[2] = high.lo, out[3] = high.hi;
 }
 
-/* TRAINING, pass 1 over one chunk of rows (it stays in L2): per group, the
- * chunk's sum, then its squared deviations from the chunk mean. */
+/* A block's FLOAT64 lanes rounded to FLOAT32, and back. */
+HOT void round_block(const __m256d wide[4], __m256 single[2], __m256d rounded[4]) {
+    for (int h = 0; h < 2; h++) {
+        single[h] = narrow((lanes8){wide[2 * h], wide[2 * h + 1]});
+        lanes8 back = widen(single[h]);
+        rounded[2 * h] = back.lo, rounded[2 * h + 1] = back.hi;
+    }
+}
+
+/* Per group of the block at g, over the rows [begin, end) in order: the sum
+ * of x, or (squares) of (x - center)^2. FLOAT32 tensors in FLOAT64 lanes;
+ * FLOAT16 in FLOAT32 spans of SPAN rows (as chunk_stats), `center_single`
+ * the center rounded to FLOAT32. */
+HOT void block_sums(bool half, bool squares, const bn_fast_plan* p, const void* x, uint64_t begin, uint64_t end,
+                    uint64_t g, const __m256d center[4], const __m256 center_single[2], __m256d sums[4]) {
+    for (int k = 0; k < 4; k++)
+        sums[k] = _mm256_setzero_pd();
+    for (uint64_t r = begin; r < end;) {
+        if (half) {
+            __m256 span[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int n = 0; n < SPAN && r < end; n++, r++) {
+                __m256 v[2];
+                load_block_single(half, p, x, r, g, v);
+                for (int h = 0; h < 2; h++) {
+                    __m256 d = _mm256_sub_ps(v[h], center_single[h]);
+                    span[h] = squares ? _mm256_fmadd_ps(d, d, span[h]) : _mm256_add_ps(span[h], v[h]);
+                }
+            }
+            add_span(span[0], &sums[0], &sums[1]);
+            add_span(span[1], &sums[2], &sums[3]);
+        } else {
+            __m256d v[4];
+            load_block(half, p, x, r++, g, v);
+            for (int k = 0; k < 4; k++) {
+                __m256d d = _mm256_sub_pd(v[k], center[k]);
+                sums[k] = squares ? _mm256_fmadd_pd(d, d, sums[k]) : _mm256_add_pd(sums[k], v[k]);
+            }
+        }
+    }
+}
+
+/* TRAINING, pass 1 over one chunk of rows, a block at a time (the block's
+ * rows stay in L1 between its two passes): per group, the chunk's sum, then
+ * its squared deviations from the chunk mean (FLOAT16: from the mean rounded
+ * to FLOAT32, corrected for that shift in FLOAT64, as chunk_stats). */
 HOT void channel_stats_chunk(bool half, const bn_fast_plan* p, const void* x, const channel_workspace* w,
                              uint64_t chunk) {
     uint64_t padded = padded_groups(p), begin = chunk_begin(p, chunk), end = chunk_end(p, chunk);
-    double* mean = w->partial[0] + chunk * padded;
-    double* m2 = w->partial[1] + chunk * padded;
-    memset(mean, 0, padded * sizeof *mean);
-    memset(m2, 0, padded * sizeof *m2);
-    for (uint64_t r = begin; r < end; r++)
-        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            __m256d lanes[4];
-            load_block(half, p, x, r, g, lanes);
-            for (int k = 0; k < 4; k++)
-                _mm256_storeu_pd(mean + g + 4 * k, _mm256_add_pd(_mm256_loadu_pd(mean + g + 4 * k), lanes[k]));
+    __m256d rows = _mm256_set1_pd((double)(end - begin)), zero[4] = {0};
+    __m256 zero_single[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (uint64_t g = 0; g < p->groups; g += BLOCK) {
+        __m256d sum[4], mean[4], shift[4], m2[4];
+        __m256 shift_single[2];
+        block_sums(half, false, p, x, begin, end, g, zero, zero_single, sum);
+        for (int k = 0; k < 4; k++)
+            mean[k] = _mm256_div_pd(sum[k], rows);
+        round_block(mean, shift_single, shift);
+        block_sums(half, true, p, x, begin, end, g, half ? shift : mean, shift_single, m2);
+        for (int k = 0; k < 4; k++) { /* sum (x - shift)^2 = m2 + rows * (mean - shift)^2; 0 for FLOAT32 */
+            __m256d offset = half ? _mm256_sub_pd(mean[k], shift[k]) : _mm256_setzero_pd();
+            m2[k] = _mm256_sub_pd(m2[k], _mm256_mul_pd(rows, _mm256_mul_pd(offset, offset)));
+            _mm256_storeu_pd(w->partial[0] + chunk * padded + g + 4 * k, mean[k]);
+            _mm256_storeu_pd(w->partial[1] + chunk * padded + g + 4 * k, _mm256_max_pd(_mm256_setzero_pd(), m2[k]));
         }
-    double rows = (double)(end - begin);
-    for (uint64_t g = 0; g < padded; g++)
-        mean[g] /= rows;
-    for (uint64_t r = begin; r < end; r++)
-        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            __m256d lanes[4];
-            load_block(half, p, x, r, g, lanes);
-            for (int k = 0; k < 4; k++) {
-                __m256d d = _mm256_sub_pd(lanes[k], _mm256_loadu_pd(mean + g + 4 * k));
-                _mm256_storeu_pd(m2 + g + 4 * k, _mm256_fmadd_pd(d, d, _mm256_loadu_pd(m2 + g + 4 * k)));
-            }
-        }
+    }
 }
 
 /* TRAINING, per block: Chan's merge of the chunks in chunk order, lane by
@@ -701,64 +782,98 @@ static void channel_stats_finish(const bn_fast_plan* p, const dml_kernel_args* a
         _mm256_storeu_pd(m2s + 4 * k, m2[k]);
     }
     for (uint64_t g = 0; g < block_count(p, block); g++) {
-        double values[3];
+        double values[4];
         dml_cpu_bn_finish_statistics(args, first + g, (dml_bn_stats){total, means[g], m2s[g]}, values);
-        for (int k = 0; k < 3; k++)
+        forward_shift(values);
+        for (int k = 0; k < 4; k++)
             w->values[k][first + g] = values[k];
     }
 }
 
+HOT void elementwise_row(bool half, bool backward, const void* pass, uint64_t index, uint64_t count, uint64_t end,
+                         const group_lanes* v) {
+    if (backward)
+        backward_row(half, pass, index, count, end, v);
+    else
+        forward_row(half, pass, index, count, end, v);
+}
+
 /* The element-wise pass (forward or backward) over one chunk of rows, TILE
- * groups at a time: FLOAT16 tensors take the tile's values rounded to
- * FLOAT32 once, not in every row. */
+ * groups at a time: each block's lanes are made once per chunk (FLOAT16
+ * tensors: rounded to FLOAT32), not in every row. */
 HOT void channel_elementwise_chunk(bool half, bool backward, const bn_fast_plan* p, const void* pass,
                                    const channel_workspace* w, uint64_t chunk) {
+    uint64_t end = chunk_end(p, chunk) * p->groups; /* the chunk's rows are contiguous */
     for (uint64_t first = 0; first < p->groups; first += TILE) {
         uint64_t last = p->groups - first < TILE ? p->groups : first + TILE;
-        float single[4][TILE];
-        for (int k = 0; half && k < 4; k++) /* whole blocks: the values are padded with zeros */
-            for (uint64_t g = first; g < first + (last - first + BLOCK - 1) / BLOCK * BLOCK; g++)
-                single[k][g - first] = (float)w->values[k][g];
+        group_lanes lanes[TILE / BLOCK][2];
+        for (uint64_t g = first; g < last; g += BLOCK) /* whole blocks: the values are padded with zeros */
+            for (int h = 0; h < 2; h++)
+                for (int k = 0; k < 4; k++) {
+                    lanes8 values = lanes_at(w->values[k] + g + 8 * h);
+                    if (half)
+                        lanes[(g - first) / BLOCK][h].single[k] = narrow(values);
+                    else
+                        lanes[(g - first) / BLOCK][h].v[k] = values;
+                }
         for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
             for (uint64_t g = first; g < last; g += BLOCK) {
-                group_lanes v[2];
-                for (int h = 0; h < 2; h++)
-                    for (int k = 0; k < 4; k++) {
-                        if (half)
-                            v[h].single[k] = _mm256_loadu_ps(single[k] + g - first + 8 * h);
-                        else
-                            v[h].v[k] = lanes_at(w->values[k] + g + 8 * h);
-                    }
                 uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
-                if (backward)
-                    backward_row(half, pass, index, count, v);
+                const group_lanes* v = lanes[(g - first) / BLOCK];
+                if (count == BLOCK) /* the common case, with every count a constant */
+                    elementwise_row(half, backward, pass, index, BLOCK, end, v);
                 else
-                    forward_row(half, pass, index, count, v);
+                    elementwise_row(half, backward, pass, index, count, end, v);
             }
     }
 }
 
-/* GRADs, pass 1 over one chunk of rows: per group, sdy and sdyxc. */
+/* GRADs, pass 1 over one chunk of rows, a block at a time: per group, sdy
+ * and sdyxc over the rows in order (FLOAT16: FLOAT32 spans about Mean
+ * rounded to FLOAT32, corrected in FLOAT64, as gradient_sums). */
 HOT void channel_gradient_chunk(bool half, const bn_fast_plan* p, const backward_args* a, const channel_workspace* w,
                                 uint64_t chunk) {
-    uint64_t padded = padded_groups(p);
-    double* sdy = w->partial[0] + chunk * padded;
-    double* sdyxc = w->partial[1] + chunk * padded;
-    memset(sdy, 0, padded * sizeof *sdy);
-    memset(sdyxc, 0, padded * sizeof *sdyxc);
-    for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
-        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            __m256d xs[4], dys[4];
-            load_block(half, p, a->x, r, g, xs);
-            load_block(half, p, a->dy, r, g, dys);
-            for (int k = 0; k < 4; k++) {
-                double* s = sdy + g + 4 * k;
-                double* c = sdyxc + g + 4 * k;
-                __m256d centered = _mm256_sub_pd(xs[k], _mm256_loadu_pd(w->values[0] + g + 4 * k));
-                _mm256_storeu_pd(s, _mm256_add_pd(_mm256_loadu_pd(s), dys[k]));
-                _mm256_storeu_pd(c, _mm256_fmadd_pd(dys[k], centered, _mm256_loadu_pd(c)));
+    uint64_t padded = padded_groups(p), begin = chunk_begin(p, chunk), end = chunk_end(p, chunk);
+    for (uint64_t g = 0; g < p->groups; g += BLOCK) {
+        __m256d mean[4], center[4], sdy[4], sdyxc[4];
+        __m256 center_single[2];
+        for (int k = 0; k < 4; k++) {
+            mean[k] = _mm256_loadu_pd(w->values[0] + g + 4 * k);
+            sdy[k] = sdyxc[k] = _mm256_setzero_pd();
+        }
+        round_block(mean, center_single, center);
+        for (uint64_t r = begin; r < end;) {
+            if (half) {
+                __m256 span_dy[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, span_dyxc[2] = {span_dy[0], span_dy[1]};
+                for (int n = 0; n < SPAN && r < end; n++, r++) {
+                    __m256 xs[2], dys[2];
+                    load_block_single(half, p, a->x, r, g, xs);
+                    load_block_single(half, p, a->dy, r, g, dys);
+                    for (int h = 0; h < 2; h++) {
+                        span_dy[h] = _mm256_add_ps(span_dy[h], dys[h]);
+                        span_dyxc[h] = _mm256_fmadd_ps(dys[h], _mm256_sub_ps(xs[h], center_single[h]), span_dyxc[h]);
+                    }
+                }
+                for (int h = 0; h < 2; h++) {
+                    add_span(span_dy[h], &sdy[2 * h], &sdy[2 * h + 1]);
+                    add_span(span_dyxc[h], &sdyxc[2 * h], &sdyxc[2 * h + 1]);
+                }
+            } else {
+                __m256d xs[4], dys[4];
+                load_block(half, p, a->x, r, g, xs);
+                load_block(half, p, a->dy, r++, g, dys);
+                for (int k = 0; k < 4; k++) {
+                    sdy[k] = _mm256_add_pd(sdy[k], dys[k]);
+                    sdyxc[k] = _mm256_fmadd_pd(dys[k], _mm256_sub_pd(xs[k], mean[k]), sdyxc[k]);
+                }
             }
         }
+        for (int k = 0; k < 4; k++) { /* sum dy * (x - mean) = sum dy * (x - center) + (center - mean) * sdy */
+            if (half) sdyxc[k] = _mm256_fmadd_pd(_mm256_sub_pd(center[k], mean[k]), sdy[k], sdyxc[k]);
+            _mm256_storeu_pd(w->partial[0] + chunk * padded + g + 4 * k, sdy[k]);
+            _mm256_storeu_pd(w->partial[1] + chunk * padded + g + 4 * k, sdyxc[k]);
+        }
+    }
 }
 
 /* GRADs, per block: the chunk sums in chunk order, the parameter gradients
@@ -881,20 +996,26 @@ static void inference_group(const dml_kernel_args* args, uint64_t j, double valu
 }
 
 /* Runs: an item is a piece of one long run, or several consecutive short
- * runs (each with its group's values), about CHUNK elements either way. */
-static uint64_t inference_runs_per_item(const bn_fast_plan* p) { return p->inner >= CHUNK ? 1 : CHUNK / p->inner; }
-static uint64_t inference_pieces_per_run(const bn_fast_plan* p) { return (p->inner + CHUNK - 1) / CHUNK; }
+ * runs (each with its group's values), about STREAM_ITEM elements either
+ * way, contiguous in memory. */
+static uint64_t inference_runs_per_item(const bn_fast_plan* p) {
+    return p->inner >= STREAM_ITEM ? 1 : STREAM_ITEM / p->inner;
+}
+static uint64_t inference_pieces_per_run(const bn_fast_plan* p) { return (p->inner + STREAM_ITEM - 1) / STREAM_ITEM; }
 
 HOT void inference_item(bool half, const bn_fast_plan* p, const forward_args* a, const channel_workspace* w,
                         uint64_t item) {
     uint64_t pieces = inference_pieces_per_run(p), runs = p->outer * p->groups;
-    uint64_t begin = item % pieces * CHUNK, length = p->inner - begin < CHUNK ? p->inner - begin : CHUNK;
+    uint64_t begin = item % pieces * STREAM_ITEM;
+    uint64_t length = p->inner - begin < STREAM_ITEM ? p->inner - begin : STREAM_ITEM;
     uint64_t first = item / pieces * inference_runs_per_item(p), last = first + inference_runs_per_item(p);
-    for (uint64_t run = first; run < last && run < runs; run++) {
+    if (last > runs) last = runs;
+    uint64_t end = (last - 1) * p->inner + begin + length;
+    for (uint64_t run = first; run < last; run++) {
         uint64_t g = run % p->groups;
-        double values[4] = {w->values[0][g], w->values[1][g], w->values[2][g], 0};
+        double values[4] = {w->values[0][g], w->values[1][g], w->values[2][g], w->values[3][g]};
         group_lanes v = group_broadcast(values);
-        forward_run(half, a, run * p->inner + begin, length, &v);
+        forward_run(half, a, run * p->inner + begin, length, end, &v);
     }
 }
 
@@ -910,9 +1031,10 @@ static HRESULT run_inference(const dml_kernel_args* args) {
     };
     channel_workspace w = channel_workspace_at(p, args->temporary);
     for (uint64_t g = 0; g < p->groups; g++) {
-        double values[3];
+        double values[4];
         inference_group(args, g, values);
-        for (int k = 0; k < 3; k++)
+        forward_shift(values);
+        for (int k = 0; k < 4; k++)
             w.values[k][g] = values[k];
     }
     if (p->channels) {
@@ -920,7 +1042,7 @@ static HRESULT run_inference(const dml_kernel_args* args) {
     } else {
         uint64_t runs = p->outer * p->groups, per_item = inference_runs_per_item(p);
         uint64_t items = (runs + per_item - 1) / per_item * inference_pieces_per_run(p);
-        PARALLEL_ITEMS_TYPED(p, items, CHUNK, INFERENCE_ITEM);
+        PARALLEL_ITEMS_TYPED(p, items, STREAM_ITEM, INFERENCE_ITEM);
     }
     return S_OK;
 }

@@ -55,7 +55,8 @@ enum {
     MIN_RUN = 8,             /* shorter runs (but > 1) are declined: generic */
     STREAM_BYTES = 8u << 20, /* outputs at least this large bypass the caches */
     STREAM_ITEM = 65536,     /* elements per work item of inference (runs) */
-    PREFETCH_BYTES = 2048    /* how far ahead a pass that streams from memory asks for lines */
+    PREFETCH_BYTES = 2048,   /* how far ahead a pass that streams from memory asks for lines */
+    ROWS_AHEAD = 16          /* how far ahead a reduction walking a block down the rows asks (channels) */
 };
 
 /* The plan: the layout class and what the run steps need. */
@@ -696,6 +697,13 @@ HOT void round_block(const __m256d wide[4], __m256 single[2], __m256d rounded[4]
     }
 }
 
+/* The reductions walk a block down the rows of a chunk, a strided stream:
+ * they ask for the block ROWS_AHEAD rows further while inside the chunk. */
+HOT void prefetch_block(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, uint64_t end) {
+    if (r + ROWS_AHEAD < end)
+        _mm_prefetch((const char*)base + ((r + ROWS_AHEAD) * p->groups + g) * (half ? 2u : 4u), _MM_HINT_T0);
+}
+
 /* Per group of the block at g, over the rows [begin, end) in order: the sum
  * of x, or (squares) of (x - center)^2. FLOAT32 tensors in FLOAT64 lanes;
  * FLOAT16 in FLOAT32 spans of SPAN rows (as chunk_stats), `center_single`
@@ -709,6 +717,7 @@ HOT void block_sums(bool half, bool squares, const bn_fast_plan* p, const void* 
             __m256 span[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
             for (int n = 0; n < SPAN && r < end; n++, r++) {
                 __m256 v[2];
+                if (!squares) prefetch_block(half, p, x, r, g, end); /* the first pass */
                 load_block_single(half, p, x, r, g, v);
                 for (int h = 0; h < 2; h++) {
                     __m256 d = _mm256_sub_ps(v[h], center_single[h]);
@@ -719,6 +728,7 @@ HOT void block_sums(bool half, bool squares, const bn_fast_plan* p, const void* 
             add_span(span[1], &sums[2], &sums[3]);
         } else {
             __m256d v[4];
+            if (!squares) prefetch_block(half, p, x, r, g, end);
             load_block(half, p, x, r++, g, v);
             for (int k = 0; k < 4; k++) {
                 __m256d d = _mm256_sub_pd(v[k], center[k]);
@@ -847,6 +857,8 @@ HOT void channel_gradient_chunk(bool half, const bn_fast_plan* p, const backward
                 __m256 span_dy[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, span_dyxc[2] = {span_dy[0], span_dy[1]};
                 for (int n = 0; n < SPAN && r < end; n++, r++) {
                     __m256 xs[2], dys[2];
+                    prefetch_block(half, p, a->x, r, g, end);
+                    prefetch_block(half, p, a->dy, r, g, end);
                     load_block_single(half, p, a->x, r, g, xs);
                     load_block_single(half, p, a->dy, r, g, dys);
                     for (int h = 0; h < 2; h++) {
@@ -860,6 +872,8 @@ HOT void channel_gradient_chunk(bool half, const bn_fast_plan* p, const backward
                 }
             } else {
                 __m256d xs[4], dys[4];
+                prefetch_block(half, p, a->x, r, g, end);
+                prefetch_block(half, p, a->dy, r, g, end);
                 load_block(half, p, a->x, r, g, xs);
                 load_block(half, p, a->dy, r++, g, dys);
                 for (int k = 0; k < 4; k++) {

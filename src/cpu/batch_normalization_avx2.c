@@ -17,7 +17,7 @@
  * input is read from memory once. Inference streams items of STREAM_ITEM
  * contiguous elements, prefetching ahead inside the item. Channels: every
  * group spans all rows (a 16-channel block of 32x256x56x56 is 6.4 MB, more
- * than L2), so the reduction walks fixed chunks of rows, a block at a time
+ * than L2), so the reduction walks fixed chunks of rows in memory order
  * (partials in the TemporaryResource, merged per group in chunk order), and
  * the element-wise pass reads the input again, in memory order with each
  * block's lanes made once per chunk. Outputs far larger than the caches are
@@ -27,8 +27,9 @@
  * a long run or several short runs of the group; channels: up to CHUNK_ROWS
  * rows), the sum and then the squared deviations from the chunk mean in
  * FLOAT64 lanes, chunks merged by Chan's formula in a fixed order (spec §5,
- * §9). Gradient sums: FLOAT64 lanes. FLOAT16 tensors add FLOAT32 spans of
- * at most SPAN values per lane into those FLOAT64 lanes (see SPAN). The
+ * §9). Gradient sums: FLOAT64 lanes. Runs of FLOAT16 tensors add FLOAT32
+ * spans of at most SPAN values per lane into those FLOAT64 lanes (see SPAN;
+ * the channels' row-major reductions are memory-bound without). The
  * element-wise passes: FLOAT32 tensors in FLOAT64 (forward: x * factor +
  * shift, one FMA), rounded to FLOAT32; FLOAT16 tensors in FLOAT32 (exact
  * inputs, 2^-24 roundings, far inside FLOAT16's precision). The fused
@@ -55,8 +56,7 @@ enum {
     MIN_RUN = 8,             /* shorter runs (but > 1) are declined: generic */
     STREAM_BYTES = 8u << 20, /* outputs at least this large bypass the caches */
     STREAM_ITEM = 65536,     /* elements per work item of inference (runs) */
-    PREFETCH_BYTES = 2048,   /* how far ahead a pass that streams from memory asks for lines */
-    ROWS_AHEAD = 16          /* how far ahead a reduction walking a block down the rows asks (channels) */
+    PREFETCH_BYTES = 2048    /* how far ahead a pass that streams from memory asks for lines */
 };
 
 /* The plan: the layout class and what the run steps need. */
@@ -672,96 +672,43 @@ static uint64_t block_count(const bn_fast_plan* p, uint64_t block) {
     return p->groups - first < BLOCK ? p->groups - first : BLOCK;
 }
 
-/* The `count` groups of a block in row r as two vectors of FLOAT32 (0 past
- * the last group). */
-HOT void load_block_single(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, __m256 out[2]) {
-    uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
-    out[0] = load_n(half, base, index, count < 8 ? count : 8);
-    out[1] = load_n(half, base, index + 8, count > 8 ? count - 8 : 0);
-}
-
-/* The same as four vectors of FLOAT64. */
+/* The `count` groups of a block in row r as four vectors of FLOAT64 (0
+ * past the last group). */
 HOT void load_block(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, __m256d out[4]) {
-    __m256 single[2];
-    load_block_single(half, p, base, r, g, single);
-    lanes8 low = widen(single[0]), high = widen(single[1]);
+    uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
+    lanes8 low = widen(load_n(half, base, index, count < 8 ? count : 8));
+    lanes8 high = widen(load_n(half, base, index + 8, count > 8 ? count - 8 : 0));
     out[0] = low.lo, out[1] = low.hi, out[2] = high.lo, out[3] = high.hi;
 }
 
-/* A block's FLOAT64 lanes rounded to FLOAT32, and back. */
-HOT void round_block(const __m256d wide[4], __m256 single[2], __m256d rounded[4]) {
-    for (int h = 0; h < 2; h++) {
-        single[h] = narrow((lanes8){wide[2 * h], wide[2 * h + 1]});
-        lanes8 back = widen(single[h]);
-        rounded[2 * h] = back.lo, rounded[2 * h + 1] = back.hi;
-    }
-}
-
-/* The reductions walk a block down the rows of a chunk, a strided stream:
- * they ask for the block ROWS_AHEAD rows further while inside the chunk. */
-HOT void prefetch_block(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, uint64_t end) {
-    if (r + ROWS_AHEAD < end)
-        _mm_prefetch((const char*)base + ((r + ROWS_AHEAD) * p->groups + g) * (half ? 2u : 4u), _MM_HINT_T0);
-}
-
-/* Per group of the block at g, over the rows [begin, end) in order: the sum
- * of x, or (squares) of (x - center)^2. FLOAT32 tensors in FLOAT64 lanes;
- * FLOAT16 in FLOAT32 spans of SPAN rows (as chunk_stats), `center_single`
- * the center rounded to FLOAT32. */
-HOT void block_sums(bool half, bool squares, const bn_fast_plan* p, const void* x, uint64_t begin, uint64_t end,
-                    uint64_t g, const __m256d center[4], const __m256 center_single[2], __m256d sums[4]) {
-    for (int k = 0; k < 4; k++)
-        sums[k] = _mm256_setzero_pd();
-    for (uint64_t r = begin; r < end;) {
-        if (half) {
-            __m256 span[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-            for (int n = 0; n < SPAN && r < end; n++, r++) {
-                __m256 v[2];
-                if (!squares) prefetch_block(half, p, x, r, g, end); /* the first pass */
-                load_block_single(half, p, x, r, g, v);
-                for (int h = 0; h < 2; h++) {
-                    __m256 d = _mm256_sub_ps(v[h], center_single[h]);
-                    span[h] = squares ? _mm256_fmadd_ps(d, d, span[h]) : _mm256_add_ps(span[h], v[h]);
-                }
-            }
-            add_span(span[0], &sums[0], &sums[1]);
-            add_span(span[1], &sums[2], &sums[3]);
-        } else {
-            __m256d v[4];
-            if (!squares) prefetch_block(half, p, x, r, g, end);
-            load_block(half, p, x, r++, g, v);
-            for (int k = 0; k < 4; k++) {
-                __m256d d = _mm256_sub_pd(v[k], center[k]);
-                sums[k] = squares ? _mm256_fmadd_pd(d, d, sums[k]) : _mm256_add_pd(sums[k], v[k]);
-            }
-        }
-    }
-}
-
-/* TRAINING, pass 1 over one chunk of rows, a block at a time (the block's
- * rows stay in L1 between its two passes): per group, the chunk's sum, then
- * its squared deviations from the chunk mean (FLOAT16: from the mean rounded
- * to FLOAT32, corrected for that shift in FLOAT64, as chunk_stats). */
+/* TRAINING, pass 1 over one chunk of rows (it stays in L2): per group, the
+ * chunk's sum, then its squared deviations from the chunk mean. */
 HOT void channel_stats_chunk(bool half, const bn_fast_plan* p, const void* x, const channel_workspace* w,
                              uint64_t chunk) {
     uint64_t padded = padded_groups(p), begin = chunk_begin(p, chunk), end = chunk_end(p, chunk);
-    __m256d rows = _mm256_set1_pd((double)(end - begin)), zero[4] = {0};
-    __m256 zero_single[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-        __m256d sum[4], mean[4], shift[4], m2[4];
-        __m256 shift_single[2];
-        block_sums(half, false, p, x, begin, end, g, zero, zero_single, sum);
-        for (int k = 0; k < 4; k++)
-            mean[k] = _mm256_div_pd(sum[k], rows);
-        round_block(mean, shift_single, shift);
-        block_sums(half, true, p, x, begin, end, g, half ? shift : mean, shift_single, m2);
-        for (int k = 0; k < 4; k++) { /* sum (x - shift)^2 = m2 + rows * (mean - shift)^2; 0 for FLOAT32 */
-            __m256d offset = half ? _mm256_sub_pd(mean[k], shift[k]) : _mm256_setzero_pd();
-            m2[k] = _mm256_sub_pd(m2[k], _mm256_mul_pd(rows, _mm256_mul_pd(offset, offset)));
-            _mm256_storeu_pd(w->partial[0] + chunk * padded + g + 4 * k, mean[k]);
-            _mm256_storeu_pd(w->partial[1] + chunk * padded + g + 4 * k, _mm256_max_pd(_mm256_setzero_pd(), m2[k]));
+    double* mean = w->partial[0] + chunk * padded;
+    double* m2 = w->partial[1] + chunk * padded;
+    memset(mean, 0, padded * sizeof *mean);
+    memset(m2, 0, padded * sizeof *m2);
+    for (uint64_t r = begin; r < end; r++)
+        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
+            __m256d lanes[4];
+            load_block(half, p, x, r, g, lanes);
+            for (int k = 0; k < 4; k++)
+                _mm256_storeu_pd(mean + g + 4 * k, _mm256_add_pd(_mm256_loadu_pd(mean + g + 4 * k), lanes[k]));
         }
-    }
+    double rows = (double)(end - begin);
+    for (uint64_t g = 0; g < padded; g++)
+        mean[g] /= rows;
+    for (uint64_t r = begin; r < end; r++)
+        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
+            __m256d lanes[4];
+            load_block(half, p, x, r, g, lanes);
+            for (int k = 0; k < 4; k++) {
+                __m256d d = _mm256_sub_pd(lanes[k], _mm256_loadu_pd(mean + g + 4 * k));
+                _mm256_storeu_pd(m2 + g + 4 * k, _mm256_fmadd_pd(d, d, _mm256_loadu_pd(m2 + g + 4 * k)));
+            }
+        }
 }
 
 /* TRAINING, per block: Chan's merge of the chunks in chunk order, lane by
@@ -838,56 +785,27 @@ HOT void channel_elementwise_chunk(bool half, bool backward, const bn_fast_plan*
     }
 }
 
-/* GRADs, pass 1 over one chunk of rows, a block at a time: per group, sdy
- * and sdyxc over the rows in order (FLOAT16: FLOAT32 spans about Mean
- * rounded to FLOAT32, corrected in FLOAT64, as gradient_sums). */
+/* GRADs, pass 1 over one chunk of rows: per group, sdy and sdyxc. */
 HOT void channel_gradient_chunk(bool half, const bn_fast_plan* p, const backward_args* a, const channel_workspace* w,
                                 uint64_t chunk) {
-    uint64_t padded = padded_groups(p), begin = chunk_begin(p, chunk), end = chunk_end(p, chunk);
-    for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-        __m256d mean[4], center[4], sdy[4], sdyxc[4];
-        __m256 center_single[2];
-        for (int k = 0; k < 4; k++) {
-            mean[k] = _mm256_loadu_pd(w->values[0] + g + 4 * k);
-            sdy[k] = sdyxc[k] = _mm256_setzero_pd();
-        }
-        round_block(mean, center_single, center);
-        for (uint64_t r = begin; r < end;) {
-            if (half) {
-                __m256 span_dy[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, span_dyxc[2] = {span_dy[0], span_dy[1]};
-                for (int n = 0; n < SPAN && r < end; n++, r++) {
-                    __m256 xs[2], dys[2];
-                    prefetch_block(half, p, a->x, r, g, end);
-                    prefetch_block(half, p, a->dy, r, g, end);
-                    load_block_single(half, p, a->x, r, g, xs);
-                    load_block_single(half, p, a->dy, r, g, dys);
-                    for (int h = 0; h < 2; h++) {
-                        span_dy[h] = _mm256_add_ps(span_dy[h], dys[h]);
-                        span_dyxc[h] = _mm256_fmadd_ps(dys[h], _mm256_sub_ps(xs[h], center_single[h]), span_dyxc[h]);
-                    }
-                }
-                for (int h = 0; h < 2; h++) {
-                    add_span(span_dy[h], &sdy[2 * h], &sdy[2 * h + 1]);
-                    add_span(span_dyxc[h], &sdyxc[2 * h], &sdyxc[2 * h + 1]);
-                }
-            } else {
-                __m256d xs[4], dys[4];
-                prefetch_block(half, p, a->x, r, g, end);
-                prefetch_block(half, p, a->dy, r, g, end);
-                load_block(half, p, a->x, r, g, xs);
-                load_block(half, p, a->dy, r++, g, dys);
-                for (int k = 0; k < 4; k++) {
-                    sdy[k] = _mm256_add_pd(sdy[k], dys[k]);
-                    sdyxc[k] = _mm256_fmadd_pd(dys[k], _mm256_sub_pd(xs[k], mean[k]), sdyxc[k]);
-                }
+    uint64_t padded = padded_groups(p);
+    double* sdy = w->partial[0] + chunk * padded;
+    double* sdyxc = w->partial[1] + chunk * padded;
+    memset(sdy, 0, padded * sizeof *sdy);
+    memset(sdyxc, 0, padded * sizeof *sdyxc);
+    for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
+        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
+            __m256d xs[4], dys[4];
+            load_block(half, p, a->x, r, g, xs);
+            load_block(half, p, a->dy, r, g, dys);
+            for (int k = 0; k < 4; k++) {
+                double* s = sdy + g + 4 * k;
+                double* c = sdyxc + g + 4 * k;
+                __m256d centered = _mm256_sub_pd(xs[k], _mm256_loadu_pd(w->values[0] + g + 4 * k));
+                _mm256_storeu_pd(s, _mm256_add_pd(_mm256_loadu_pd(s), dys[k]));
+                _mm256_storeu_pd(c, _mm256_fmadd_pd(dys[k], centered, _mm256_loadu_pd(c)));
             }
         }
-        for (int k = 0; k < 4; k++) { /* sum dy * (x - mean) = sum dy * (x - center) + (center - mean) * sdy */
-            if (half) sdyxc[k] = _mm256_fmadd_pd(_mm256_sub_pd(center[k], mean[k]), sdy[k], sdyxc[k]);
-            _mm256_storeu_pd(w->partial[0] + chunk * padded + g + 4 * k, sdy[k]);
-            _mm256_storeu_pd(w->partial[1] + chunk * padded + g + 4 * k, sdyxc[k]);
-        }
-    }
 }
 
 /* GRADs, per block: the chunk sums in chunk order, the parameter gradients

@@ -30,9 +30,9 @@
  * §9). Gradient sums: FLOAT64 lanes. Runs of FLOAT16 tensors add FLOAT32
  * spans of at most SPAN values per lane into those FLOAT64 lanes (see SPAN;
  * the channels' row-major reductions are memory-bound without). The
- * element-wise passes: FLOAT32 tensors in FLOAT64 (forward: x * factor +
- * shift, one FMA), rounded to FLOAT32; FLOAT16 tensors in FLOAT32 (exact
- * inputs, 2^-24 roundings, far inside FLOAT16's precision). The fused
+ * element-wise passes: FLOAT32 tensors in FLOAT64 (forward with one FMA),
+ * rounded to FLOAT32; FLOAT16 tensors in FLOAT32 (exact inputs, 2^-24
+ * roundings, far inside FLOAT16's precision). The fused
  * activation runs in FLOAT32 (RELU vectorized, free; the others through the
  * shared scalar code), and the result is rounded once to the output type.
  * Work items are cut from the problem alone and each computes its own
@@ -317,15 +317,8 @@ typedef struct group_lanes {
     lanes8 v[4];
     __m256 single[4];
 } group_lanes;
-enum { FWD_MEAN, FWD_FACTOR, FWD_BIAS, FWD_SHIFT };
+enum { FWD_MEAN, FWD_FACTOR, FWD_BIAS };
 enum { BWD_MEAN, BWD_K, BWD_U, BWD_W };
-
-/* Completes forward values {mean, factor, bias} with shift = bias - mean *
- * factor: FLOAT32 tensors compute x * factor + shift, one FMA in FLOAT64
- * (the shift's rounding is 2^-53 of mean * factor, far below FLOAT32's). */
-static void forward_shift(double values[4]) {
-    values[FWD_SHIFT] = values[FWD_BIAS] - values[FWD_MEAN] * values[FWD_FACTOR];
-}
 
 HOT group_lanes group_broadcast(const double values[4]) {
     group_lanes lanes;
@@ -337,8 +330,9 @@ HOT group_lanes group_broadcast(const double values[4]) {
 }
 
 /* act((x - mean) * factor + bias [+ fused add]) of eight lanes (spec §5,
- * §8.2). FLOAT32 tensors: x * factor + shift in FLOAT64, rounded to
- * FLOAT32, activated. FLOAT16 tensors: in FLOAT32 (exact inputs; the
+ * §8.2). FLOAT32 tensors: in FLOAT64 (one FMA after the subtraction, so
+ * that an infinite factor gives the generic kernel's infinities and NaNs),
+ * rounded to FLOAT32, activated. FLOAT16 tensors: in FLOAT32 (exact inputs; the
  * subtraction, the fused multiply-add and the fused add round at 2^-24,
  * far below FLOAT16's 2^-11), which keeps the pass memory-bound. */
 
@@ -359,10 +353,10 @@ HOT __m256 forward8(bool half, const void* x, const void* fused_add, uint64_t in
         __m256 result = _mm256_fmadd_ps(centered, v->single[FWD_FACTOR], v->single[FWD_BIAS]);
         return fused_add != NULL ? _mm256_add_ps(result, load_n(half, fused_add, index, count)) : result;
     }
-    const lanes8 *factor = &v->v[FWD_FACTOR], *shift = &v->v[FWD_SHIFT];
+    const lanes8 *mean = &v->v[FWD_MEAN], *factor = &v->v[FWD_FACTOR], *bias = &v->v[FWD_BIAS];
     lanes8 value = widen(load_n(half, x, index, count));
-    value.lo = _mm256_fmadd_pd(value.lo, factor->lo, shift->lo);
-    value.hi = _mm256_fmadd_pd(value.hi, factor->hi, shift->hi);
+    value.lo = _mm256_fmadd_pd(_mm256_sub_pd(value.lo, mean->lo), factor->lo, bias->lo);
+    value.hi = _mm256_fmadd_pd(_mm256_sub_pd(value.hi, mean->hi), factor->hi, bias->hi);
     if (fused_add != NULL) { /* after Bias, before the rounding (spec §5) */
         lanes8 add = widen(load_n(half, fused_add, index, count));
         value.lo = _mm256_add_pd(value.lo, add.lo);
@@ -611,7 +605,6 @@ HOT void training_group(bool half, const bn_fast_plan* p, const dml_kernel_args*
     }
     double values[4] = {0};
     dml_cpu_bn_finish_statistics(args, g, stats, values);
-    forward_shift(values);
     group_lanes v = group_broadcast(values);
     for (uint64_t o = 0; o < p->outer; o++)
         forward_run(half, a, (o * p->groups + g) * p->inner, p->inner, 0, &v); /* in L2: no prefetch */
@@ -739,10 +732,9 @@ static void channel_stats_finish(const bn_fast_plan* p, const dml_kernel_args* a
         _mm256_storeu_pd(m2s + 4 * k, m2[k]);
     }
     for (uint64_t g = 0; g < block_count(p, block); g++) {
-        double values[4];
+        double values[3];
         dml_cpu_bn_finish_statistics(args, first + g, (dml_bn_stats){total, means[g], m2s[g]}, values);
-        forward_shift(values);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 3; k++)
             w->values[k][first + g] = values[k];
     }
 }
@@ -945,7 +937,7 @@ HOT void inference_item(bool half, const bn_fast_plan* p, const forward_args* a,
     uint64_t end = (last - 1) * p->inner + begin + length;
     for (uint64_t run = first; run < last; run++) {
         uint64_t g = run % p->groups;
-        double values[4] = {w->values[0][g], w->values[1][g], w->values[2][g], w->values[3][g]};
+        double values[4] = {w->values[0][g], w->values[1][g], w->values[2][g], 0};
         group_lanes v = group_broadcast(values);
         forward_run(half, a, run * p->inner + begin, length, end, &v);
     }
@@ -963,10 +955,9 @@ static HRESULT run_inference(const dml_kernel_args* args) {
     };
     channel_workspace w = channel_workspace_at(p, args->temporary);
     for (uint64_t g = 0; g < p->groups; g++) {
-        double values[4];
+        double values[3];
         inference_group(args, g, values);
-        forward_shift(values);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 3; k++)
             w.values[k][g] = values[k];
     }
     if (p->channels) {

@@ -619,9 +619,11 @@ TEST_CASE(every_activation_random_parameters) {
 }
 
 /* Larger problems in typical layouts: several chunks per group, many groups
- * per tile, groups as the inner loop (NHWC), a single or two channels. */
+ * per tile, groups as the inner loop (NHWC), a single or two channels, runs
+ * longer than an inference work item of the fast path (65536 elements). */
 TEST_CASE(larger_typical_layouts) {
-    static const uint32_t shapes[][4] = {{2, 3, 70, 61}, {8, 64, 5, 7}, {3, 1, 100, 90}, {1, 2, 150, 150}};
+    static const uint32_t shapes[][4] = {
+        {2, 3, 70, 61}, {8, 64, 5, 7}, {3, 1, 100, 90}, {1, 2, 150, 150}, {1, 8, 259, 261}};
     DMLDevice* device = test_device(0);
     static const DML_OPERATOR_TYPE types[4] = {
         DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
@@ -880,9 +882,10 @@ static void fill_adversarial(operand* o, uint32_t rank, const uint32_t* x, const
  * same output bytes, with ordinary or adversarial inputs. On CUDA (where
  * thread counts do not apply) the six runs are six dispatches on fresh
  * devices: run-to-run bit identity. */
-static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const uint32_t* p_sizes, bool nhwc,
-                             bool adversarial) {
+static void expect_same_bits_typed(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_type, const uint32_t* x,
+                                   const uint32_t* p_sizes, bool nhwc, bool adversarial) {
     bn_problem p = problem_4d(type, x, p_sizes);
+    p.data_type = data_type;
     p.epsilon = 1e-5;
     p.fused_add = type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING;
     if (!is_gradient(type)) p.activation = (bn_ref_activation){DML_OPERATOR_ACTIVATION_GELU, 0, 0};
@@ -918,6 +921,11 @@ static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const ui
     for (uint32_t k = 0; k < r.output_count; k++)
         free(first[k]);
     bn_free(&r);
+}
+
+static void expect_same_bits(DML_OPERATOR_TYPE type, const uint32_t* x, const uint32_t* p_sizes, bool nhwc,
+                             bool adversarial) {
+    expect_same_bits_typed(type, DML_TENSOR_DATA_TYPE_FLOAT32, x, p_sizes, nhwc, adversarial);
 }
 
 TEST_CASE(determinism_across_thread_counts) {
@@ -984,6 +992,48 @@ TEST_CASE(fast_path_layouts) {
             expect_same_bits(reducing[t], runs, runs_p, false, adversarial);
             expect_same_bits(reducing[t], channels, channels_p, true, adversarial);
         }
+}
+
+/* FLOAT16 through the fast paths' FLOAT32 element-wise passes and the
+ * FLOAT32 spans of their sums (src/cpu/batch_normalization_avx2.c): runs of
+ * several spans and a tail, NHWC, data far from zero (mean about 50, so that
+ * the centering matters) with a Mean input near it; the spec's tolerances
+ * against the float64 reference, and the same bits on every thread count. */
+TEST_CASE(half_precision_passes) {
+    static const uint32_t x[4] = {3, 20, 17, 19}, p_sizes[4] = {1, 20, 1, 1}; /* runs of 323 */
+    static const DML_OPERATOR_TYPE types[4] = {
+        DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+        DML_OPERATOR_BATCH_NORMALIZATION_GRAD, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    uint64_t count = 3 * 20 * 17 * 19;
+    double* input = malloc(count * sizeof *input);
+    double mean[20];
+    for (uint64_t i = 0; i < count; i++)
+        input[i] = 50 + test_rand_double(-2, 2);
+    for (int j = 0; j < 20; j++)
+        mean[j] = 50 + test_rand_double(-0.5, 0.5);
+    DMLDevice* device = test_device(0);
+    for (int t = 0; t < 4 && !test_case_failed(); t++)
+        for (int nhwc = 0; nhwc < 2; nhwc++) {
+            bn_problem p = problem_4d(types[t], x, p_sizes);
+            p.data_type = DML_TENSOR_DATA_TYPE_FLOAT16;
+            p.epsilon = 1e-3;
+            p.nhwc = nhwc;
+            p.fused_add = types[t] == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING;
+            if (!is_gradient(types[t])) p.activation = (bn_ref_activation){DML_OPERATOR_ACTIVATION_RELU, 0, 0};
+            const double* given[5] = {input};
+            if (types[t] == DML_OPERATOR_BATCH_NORMALIZATION) given[1] = mean; /* the Mean inputs */
+            if (is_gradient(types[t])) given[2] = mean;
+            bn_run r;
+            bn_setup(&r, &p, given);
+            EXPECT_STATUS(bn_execute(&r, device), S_OK, NULL);
+            bn_check(&p, &r);
+            bn_free(&r);
+        }
+    dmlReleaseDevice(device);
+    free(input);
+    for (int t = 1; t < 4; t++)
+        for (int nhwc = 0; nhwc < 2; nhwc++)
+            expect_same_bits_typed(types[t], DML_TENSOR_DATA_TYPE_FLOAT16, x, p_sizes, nhwc, false);
 }
 
 /* ---- The fused activation is deep-copied at creation (tensors.md §5) ---- */

@@ -14,24 +14,30 @@
  * time, on one thread: first its statistics or gradient sums, then its
  * element-wise pass, which finds the group's data still in the cache (a
  * 32x256x56x56 FLOAT32 channel is 400 KB; the core's L2 holds 1 MB), so the
- * input is read from memory once. Channels: every group spans all rows, so
- * the reduction walks the rows in memory order in fixed chunks (partials in
- * the TemporaryResource, merged per group in chunk order), then the
- * element-wise pass reads the input again. Outputs far larger than the
- * caches are written with non-temporal stores.
+ * input is read from memory once. Inference streams items of STREAM_ITEM
+ * contiguous elements, prefetching ahead inside the item. Channels: every
+ * group spans all rows (a 16-channel block of 32x256x56x56 is 6.4 MB, more
+ * than L2), so the reduction walks fixed chunks of rows in memory order
+ * (partials in the TemporaryResource, merged per group in chunk order), and
+ * the element-wise pass reads the input again, in memory order with each
+ * block's lanes made once per chunk. Outputs far larger than the caches are
+ * written with non-temporal stores.
  *
  * Numerics. Statistics: per chunk (runs: up to CHUNK elements, a piece of
  * a long run or several short runs of the group; channels: up to CHUNK_ROWS
  * rows), the sum and then the squared deviations from the chunk mean in
  * FLOAT64 lanes, chunks merged by Chan's formula in a fixed order (spec §5,
- * §9). Gradient sums: FLOAT64 lanes. The element-wise passes compute in
- * FLOAT64 as the generic kernel does, round to FLOAT32, apply the fused
- * activation in FLOAT32 (RELU vectorized, free; the others through the
- * shared scalar code) and round once to the output type. FLOAT64 results
- * reach FLOAT16 through FLOAT32 (two roundings, well inside the spec's
- * FLOAT16 tolerance). Work items are cut from the problem alone and each
- * computes its own outputs in a fixed order, so the bits never depend on
- * the thread count or on which thread runs an item. */
+ * §9). Gradient sums: FLOAT64 lanes. Runs of FLOAT16 tensors add FLOAT32
+ * spans of at most SPAN values per lane into those FLOAT64 lanes (see SPAN;
+ * the channels' row-major reductions are memory-bound without). The
+ * element-wise passes: FLOAT32 tensors in FLOAT64 (forward with one FMA),
+ * rounded to FLOAT32; FLOAT16 tensors in FLOAT32 (exact inputs, 2^-24
+ * roundings, far inside FLOAT16's precision). The fused
+ * activation runs in FLOAT32 (RELU vectorized, free; the others through the
+ * shared scalar code), and the result is rounded once to the output type.
+ * Work items are cut from the problem alone and each computes its own
+ * outputs in a fixed order, so the bits never depend on the thread count or
+ * on which thread runs an item. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -41,13 +47,16 @@
 #include "batch_normalization_cpu.h"
 
 enum {
-    CHUNK = 4096,           /* elements of a run per statistics chunk (runs) */
-    CHUNK_ROWS = 256,       /* at most this many rows per chunk (channels) */
-    CHUNK_ELEMENTS = 65536, /* and about this many elements: a chunk stays in L2 between its two passes */
-    BLOCK = 16,             /* groups per block (channels): one 64-byte line of FLOAT32 */
-    MIN_GROUPS = 8,         /* fewer groups than this cannot keep the threads busy: generic */
-    MIN_RUN = 8,            /* shorter runs (but > 1) are declined: generic */
-    STREAM_BYTES = 8u << 20 /* outputs at least this large bypass the caches */
+    CHUNK = 4096,            /* elements of a run per statistics chunk (runs) */
+    CHUNK_ROWS = 256,        /* at most this many rows per chunk (channels) */
+    CHUNK_ELEMENTS = 65536,  /* and about this many elements: a chunk stays in L2 between its two passes */
+    BLOCK = 16,              /* groups per block (channels): one 64-byte line of FLOAT32 */
+    TILE = 256,              /* groups per tile of the element-wise pass (channels), whole blocks */
+    MIN_GROUPS = 8,          /* fewer groups than this cannot keep the threads busy: generic */
+    MIN_RUN = 8,             /* shorter runs (but > 1) are declined: generic */
+    STREAM_BYTES = 8u << 20, /* outputs at least this large bypass the caches */
+    STREAM_ITEM = 65536,     /* elements per work item of inference (runs) */
+    PREFETCH_BYTES = 2048    /* how far ahead a pass that streams from memory asks for lines */
 };
 
 /* The plan: the layout class and what the run steps need. */
@@ -300,24 +309,32 @@ HOT double sum_lanes(__m256d value) {
 
 /* ---- The element-wise passes ---- */
 
-/* Per-group FLOAT64 values of an element-wise pass for eight lanes (runs:
- * one group's, broadcast): forward {mean, factor, bias}, backward {Mean, k,
- * u, w}. */
+/* Per-group values of an element-wise pass for eight lanes (runs: one
+ * group's, broadcast): forward {mean, factor, bias}, backward {Mean, k, u,
+ * w}; FLOAT64 for FLOAT32 tensors, rounded to FLOAT32 (`single`) for
+ * FLOAT16 tensors. */
 typedef struct group_lanes {
     lanes8 v[4];
+    __m256 single[4];
 } group_lanes;
 enum { FWD_MEAN, FWD_FACTOR, FWD_BIAS };
 enum { BWD_MEAN, BWD_K, BWD_U, BWD_W };
 
 HOT group_lanes group_broadcast(const double values[4]) {
     group_lanes lanes;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 4; k++) {
         lanes.v[k] = broadcast8(values[k]);
+        lanes.single[k] = _mm256_set1_ps((float)values[k]);
+    }
     return lanes;
 }
 
 /* act((x - mean) * factor + bias [+ fused add]) of eight lanes (spec §5,
- * §8.2): FLOAT64 as the generic kernel, rounded to FLOAT32, activated. */
+ * §8.2). FLOAT32 tensors: in FLOAT64 (one FMA after the subtraction, so
+ * that an infinite factor gives the generic kernel's infinities and NaNs),
+ * rounded to FLOAT32, activated. FLOAT16 tensors: in FLOAT32 (exact inputs; the
+ * subtraction, the fused multiply-add and the fused add round at 2^-24,
+ * far below FLOAT16's 2^-11), which keeps the pass memory-bound. */
 
 HOT __m256 activate(const dml_activation* activation, __m256 pre) {
     if (activation->type == DML_ACTIVATION_NONE || activation->type == DML_ACTIVATION_IDENTITY) return pre;
@@ -331,10 +348,15 @@ HOT __m256 activate(const dml_activation* activation, __m256 pre) {
 
 HOT __m256 forward8(bool half, const void* x, const void* fused_add, uint64_t index, uint64_t count,
                     const group_lanes* v) {
+    if (half) {
+        __m256 centered = _mm256_sub_ps(load_n(half, x, index, count), v->single[FWD_MEAN]);
+        __m256 result = _mm256_fmadd_ps(centered, v->single[FWD_FACTOR], v->single[FWD_BIAS]);
+        return fused_add != NULL ? _mm256_add_ps(result, load_n(half, fused_add, index, count)) : result;
+    }
     const lanes8 *mean = &v->v[FWD_MEAN], *factor = &v->v[FWD_FACTOR], *bias = &v->v[FWD_BIAS];
     lanes8 value = widen(load_n(half, x, index, count));
-    value.lo = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.lo, mean->lo), factor->lo), bias->lo);
-    value.hi = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(value.hi, mean->hi), factor->hi), bias->hi);
+    value.lo = _mm256_fmadd_pd(_mm256_sub_pd(value.lo, mean->lo), factor->lo, bias->lo);
+    value.hi = _mm256_fmadd_pd(_mm256_sub_pd(value.hi, mean->hi), factor->hi, bias->hi);
     if (fused_add != NULL) { /* after Bias, before the rounding (spec §5) */
         lanes8 add = widen(load_n(half, fused_add, index, count));
         value.lo = _mm256_add_pd(value.lo, add.lo);
@@ -351,21 +373,40 @@ typedef struct forward_args {
     bool stream;
 } forward_args;
 
-/* `length` consecutive elements of one group. */
-HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t length, const group_lanes* v) {
+/* A pass that streams from memory asks for the line PREFETCH_BYTES ahead
+ * of `index` while it is inside its work item (before the element index
+ * `end`; 0: no prefetch): at each new item the hardware prefetcher would
+ * find the stream only after a few misses. NULL: no operand. */
+HOT void prefetch_stream(bool half, const void* base, uint64_t index, uint64_t end) {
+    uint64_t size = half ? 2u : 4u, ahead = PREFETCH_BYTES / size;
+    if (base != NULL && index + ahead < end) _mm_prefetch((const char*)base + (index + ahead) * size, _MM_HINT_T0);
+}
+
+/* `length` consecutive elements of one group, prefetching up to `end`. */
+HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t length, uint64_t end,
+                     const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->y, index);
     uint64_t t = 0;
-    for (; t + 8 <= length; t += 8)
+    for (; t + 8 <= length; t += 8) {
+        if (t % 16 == 0) {
+            prefetch_stream(half, a->x, index + t, end);
+            prefetch_stream(half, a->fused_add, index + t, end);
+        }
         store_n(half, stream, a->y, index + t, 8,
                 activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, 8, v)));
+    }
     if (t < length)
         store_n(half, false, a->y, index + t, length - t,
                 activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, length - t, v)));
 }
 
-/* One row of a block of `count` neighbouring groups (channels). */
-HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
+/* One row of a block of `count` neighbouring groups (channels), prefetching
+ * up to `end`. */
+HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, uint64_t end,
+                     const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->y, index) && count == BLOCK;
+    prefetch_stream(half, a->x, index, end);
+    prefetch_stream(half, a->fused_add, index, end);
     for (uint64_t half_block = 0; half_block < 2; half_block++) {
         uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
         if (lanes == 0) break;
@@ -389,7 +430,17 @@ HOT __m256d backward4(bool training, __m256d x, __m256d dy, __m256d mean, __m256
     return _mm256_mul_pd(k, _mm256_sub_pd(_mm256_sub_pd(dy, u), _mm256_mul_pd(_mm256_sub_pd(x, mean), w)));
 }
 
+/* FLOAT16 tensors: in FLOAT32, as forward8. */
+HOT __m256 backward8_single(const backward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
+    const __m256* s = v->single;
+    __m256 dy = load_n(true, a->dy, index, count);
+    if (!a->training) return _mm256_mul_ps(s[BWD_K], dy);
+    __m256 centered = _mm256_sub_ps(load_n(true, a->x, index, count), s[BWD_MEAN]);
+    return _mm256_mul_ps(s[BWD_K], _mm256_fnmadd_ps(centered, s[BWD_W], _mm256_sub_ps(dy, s[BWD_U])));
+}
+
 HOT __m256 backward8(bool half, const backward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
+    if (half) return backward8_single(a, index, count, v);
     lanes8 dy = widen(load_n(half, a->dy, index, count));
     lanes8 x = a->training ? widen(load_n(half, a->x, index, count)) : dy;
     const lanes8 *mean = &v->v[BWD_MEAN], *k = &v->v[BWD_K], *u = &v->v[BWD_U], *w = &v->v[BWD_W];
@@ -405,8 +456,11 @@ HOT void backward_run(bool half, const backward_args* a, uint64_t index, uint64_
     if (t < length) store_n(half, false, a->dx, index + t, length - t, backward8(half, a, index + t, length - t, v));
 }
 
-HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, const group_lanes* v) {
+HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, uint64_t end,
+                      const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->dx, index) && count == BLOCK;
+    prefetch_stream(half, a->dy, index, end);
+    prefetch_stream(half, a->training ? a->x : NULL, index, end);
     for (uint64_t half_block = 0; half_block < 2; half_block++) {
         uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
         if (lanes == 0) break;
@@ -416,14 +470,39 @@ HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_
 
 /* ---- Reductions ---- */
 
+/* FLOAT16 sums run in FLOAT32 lanes for spans of at most SPAN vectors, each
+ * span then added to the FLOAT64 lanes (spec §9: at least FLOAT32
+ * accumulation): the inputs are exact in FLOAT32 and a span's sum is off by
+ * at most SPAN * 2^-24 of its terms' magnitudes, far below FLOAT16's
+ * precision, at a fraction of the conversions to FLOAT64. */
+enum { SPAN = 8 };
+
+HOT void add_span(__m256 span, __m256d* lo, __m256d* hi) {
+    lanes8 wide = widen(span);
+    *lo = _mm256_add_pd(*lo, wide.lo);
+    *hi = _mm256_add_pd(*hi, wide.hi);
+}
+
 /* Statistics of `runs` runs of `count` consecutive elements, `stride`
  * apart (short runs share a chunk): the sum, then the squared deviations
- * from the chunk mean (the chunk is in L1 by then). */
+ * from the chunk mean (the chunk is in L1 by then). FLOAT16 deviations are
+ * taken in FLOAT32 from the mean rounded to FLOAT32, and the sum of squares
+ * corrected for that shift in FLOAT64. */
 HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t count, uint64_t runs, uint64_t stride,
                              uint64_t ahead) {
     __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
     for (uint64_t r = 0, base = index; r < runs; r++, base += stride) {
         uint64_t t = 0;
+        while (half && t + 16 <= count) {
+            __m256 a = _mm256_setzero_ps(), b = a;
+            for (int n = 0; n < SPAN && t + 16 <= count; n++, t += 16) {
+                prefetch_ahead(half, x, base + t, ahead);
+                a = _mm256_add_ps(a, load_n(half, x, base + t, 8));
+                b = _mm256_add_ps(b, load_n(half, x, base + t + 8, 8));
+            }
+            add_span(a, &s0, &s1);
+            add_span(b, &s2, &s3);
+        }
         for (; t + 16 <= count; t += 16) {
             prefetch_ahead(half, x, base + t, ahead);
             lanes8 a = widen(load_n(half, x, base + t, 8)), b = widen(load_n(half, x, base + t + 8, 8));
@@ -437,10 +516,23 @@ HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t 
     }
     double elements = (double)(count * runs);
     double mean = sum_lanes(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3))) / elements;
-    __m256d center = _mm256_set1_pd(mean);
+    double shift = half ? (double)(float)mean : mean;
+    __m256d center = _mm256_set1_pd(shift);
+    __m256 center_single = _mm256_set1_ps((float)shift);
     __m256d q0 = _mm256_setzero_pd(), q1 = q0, q2 = q0, q3 = q0;
     for (uint64_t r = 0, base = index; r < runs; r++, base += stride) {
         uint64_t t = 0;
+        while (half && t + 16 <= count) {
+            __m256 a = _mm256_setzero_ps(), b = a;
+            for (int n = 0; n < SPAN && t + 16 <= count; n++, t += 16) {
+                __m256 d0 = _mm256_sub_ps(load_n(half, x, base + t, 8), center_single);
+                __m256 d1 = _mm256_sub_ps(load_n(half, x, base + t + 8, 8), center_single);
+                a = _mm256_fmadd_ps(d0, d0, a);
+                b = _mm256_fmadd_ps(d1, d1, b);
+            }
+            add_span(a, &q0, &q1);
+            add_span(b, &q2, &q3);
+        }
         for (; t + 16 <= count; t += 16) {
             lanes8 a = widen(load_n(half, x, base + t, 8)), b = widen(load_n(half, x, base + t + 8, 8));
             __m256d d0 = _mm256_sub_pd(a.lo, center), d1 = _mm256_sub_pd(a.hi, center);
@@ -456,14 +548,34 @@ HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t 
             q0 = _mm256_fmadd_pd(d0, d0, q0), q1 = _mm256_fmadd_pd(d1, d1, q1);
         }
     }
-    double m2 = sum_lanes(_mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
-    return (dml_bn_stats){elements, mean, m2};
+    /* sum (x - shift)^2 = m2 + elements * (mean - shift)^2 */
+    double m2 = sum_lanes(_mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3))) -
+                elements * (mean - shift) * (mean - shift);
+    return (dml_bn_stats){elements, mean, m2 < 0 ? 0 : m2}; /* NaN stays NaN */
 }
 
-/* sdy and sdyxc of `count` consecutive elements, added to the lanes. */
-HOT void gradient_sums(bool half, const void* x, const void* dy, uint64_t index, uint64_t count, __m256d mean,
+/* sdy and sdy * (x - center) of `count` consecutive elements, added to the
+ * lanes (FLOAT16: in FLOAT32 spans, `center` a FLOAT32 value). */
+HOT void gradient_sums(bool half, const void* x, const void* dy, uint64_t index, uint64_t count, double center,
                        uint64_t ahead, __m256d sums[4]) {
-    for (uint64_t t = 0; t < count; t += 8) { /* zero dy lanes past the end add nothing */
+    uint64_t t = 0;
+    __m256 center_single = _mm256_set1_ps((float)center);
+    while (half && t + 8 <= count) {
+        __m256 sdy = _mm256_setzero_ps(), sdyxc = sdy;
+        for (int n = 0; n < SPAN && t + 8 <= count; n++, t += 8) {
+            if (t % 16 == 0) {
+                prefetch_ahead(half, x, index + t, ahead);
+                prefetch_ahead(half, dy, index + t, ahead);
+            }
+            __m256 dyv = load_n(half, dy, index + t, 8);
+            sdy = _mm256_add_ps(sdy, dyv);
+            sdyxc = _mm256_fmadd_ps(dyv, _mm256_sub_ps(load_n(half, x, index + t, 8), center_single), sdyxc);
+        }
+        add_span(sdy, &sums[0], &sums[1]);
+        add_span(sdyxc, &sums[2], &sums[3]);
+    }
+    __m256d mean = _mm256_set1_pd(center);
+    for (; t < count; t += 8) { /* zero dy lanes past the end add nothing */
         uint64_t lanes = count - t < 8 ? count - t : 8;
         if (t % 16 == 0) {
             prefetch_ahead(half, x, index + t, ahead);
@@ -495,7 +607,7 @@ HOT void training_group(bool half, const bn_fast_plan* p, const dml_kernel_args*
     dml_cpu_bn_finish_statistics(args, g, stats, values);
     group_lanes v = group_broadcast(values);
     for (uint64_t o = 0; o < p->outer; o++)
-        forward_run(half, a, (o * p->groups + g) * p->inner, p->inner, &v);
+        forward_run(half, a, (o * p->groups + g) * p->inner, p->inner, 0, &v); /* in L2: no prefetch */
 }
 
 HOT void gradient_group(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const backward_args* a,
@@ -504,12 +616,15 @@ HOT void gradient_group(bool half, const bn_fast_plan* p, const dml_kernel_args*
     double mean = dml_cpu_bn_load_parameter(&op->inputs[DML_BN_GRAD_MEAN].tensor, args->inputs[DML_BN_GRAD_MEAN], g);
     __m256d sums[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     uint64_t stride = p->groups * p->inner;
+    double center = half ? (double)(float)mean : mean;
     for (uint64_t o = 0; o < p->outer; o++) /* prefetching the group's next run */
-        gradient_sums(half, a->x, a->dy, (o * p->groups + g) * p->inner, p->inner, _mm256_set1_pd(mean),
+        gradient_sums(half, a->x, a->dy, (o * p->groups + g) * p->inner, p->inner, center,
                       o + 1 < p->outer ? stride : 0, sums);
+    /* sum dy * (x - mean) = sum dy * (x - center) + (center - mean) * sum dy */
+    double sdy = sum_lanes(_mm256_add_pd(sums[0], sums[1]));
+    double sdyxc = sum_lanes(_mm256_add_pd(sums[2], sums[3])) + (center - mean) * sdy;
     double values[4] = {mean};
-    dml_cpu_bn_finish_gradient(args, g, sum_lanes(_mm256_add_pd(sums[0], sums[1])),
-                               sum_lanes(_mm256_add_pd(sums[2], sums[3])), a->training, values + 1);
+    dml_cpu_bn_finish_gradient(args, g, sdy, sdyxc, a->training, values + 1);
     group_lanes v = group_broadcast(values);
     for (uint64_t o = 0; o < p->outer; o++)
         backward_run(half, a, (o * p->groups + g) * p->inner, p->inner, &v);
@@ -624,21 +739,42 @@ static void channel_stats_finish(const bn_fast_plan* p, const dml_kernel_args* a
     }
 }
 
-/* The element-wise pass (forward or backward) over one chunk of rows. */
+HOT void elementwise_row(bool half, bool backward, const void* pass, uint64_t index, uint64_t count, uint64_t end,
+                         const group_lanes* v) {
+    if (backward)
+        backward_row(half, pass, index, count, end, v);
+    else
+        forward_row(half, pass, index, count, end, v);
+}
+
+/* The element-wise pass (forward or backward) over one chunk of rows, TILE
+ * groups at a time: each block's lanes are made once per chunk (FLOAT16
+ * tensors: rounded to FLOAT32), not in every row. */
 HOT void channel_elementwise_chunk(bool half, bool backward, const bn_fast_plan* p, const void* pass,
                                    const channel_workspace* w, uint64_t chunk) {
-    for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
-        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            group_lanes v[2];
+    uint64_t end = chunk_end(p, chunk) * p->groups; /* the chunk's rows are contiguous */
+    for (uint64_t first = 0; first < p->groups; first += TILE) {
+        uint64_t last = p->groups - first < TILE ? p->groups : first + TILE;
+        group_lanes lanes[TILE / BLOCK][2];
+        for (uint64_t g = first; g < last; g += BLOCK) /* whole blocks: the values are padded with zeros */
             for (int h = 0; h < 2; h++)
-                for (int k = 0; k < 4; k++)
-                    v[h].v[k] = lanes_at(w->values[k] + g + 8 * h);
-            uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
-            if (backward)
-                backward_row(half, pass, index, count, v);
-            else
-                forward_row(half, pass, index, count, v);
-        }
+                for (int k = 0; k < 4; k++) {
+                    lanes8 values = lanes_at(w->values[k] + g + 8 * h);
+                    if (half)
+                        lanes[(g - first) / BLOCK][h].single[k] = narrow(values);
+                    else
+                        lanes[(g - first) / BLOCK][h].v[k] = values;
+                }
+        for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
+            for (uint64_t g = first; g < last; g += BLOCK) {
+                uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
+                const group_lanes* v = lanes[(g - first) / BLOCK];
+                if (count == BLOCK) /* the common case, with every count a constant */
+                    elementwise_row(half, backward, pass, index, BLOCK, end, v);
+                else
+                    elementwise_row(half, backward, pass, index, count, end, v);
+            }
+    }
 }
 
 /* GRADs, pass 1 over one chunk of rows: per group, sdy and sdyxc. */
@@ -784,20 +920,26 @@ static void inference_group(const dml_kernel_args* args, uint64_t j, double valu
 }
 
 /* Runs: an item is a piece of one long run, or several consecutive short
- * runs (each with its group's values), about CHUNK elements either way. */
-static uint64_t inference_runs_per_item(const bn_fast_plan* p) { return p->inner >= CHUNK ? 1 : CHUNK / p->inner; }
-static uint64_t inference_pieces_per_run(const bn_fast_plan* p) { return (p->inner + CHUNK - 1) / CHUNK; }
+ * runs (each with its group's values), about STREAM_ITEM elements either
+ * way, contiguous in memory. */
+static uint64_t inference_runs_per_item(const bn_fast_plan* p) {
+    return p->inner >= STREAM_ITEM ? 1 : STREAM_ITEM / p->inner;
+}
+static uint64_t inference_pieces_per_run(const bn_fast_plan* p) { return (p->inner + STREAM_ITEM - 1) / STREAM_ITEM; }
 
 HOT void inference_item(bool half, const bn_fast_plan* p, const forward_args* a, const channel_workspace* w,
                         uint64_t item) {
     uint64_t pieces = inference_pieces_per_run(p), runs = p->outer * p->groups;
-    uint64_t begin = item % pieces * CHUNK, length = p->inner - begin < CHUNK ? p->inner - begin : CHUNK;
+    uint64_t begin = item % pieces * STREAM_ITEM;
+    uint64_t length = p->inner - begin < STREAM_ITEM ? p->inner - begin : STREAM_ITEM;
     uint64_t first = item / pieces * inference_runs_per_item(p), last = first + inference_runs_per_item(p);
-    for (uint64_t run = first; run < last && run < runs; run++) {
+    if (last > runs) last = runs;
+    uint64_t end = (last - 1) * p->inner + begin + length;
+    for (uint64_t run = first; run < last; run++) {
         uint64_t g = run % p->groups;
         double values[4] = {w->values[0][g], w->values[1][g], w->values[2][g], 0};
         group_lanes v = group_broadcast(values);
-        forward_run(half, a, run * p->inner + begin, length, &v);
+        forward_run(half, a, run * p->inner + begin, length, end, &v);
     }
 }
 
@@ -823,7 +965,7 @@ static HRESULT run_inference(const dml_kernel_args* args) {
     } else {
         uint64_t runs = p->outer * p->groups, per_item = inference_runs_per_item(p);
         uint64_t items = (runs + per_item - 1) / per_item * inference_pieces_per_run(p);
-        PARALLEL_ITEMS_TYPED(p, items, CHUNK, INFERENCE_ITEM);
+        PARALLEL_ITEMS_TYPED(p, items, STREAM_ITEM, INFERENCE_ITEM);
     }
     return S_OK;
 }

@@ -64,30 +64,18 @@ static bool layout_fits(const dml_tensor* tensor, bool channels_last) {
     return !tensor->present || (roi_lanes_fit(tensor->strides[1]) && (tensor->strides[1] == 1) == channels_last);
 }
 
-/* How a hot loop reads 8 channels: a compile-time constant, so that each
- * loop is specialized (contiguous FLOAT32 or FLOAT16 loads of 8 lanes, or
- * the general lanes_load for gathers and partial blocks). */
-typedef enum load_mode { LOAD_GENERAL, LOAD_F32, LOAD_F16 } load_mode;
-
-static inline __attribute__((always_inline)) __m256 load_tap(const tensor_view* in, uint64_t offset, uint32_t lanes,
-                                                             load_mode mode) {
-    if (mode == LOAD_F32) return _mm256_loadu_ps((const float*)in->lanes.base + offset);
-    if (mode == LOAD_F16)
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)in->lanes.base + offset)));
-    return lanes_load(&in->lanes, offset, lanes);
-}
-
 /* The interpolated value of one in-bounds sample in 8 channels (§4.3):
  * dml_roi_bilinear lane by lane. `at` is the offset of (n, c0, 0, 0). */
 static inline __attribute__((always_inline)) __m256 sample_lanes(const tensor_view* in, uint64_t at,
                                                                  const axis_sample* sx, const axis_sample* sy,
                                                                  bool linear, uint32_t lanes, load_mode mode) {
     uint64_t top = at + sy->first * in->strides[2], left = sx->first * in->strides[3];
-    if (!linear) return load_tap(in, top + left, lanes, mode);
+    if (!linear) return lanes_load_as(&in->lanes, top + left, lanes, mode);
     uint64_t bottom = at + sy->second * in->strides[2], right = sx->second * in->strides[3];
-    __m256 top_left = load_tap(in, top + left, lanes, mode), top_right = load_tap(in, top + right, lanes, mode);
-    __m256 bottom_left = load_tap(in, bottom + left, lanes, mode);
-    __m256 bottom_right = load_tap(in, bottom + right, lanes, mode);
+    __m256 top_left = lanes_load_as(&in->lanes, top + left, lanes, mode),
+           top_right = lanes_load_as(&in->lanes, top + right, lanes, mode);
+    __m256 bottom_left = lanes_load_as(&in->lanes, bottom + left, lanes, mode);
+    __m256 bottom_right = lanes_load_as(&in->lanes, bottom + right, lanes, mode);
     __m256 fx = _mm256_set1_ps(sx->fraction), fy = _mm256_set1_ps(sy->fraction);
     __m256 one_fx = _mm256_set1_ps(1.0f - sx->fraction), one_fy = _mm256_set1_ps(1.0f - sy->fraction);
     __m256 upper = _mm256_add_ps(_mm256_mul_ps(one_fx, top_left), _mm256_mul_ps(fx, top_right));
@@ -458,10 +446,10 @@ static inline __attribute__((always_inline)) void box_sums(const grad_problem* g
                     const axis_sample* sy = &ys[ty];
                     if (sy->outside) continue;
                     uint64_t top = at + sy->low * in->strides[2], bottom = at + sy->high * in->strides[2];
-                    __m256 top_left = load_tap(in, top + left, lanes, mode);
-                    __m256 top_right = load_tap(in, top + right, lanes, mode);
-                    __m256 bottom_left = load_tap(in, bottom + left, lanes, mode);
-                    __m256 bottom_right = load_tap(in, bottom + right, lanes, mode);
+                    __m256 top_left = lanes_load_as(&in->lanes, top + left, lanes, mode);
+                    __m256 top_right = lanes_load_as(&in->lanes, top + right, lanes, mode);
+                    __m256 bottom_left = lanes_load_as(&in->lanes, bottom + left, lanes, mode);
+                    __m256 bottom_right = lanes_load_as(&in->lanes, bottom + right, lanes, mode);
                     /* dml_roi_image_gradient, then dml_roi_box_terms, lane by lane. */
                     __m256 yl = _mm256_set1_ps(sy->low_fraction), one_yl = _mm256_set1_ps(1.0f - sy->low_fraction);
                     __m256 grad_x = _mm256_add_ps(_mm256_mul_ps(one_yl, _mm256_sub_ps(top_right, top_left)),

@@ -74,6 +74,18 @@ static inline __m256 lanes_load(const channel_lanes* v, uint64_t offset, uint32_
     return lanes_bits_to_float(v, lanes_load_bits(v, offset, lanes));
 }
 
+/* How a hot loop reads 8 channels: a compile-time constant, so that each
+ * loop is specialized (contiguous FLOAT32 or FLOAT16 loads of 8 lanes, or
+ * the general lanes_load for gathers and partial blocks). */
+typedef enum load_mode { LOAD_GENERAL, LOAD_F32, LOAD_F16 } load_mode;
+
+static inline __attribute__((always_inline)) __m256 lanes_load_as(const channel_lanes* v, uint64_t offset,
+                                                                  uint32_t lanes, load_mode mode) {
+    if (mode == LOAD_F32) return _mm256_loadu_ps((const float*)v->base + offset);
+    if (mode == LOAD_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)v->base + offset)));
+    return lanes_load(v, offset, lanes);
+}
+
 /* Stores raw bits (FLOAT16: the low 16 bits of each lane). */
 static inline void lanes_store_bits(const channel_lanes* v, uint64_t offset, uint32_t lanes, __m256i bits) {
     if (lanes == ROI_LANES && v->contiguous) {
@@ -175,6 +187,27 @@ typedef struct pixel_box {
     uint32_t x0, x1, y0, y1;
 } pixel_box;
 
+/* Transposes 8 vectors of 8 in place (r[i][j] becomes r[j][i]): the
+ * classic unpack, shuffle, then swap of 128-bit halves. */
+static inline void transpose_8x8(__m256 r[ROI_LANES]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 /* NCHW: copies the box of 8 channels at `at` into tile[y][x][8] (FLOAT32,
  * channels-last), 8x8 blocks transposed in registers where rows are packed. */
 static inline void transpose_to_tile(const tensor_view* in, uint64_t at, pixel_box box, float* tile) {
@@ -193,24 +226,10 @@ static inline void transpose_to_tile(const tensor_view* in, uint64_t at, pixel_b
                                ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)v->base + at_row)))
                                : _mm256_loadu_ps((const float*)v->base + at_row);
                 }
-                /* The classic 8x8 transpose: unpack, shuffle, then swap 128-bit halves. */
-                __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-                __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-                __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-                __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-                __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-                __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                transpose_8x8(r);
                 float* out = row + (uint64_t)x * ROI_LANES;
-                _mm256_storeu_ps(out + 0 * ROI_LANES, _mm256_permute2f128_ps(u0, u4, 0x20));
-                _mm256_storeu_ps(out + 1 * ROI_LANES, _mm256_permute2f128_ps(u1, u5, 0x20));
-                _mm256_storeu_ps(out + 2 * ROI_LANES, _mm256_permute2f128_ps(u2, u6, 0x20));
-                _mm256_storeu_ps(out + 3 * ROI_LANES, _mm256_permute2f128_ps(u3, u7, 0x20));
-                _mm256_storeu_ps(out + 4 * ROI_LANES, _mm256_permute2f128_ps(u0, u4, 0x31));
-                _mm256_storeu_ps(out + 5 * ROI_LANES, _mm256_permute2f128_ps(u1, u5, 0x31));
-                _mm256_storeu_ps(out + 6 * ROI_LANES, _mm256_permute2f128_ps(u2, u6, 0x31));
-                _mm256_storeu_ps(out + 7 * ROI_LANES, _mm256_permute2f128_ps(u3, u7, 0x31));
+                for (int i = 0; i < ROI_LANES; i++)
+                    _mm256_storeu_ps(out + i * ROI_LANES, r[i]);
             }
         }
         for (; x < width; x++)

@@ -121,6 +121,7 @@ static bool tile_view(const tensor_view* in, uint64_t at, const axis_sample* xs,
 /* ---- Forward (§4) ---- */
 
 typedef struct forward_plan {
+    uint64_t order_bytes;   /* the ROIs ordered by image, at the start of the workspace */
     uint64_t table_entries; /* axis-table entries per thread: X then Y */
     uint64_t tile_floats;   /* NCHW tile per thread (0: none) */
     int threads;
@@ -168,9 +169,10 @@ static inline __attribute__((always_inline)) void forward_outputs(const forward_
     }
 }
 
-/* ROI r, channels [c0, c0 + lanes). */
+/* ROI r, channels [c0, c0 + lanes), reading its image's planes packed into
+ * image_tile ([H][W][8] FLOAT32) when not NULL, else the input. */
 static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint32_t lanes, axis_sample* tables,
-                         float* tile, uint64_t tile_floats) {
+                         const float* image_tile, float* tile, uint64_t tile_floats) {
     const dml_roi_align_params* p = f->dims.params;
     roi_region region =
         roi_region_make(&f->dims.source, r, p, f->dims.out_height, f->dims.out_width, f->dims.height, f->dims.width);
@@ -184,6 +186,12 @@ static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint
     axis_sample *xs = tables, *ys = tables + region.x.count;
     axis_table(&region.x, p, false, xs);
     axis_table(&region.y, p, false, ys);
+    if (image_tile) {
+        tensor_view tiled = {{0, 1, (uint64_t)f->dims.width * ROI_LANES, ROI_LANES},
+                             channel_lanes_make(image_tile, 1, false)};
+        forward_outputs(f, r, c0, lanes, &region, xs, ys, &tiled, 0, LOAD_F32);
+        return;
+    }
     const tensor_view* in = &f->input;
     uint64_t at = view_offset(in, region.batch, c0, 0, 0);
     bool full = lanes == ROI_LANES;
@@ -203,20 +211,59 @@ static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint
     forward_outputs(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_GENERAL);
 }
 
+/* Row y of image n's planes [c0, c0 + lanes) into tile[y][W][8] as FLOAT32
+ * (exact), missing channels 0. */
+static void pack_row(const tensor_view* in, uint32_t width, uint32_t n, uint32_t c0, uint32_t lanes, uint32_t y,
+                     float* tile) {
+    float* row = tile + (uint64_t)y * width * ROI_LANES;
+    if (lanes == ROI_LANES) {
+        transpose_to_tile(in, view_offset(in, n, c0, 0, 0), (pixel_box){0, width, y, y + 1}, row);
+        return;
+    }
+    for (uint32_t x = 0; x < width; x++)
+        _mm256_storeu_ps(row + (uint64_t)x * ROI_LANES, lanes_load(&in->lanes, view_offset(in, n, c0, y, x), lanes));
+}
+
+/* At most the pixels a region's samples read along an axis: its size and
+ * the two pixels of interpolation beyond it, within the image. */
+static uint64_t axis_pixels(const dml_roi_axis* axis) {
+    float pixels = fabsf(axis->size) + 2.0f;
+    return pixels < (float)axis->extent ? (uint64_t)pixels : axis->extent; /* NaN: the whole axis */
+}
+
+/* Whether packing each image's planes once per block of channels costs less
+ * than packing (or gathering) each ROI's own box: when the boxes of the ROIs
+ * of order[0..valid) add up to at least the images they read. */
+static bool image_tiles_pay(const forward_problem* f, const roi_of_image* order, uint32_t valid) {
+    const roi_align_dims* d = &f->dims;
+    uint64_t boxes = 0, images = 0;
+    for (uint32_t i = 0; i < valid; i++) {
+        images += i == 0 || order[i].batch != order[i - 1].batch;
+        roi_region region =
+            roi_region_make(&d->source, order[i].roi, d->params, d->out_height, d->out_width, d->height, d->width);
+        boxes += axis_pixels(&region.x) * axis_pixels(&region.y);
+    }
+    return boxes >= images * d->height * d->width;
+}
+
 static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_plan* result, bool channels_last) {
     const dml_roi_align_params* p = op->params;
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     if (!layout_fits(input, channels_last) || !roi_lanes_fit(output->strides[1])) return S_FALSE;
     uint64_t entries = axis_capacity(output->sizes[3], p) + axis_capacity(output->sizes[2], p);
-    /* NCHW: a tile of the whole image bounds every region's box. */
+    /* NCHW: a tile of the whole image per thread bounds every region's box
+     * and holds one image's 8 planes (shared, the first thread's).
+     * Channels-last reads its pixels' 8 channels directly. */
     uint64_t tile_floats = channels_last ? 0 : (uint64_t)input->sizes[2] * input->sizes[3] * ROI_LANES;
     if (tile_floats * sizeof(float) > ROI_ALIGN_WORKSPACE_LIMIT / 4) tile_floats = 0; /* then gathers */
     uint64_t per_thread = roi_align64(entries * sizeof(axis_sample)) + roi_align64(tile_floats * sizeof(float));
-    uint64_t workspace = (uint64_t)device->threads * per_thread;
+    uint64_t order_bytes = roi_align64((uint64_t)output->sizes[0] * sizeof(roi_of_image));
+    uint64_t workspace = order_bytes + (uint64_t)device->threads * per_thread;
     if (workspace > ROI_ALIGN_WORKSPACE_LIMIT) return S_FALSE;
     forward_plan* plan = dml_plan_state(result, sizeof *plan);
     if (plan == NULL) return E_OUTOFMEMORY;
+    plan->order_bytes = order_bytes;
     plan->table_entries = roi_align64(entries * sizeof(axis_sample)) / sizeof(axis_sample);
     plan->tile_floats = roi_align64(tile_floats * sizeof(float)) / sizeof(float);
     plan->threads = (int)device->threads;
@@ -246,21 +293,53 @@ static HRESULT run_forward(const dml_kernel_args* args) {
         .input = tensor_view_make(input, args->inputs[DML_ROI_ALIGN_INPUT]),
         .output = tensor_view_make(output, args->outputs[DML_ROI_ALIGN_OUTPUT]),
     };
-    uint32_t blocks = (f.dims.channels + ROI_LANES - 1) / ROI_LANES;
-    int64_t tasks = (int64_t)output->sizes[0] * blocks;
-    /* Per thread: its axis tables, then its tile. */
-    size_t per_thread = plan->table_entries * sizeof(axis_sample) + plan->tile_floats * sizeof(float);
+    uint32_t rois = f.dims.roi_count, blocks = (f.dims.channels + ROI_LANES - 1) / ROI_LANES;
+    /* Workspace: the ROIs by image, each thread's axis tables, each thread's tile. */
+    roi_of_image* order = (roi_of_image*)args->temporary;
+    roi_order_by_image(&f.dims.source, rois, f.dims.batch, order);
+    uint32_t valid = roi_first_of_image(order, rois, f.dims.batch);
+    char* tables = (char*)args->temporary + plan->order_bytes;
+    size_t table_bytes = plan->table_entries * sizeof(axis_sample);
+    float* tiles = (float*)(tables + (size_t)plan->threads * table_bytes);
+    if (plan->tile_floats > 0 && image_tiles_pay(&f, order, valid)) {
+        /* Per block of 8 channels and image: its planes packed once into
+         * the shared tile, then every ROI of the image reads them there
+         * (in cache, without a transpose per ROI). */
+#pragma omp parallel num_threads(plan->threads)
+        {
+            axis_sample* own_tables = (axis_sample*)(tables + (size_t)dml_cpu_thread_index() * table_bytes);
+            for (uint32_t c0 = 0; c0 < f.dims.channels; c0 += ROI_LANES) {
+                uint32_t lanes = f.dims.channels - c0 < ROI_LANES ? f.dims.channels - c0 : ROI_LANES;
+                for (uint32_t begin = 0; begin < valid;) {
+                    uint32_t image = order[begin].batch, end = roi_first_of_image(order, valid, image + 1);
+#pragma omp for schedule(static)
+                    for (int64_t y = 0; y < f.dims.height; y++)
+                        pack_row(&f.input, f.dims.width, image, c0, lanes, (uint32_t)y, tiles);
+#pragma omp for schedule(dynamic, 1)
+                    for (int64_t i = begin; i < end; i++)
+                        forward_task(&f, order[i].roi, c0, lanes, own_tables, tiles, NULL, 0);
+                    begin = end;
+                }
+#pragma omp for schedule(static)
+                for (int64_t i = valid; i < rois; i++) /* no image (RA-12) */
+                    forward_task(&f, order[i].roi, c0, lanes, own_tables, NULL, NULL, 0);
+            }
+        }
+        return S_OK;
+    }
+    int64_t tasks = (int64_t)rois * blocks;
     /* Regions differ in sample count: dynamic scheduling balances them;
      * every output is computed by one thread alone. */
 #pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
     {
-        char* own = (char*)args->temporary + (size_t)dml_cpu_thread_index() * per_thread;
-        float* tile = (float*)(own + plan->table_entries * sizeof(axis_sample));
+        int thread = dml_cpu_thread_index();
+        axis_sample* own_tables = (axis_sample*)(tables + (size_t)thread * table_bytes);
+        float* tile = tiles + (size_t)thread * plan->tile_floats;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
-            roi_task t = roi_task_at(task, output->sizes[0], blocks, f.input.lanes.contiguous);
+            roi_task t = roi_task_at(task, rois, blocks, f.input.lanes.contiguous);
             uint32_t lanes = f.dims.channels - t.c0 < ROI_LANES ? f.dims.channels - t.c0 : ROI_LANES;
-            forward_task(&f, t.roi, t.c0, lanes, (axis_sample*)own, tile, plan->tile_floats);
+            forward_task(&f, order[t.roi].roi, t.c0, lanes, own_tables, NULL, tile, plan->tile_floats);
         }
     }
     return S_OK;

@@ -27,8 +27,10 @@
 typedef struct axis_sample {
     uint32_t first, second; /* LINEAR taps (NEAREST_NEIGHBOR: first == second) */
     float fraction;         /* weight of the second tap */
+    float remainder;        /* 1 - fraction, the weight of the first */
     bool outside;
-    uint32_t low, high; /* the ROI gradient's taps: floor and ceil of the clamped coordinate */
+    uint64_t first_at, second_at; /* the taps times the stride along the axis (forward: axis_offsets) */
+    uint32_t low, high;           /* the ROI gradient's taps: floor and ceil of the clamped coordinate */
     float low_fraction;
     float d_first, d_second; /* d(coordinate) / d(raw corner 1), / d(raw corner 2) */
 } axis_sample;
@@ -40,6 +42,7 @@ static void axis_table(const dml_roi_axis* axis, const dml_roi_align_params* p, 
         e->first = s.first;
         e->second = s.second;
         e->fraction = s.fraction;
+        e->remainder = 1.0f - s.fraction;
         e->outside = s.outside;
         if (!box) continue;
         dml_roi_gradient_taps taps = dml_roi_gradient_taps_at(s.coord, axis->extent);
@@ -47,6 +50,14 @@ static void axis_table(const dml_roi_axis* axis, const dml_roi_align_params* p, 
         e->high = taps.high;
         e->low_fraction = taps.fraction;
         dml_roi_coord_derivatives(axis, t, p, &e->d_first, &e->d_second);
+    }
+}
+
+/* The taps' offsets along an axis whose stride is `stride`. */
+static void axis_offsets(axis_sample* table, uint64_t count, uint64_t stride) {
+    for (uint64_t t = 0; t < count; t++) {
+        table[t].first_at = table[t].first * stride;
+        table[t].second_at = table[t].second * stride;
     }
 }
 
@@ -65,19 +76,20 @@ static bool layout_fits(const dml_tensor* tensor, bool channels_last) {
 }
 
 /* The interpolated value of one in-bounds sample in 8 channels (§4.3):
- * dml_roi_bilinear lane by lane. `at` is the offset of (n, c0, 0, 0). */
+ * dml_roi_bilinear lane by lane. `at` is the offset of (n, c0, 0, 0); the
+ * tables' offsets are those of `in` (axis_offsets). */
 static inline __attribute__((always_inline)) __m256 sample_lanes(const tensor_view* in, uint64_t at,
                                                                  const axis_sample* sx, const axis_sample* sy,
                                                                  bool linear, uint32_t lanes, load_mode mode) {
-    uint64_t top = at + sy->first * in->strides[2], left = sx->first * in->strides[3];
+    uint64_t top = at + sy->first_at, left = sx->first_at;
     if (!linear) return lanes_load_as(&in->lanes, top + left, lanes, mode);
-    uint64_t bottom = at + sy->second * in->strides[2], right = sx->second * in->strides[3];
-    __m256 top_left = lanes_load_as(&in->lanes, top + left, lanes, mode),
-           top_right = lanes_load_as(&in->lanes, top + right, lanes, mode);
+    uint64_t bottom = at + sy->second_at, right = sx->second_at;
+    __m256 top_left = lanes_load_as(&in->lanes, top + left, lanes, mode);
+    __m256 top_right = lanes_load_as(&in->lanes, top + right, lanes, mode);
     __m256 bottom_left = lanes_load_as(&in->lanes, bottom + left, lanes, mode);
     __m256 bottom_right = lanes_load_as(&in->lanes, bottom + right, lanes, mode);
     __m256 fx = _mm256_set1_ps(sx->fraction), fy = _mm256_set1_ps(sy->fraction);
-    __m256 one_fx = _mm256_set1_ps(1.0f - sx->fraction), one_fy = _mm256_set1_ps(1.0f - sy->fraction);
+    __m256 one_fx = _mm256_set1_ps(sx->remainder), one_fy = _mm256_set1_ps(sy->remainder);
     __m256 upper = _mm256_add_ps(_mm256_mul_ps(one_fx, top_left), _mm256_mul_ps(fx, top_right));
     __m256 lower = _mm256_add_ps(_mm256_mul_ps(one_fx, bottom_left), _mm256_mul_ps(fx, bottom_right));
     return _mm256_add_ps(_mm256_mul_ps(one_fy, upper), _mm256_mul_ps(fy, lower));
@@ -123,6 +135,7 @@ static bool tile_view(const tensor_view* in, uint64_t at, const axis_sample* xs,
 typedef struct forward_plan {
     uint64_t order_bytes;   /* the ROIs ordered by image, at the start of the workspace */
     uint64_t table_entries; /* axis-table entries per thread: X then Y */
+    uint64_t result_bytes;  /* per thread, NCHW output: a ROI's outputs in 8 channels (0: none) */
     uint64_t tile_floats;   /* NCHW tile per thread (0: none) */
     int threads;
 } forward_plan;
@@ -132,15 +145,20 @@ typedef struct forward_problem {
     tensor_view input, output;
 } forward_problem;
 
-/* Every output of ROI r in channels [c0, c0 + lanes), reading `in` at `at`. */
+/* Every output of ROI r in channels [c0, c0 + lanes), reading `in` at `at`,
+ * into results[bin][8] (bits for lanes_write_bins) or, when NULL, straight
+ * to the output. The reduction, the interpolation and the load are
+ * compile-time constants in each instance (forward_outputs_of). */
 static inline __attribute__((always_inline)) void forward_outputs(const forward_problem* f, uint32_t r, uint32_t c0,
                                                                   uint32_t lanes, const roi_region* region,
-                                                                  const axis_sample* xs, const axis_sample* ys,
-                                                                  const tensor_view* in, uint64_t at, load_mode mode) {
+                                                                  axis_sample* xs, axis_sample* ys,
+                                                                  const tensor_view* in, uint64_t at, load_mode mode,
+                                                                  bool max, bool linear, uint32_t* results) {
     const dml_roi_align_params* p = f->dims.params;
+    axis_offsets(xs, region->x.count, in->strides[3]);
+    axis_offsets(ys, region->y.count, in->strides[2]);
     __m256 out_of_bounds = _mm256_set1_ps(p->out_of_bounds_value);
     uint64_t per_x = region->x.per_output, per_y = region->y.per_output;
-    bool linear = p->interpolation_linear, max = p->reduction_max;
     __m256d count = _mm256_set1_pd((double)((uint64_t)region->x.per_output * region->y.per_output));
     for (uint32_t oy = 0; oy < f->dims.out_height; oy++) {
         for (uint32_t ox = 0; ox < f->dims.out_width; ox++) {
@@ -164,15 +182,40 @@ static inline __attribute__((always_inline)) void forward_outputs(const forward_
             /* AVERAGE: dml_roi_average, (float)(sum / S). */
             __m256 result =
                 max ? best : lanes_double_to_float(_mm256_div_pd(sum_low, count), _mm256_div_pd(sum_high, count));
-            lanes_store(&f->output.lanes, view_offset(&f->output, r, c0, oy, ox), lanes, result);
+            if (results)
+                _mm256_storeu_si256((__m256i*)(results + ((uint64_t)oy * f->dims.out_width + ox) * ROI_LANES),
+                                    lanes_value_bits(&f->output.lanes, result));
+            else
+                lanes_store(&f->output.lanes, view_offset(&f->output, r, c0, oy, ox), lanes, result);
         }
     }
+    if (results)
+        lanes_write_bins(&f->output.lanes, view_offset(&f->output, r, c0, 0, 0), f->output.strides, f->dims.out_height,
+                         f->dims.out_width, lanes, results);
+}
+
+/* forward_outputs with the reduction and interpolation as constants. */
+static inline __attribute__((always_inline)) void forward_outputs_of(const forward_problem* f, uint32_t r, uint32_t c0,
+                                                                     uint32_t lanes, const roi_region* region,
+                                                                     axis_sample* xs, axis_sample* ys,
+                                                                     const tensor_view* in, uint64_t at, load_mode mode,
+                                                                     uint32_t* results) {
+    const dml_roi_align_params* p = f->dims.params;
+    if (p->reduction_max && p->interpolation_linear)
+        forward_outputs(f, r, c0, lanes, region, xs, ys, in, at, mode, true, true, results);
+    else if (p->reduction_max)
+        forward_outputs(f, r, c0, lanes, region, xs, ys, in, at, mode, true, false, results);
+    else if (p->interpolation_linear)
+        forward_outputs(f, r, c0, lanes, region, xs, ys, in, at, mode, false, true, results);
+    else
+        forward_outputs(f, r, c0, lanes, region, xs, ys, in, at, mode, false, false, results);
 }
 
 /* ROI r, channels [c0, c0 + lanes), reading its image's planes packed into
- * image_tile ([H][W][8] FLOAT32) when not NULL, else the input. */
+ * image_tile ([H][W][8] FLOAT32) when not NULL, else the input; results:
+ * room for its outputs in 8 channels (NULL: stored one by one). */
 static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint32_t lanes, axis_sample* tables,
-                         const float* image_tile, float* tile, uint64_t tile_floats) {
+                         uint32_t* results, const float* image_tile, float* tile, uint64_t tile_floats) {
     const dml_roi_align_params* p = f->dims.params;
     roi_region region =
         roi_region_make(&f->dims.source, r, p, f->dims.out_height, f->dims.out_width, f->dims.height, f->dims.width);
@@ -189,7 +232,7 @@ static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint
     if (image_tile) {
         tensor_view tiled = {{0, 1, (uint64_t)f->dims.width * ROI_LANES, ROI_LANES},
                              channel_lanes_make(image_tile, 1, false)};
-        forward_outputs(f, r, c0, lanes, &region, xs, ys, &tiled, 0, LOAD_F32);
+        forward_outputs_of(f, r, c0, lanes, &region, xs, ys, &tiled, 0, LOAD_F32, results);
         return;
     }
     const tensor_view* in = &f->input;
@@ -197,18 +240,18 @@ static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint
     bool full = lanes == ROI_LANES;
     if (full && in->lanes.contiguous) {
         if (in->lanes.half)
-            forward_outputs(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_F16);
+            forward_outputs_of(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_F16, results);
         else
-            forward_outputs(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_F32);
+            forward_outputs_of(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_F32, results);
         return;
     }
     tensor_view tiled;
     uint64_t origin;
     if (full && tile_view(in, at, xs, region.x.count, ys, region.y.count, false, tile, tile_floats, &tiled, &origin)) {
-        forward_outputs(f, r, c0, lanes, &region, xs, ys, &tiled, origin, LOAD_F32);
+        forward_outputs_of(f, r, c0, lanes, &region, xs, ys, &tiled, origin, LOAD_F32, results);
         return;
     }
-    forward_outputs(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_GENERAL);
+    forward_outputs_of(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_GENERAL, results);
 }
 
 /* Row y of image n's planes [c0, c0 + lanes) into tile[y][W][8] as FLOAT32
@@ -257,7 +300,13 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_
      * Channels-last reads its pixels' 8 channels directly. */
     uint64_t tile_floats = channels_last ? 0 : (uint64_t)input->sizes[2] * input->sizes[3] * ROI_LANES;
     if (tile_floats * sizeof(float) > ROI_ALIGN_WORKSPACE_LIMIT / 4) tile_floats = 0; /* then gathers */
-    uint64_t per_thread = roi_align64(entries * sizeof(axis_sample)) + roi_align64(tile_floats * sizeof(float));
+    /* A channels-last output is stored as computed. */
+    uint64_t result_bytes =
+        output->strides[1] == 1
+            ? 0
+            : roi_align64((uint64_t)output->sizes[2] * output->sizes[3] * ROI_LANES * sizeof(uint32_t));
+    uint64_t per_thread =
+        roi_align64(entries * sizeof(axis_sample)) + result_bytes + roi_align64(tile_floats * sizeof(float));
     uint64_t order_bytes = roi_align64((uint64_t)output->sizes[0] * sizeof(roi_of_image));
     uint64_t workspace = order_bytes + (uint64_t)device->threads * per_thread;
     if (workspace > ROI_ALIGN_WORKSPACE_LIMIT) return S_FALSE;
@@ -265,6 +314,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_
     if (plan == NULL) return E_OUTOFMEMORY;
     plan->order_bytes = order_bytes;
     plan->table_entries = roi_align64(entries * sizeof(axis_sample)) / sizeof(axis_sample);
+    plan->result_bytes = result_bytes;
     plan->tile_floats = roi_align64(tile_floats * sizeof(float)) / sizeof(float);
     plan->threads = (int)device->threads;
     result->temporary_size = workspace;
@@ -294,20 +344,22 @@ static HRESULT run_forward(const dml_kernel_args* args) {
         .output = tensor_view_make(output, args->outputs[DML_ROI_ALIGN_OUTPUT]),
     };
     uint32_t rois = f.dims.roi_count, blocks = (f.dims.channels + ROI_LANES - 1) / ROI_LANES;
-    /* Workspace: the ROIs by image, each thread's axis tables, each thread's tile. */
+    /* Workspace: the ROIs by image, each thread's axis tables and results,
+     * each thread's tile. */
     roi_of_image* order = (roi_of_image*)args->temporary;
     roi_order_by_image(&f.dims.source, rois, f.dims.batch, order);
     uint32_t valid = roi_first_of_image(order, rois, f.dims.batch);
-    char* tables = (char*)args->temporary + plan->order_bytes;
-    size_t table_bytes = plan->table_entries * sizeof(axis_sample);
-    float* tiles = (float*)(tables + (size_t)plan->threads * table_bytes);
+    char* scratch = (char*)args->temporary + plan->order_bytes;
+    size_t scratch_bytes = plan->table_entries * sizeof(axis_sample) + plan->result_bytes;
+    float* tiles = (float*)(scratch + (size_t)plan->threads * scratch_bytes);
     if (plan->tile_floats > 0 && image_tiles_pay(&f, order, valid)) {
         /* Per block of 8 channels and image: its planes packed once into
          * the shared tile, then every ROI of the image reads them there
          * (in cache, without a transpose per ROI). */
 #pragma omp parallel num_threads(plan->threads)
         {
-            axis_sample* own_tables = (axis_sample*)(tables + (size_t)dml_cpu_thread_index() * table_bytes);
+            axis_sample* own_tables = (axis_sample*)(scratch + (size_t)dml_cpu_thread_index() * scratch_bytes);
+            uint32_t* results = plan->result_bytes ? (uint32_t*)(own_tables + plan->table_entries) : NULL;
             for (uint32_t c0 = 0; c0 < f.dims.channels; c0 += ROI_LANES) {
                 uint32_t lanes = f.dims.channels - c0 < ROI_LANES ? f.dims.channels - c0 : ROI_LANES;
                 for (uint32_t begin = 0; begin < valid;) {
@@ -317,12 +369,12 @@ static HRESULT run_forward(const dml_kernel_args* args) {
                         pack_row(&f.input, f.dims.width, image, c0, lanes, (uint32_t)y, tiles);
 #pragma omp for schedule(dynamic, 1)
                     for (int64_t i = begin; i < end; i++)
-                        forward_task(&f, order[i].roi, c0, lanes, own_tables, tiles, NULL, 0);
+                        forward_task(&f, order[i].roi, c0, lanes, own_tables, results, tiles, NULL, 0);
                     begin = end;
                 }
 #pragma omp for schedule(static)
                 for (int64_t i = valid; i < rois; i++) /* no image (RA-12) */
-                    forward_task(&f, order[i].roi, c0, lanes, own_tables, NULL, NULL, 0);
+                    forward_task(&f, order[i].roi, c0, lanes, own_tables, results, NULL, NULL, 0);
             }
         }
         return S_OK;
@@ -333,13 +385,14 @@ static HRESULT run_forward(const dml_kernel_args* args) {
 #pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
     {
         int thread = dml_cpu_thread_index();
-        axis_sample* own_tables = (axis_sample*)(tables + (size_t)thread * table_bytes);
+        axis_sample* own_tables = (axis_sample*)(scratch + (size_t)thread * scratch_bytes);
+        uint32_t* results = plan->result_bytes ? (uint32_t*)(own_tables + plan->table_entries) : NULL;
         float* tile = tiles + (size_t)thread * plan->tile_floats;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             roi_task t = roi_task_at(task, rois, blocks, f.input.lanes.contiguous);
             uint32_t lanes = f.dims.channels - t.c0 < ROI_LANES ? f.dims.channels - t.c0 : ROI_LANES;
-            forward_task(&f, order[t.roi].roi, t.c0, lanes, own_tables, NULL, tile, plan->tile_floats);
+            forward_task(&f, order[t.roi].roi, t.c0, lanes, own_tables, results, NULL, tile, plan->tile_floats);
         }
     }
     return S_OK;

@@ -127,6 +127,76 @@ static inline void lanes_store(const channel_lanes* v, uint64_t offset, uint32_t
         ((float*)v->base)[offset + i * v->channel_stride] = values[i];
 }
 
+/* Transposes 8 vectors of 8 in place (r[i][j] becomes r[j][i]): the
+ * classic unpack, shuffle, then swap of 128-bit halves. */
+static inline void transpose_8x8(__m256 r[ROI_LANES]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Writes the results of one ROI's bins in 8 channels, results[bin][8] in
+ * raw bits (FLOAT16 in the low half) for bins = out_height x out_width, to
+ * channels [c0, c0 + lanes) of `out` from `first`, the offset of (r, c0, 0,
+ * 0): 8 bins at a time transposed to 8 runs of one channel each, stored as
+ * vectors where a channel's bins are contiguous (packed NCHW output),
+ * element by element elsewhere and for the last bins. */
+static inline void lanes_write_bins(const channel_lanes* out, uint64_t first, const uint64_t strides[4],
+                                    uint32_t out_height, uint32_t out_width, uint32_t lanes, const uint32_t* results) {
+    uint32_t bins = out_height * out_width;
+    bool packed = strides[3] == 1 && strides[2] == out_width;
+    for (uint32_t b0 = 0; b0 < bins; b0 += ROI_LANES) {
+        uint32_t count = bins - b0 < ROI_LANES ? bins - b0 : ROI_LANES;
+        __m256 block[ROI_LANES];
+        for (uint32_t j = 0; j < ROI_LANES; j++)
+            block[j] = j < count ? _mm256_loadu_ps((const float*)results + (uint64_t)(b0 + j) * ROI_LANES)
+                                 : _mm256_setzero_ps();
+        transpose_8x8(block); /* block[i]: channel c0 + i, bins b0.. */
+        for (uint32_t i = 0; i < lanes; i++) {
+            uint64_t at = first + i * strides[1];
+            __m256i bits = _mm256_castps_si256(block[i]);
+            if (packed && count == ROI_LANES) {
+                if (out->half)
+                    _mm_storeu_si128((__m128i*)((uint16_t*)out->base + at + b0), lanes_pack_halves(bits));
+                else
+                    _mm256_storeu_si256((__m256i*)((uint32_t*)out->base + at + b0), bits);
+                continue;
+            }
+            uint32_t values[ROI_LANES];
+            _mm256_storeu_si256((__m256i*)values, bits);
+            for (uint32_t k = 0; k < count; k++) {
+                uint32_t bin = b0 + k;
+                uint64_t offset =
+                    packed ? at + bin : at + (bin / out_width) * strides[2] + (bin % out_width) * strides[3];
+                if (out->half)
+                    ((uint16_t*)out->base)[offset] = (uint16_t)values[k];
+                else
+                    ((uint32_t*)out->base)[offset] = values[k];
+            }
+        }
+    }
+}
+
+/* FLOAT32 values as the bits lanes_write_bins stores: FLOAT16 rounded to
+ * nearest even (as dml_float_to_half). */
+static inline __m256i lanes_value_bits(const channel_lanes* v, __m256 value) {
+    return v->half ? _mm256_cvtepu16_epi32(_mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+                   : _mm256_castps_si256(value);
+}
+
 /* Task `task` of rois x blocks (roi, 8-channel block) tasks, in the order
  * that keeps what they read in cache: channels-last, every block of a ROI in
  * turn (they share its pixels' cache lines); NCHW, every ROI of a block in
@@ -186,27 +256,6 @@ static inline uint64_t view_offset(const tensor_view* v, uint64_t n, uint64_t c,
 typedef struct pixel_box {
     uint32_t x0, x1, y0, y1;
 } pixel_box;
-
-/* Transposes 8 vectors of 8 in place (r[i][j] becomes r[j][i]): the
- * classic unpack, shuffle, then swap of 128-bit halves. */
-static inline void transpose_8x8(__m256 r[ROI_LANES]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
 
 /* NCHW: copies the box of 8 channels at `at` into tile[y][x][8] (FLOAT32,
  * channels-last), 8x8 blocks transposed in registers where rows are packed. */

@@ -71,8 +71,7 @@ static uint32_t bin_bits_scanned(const pooling_problem* f, uint64_t plane, dml_p
  * kernel's. */
 static inline __m256i bin_bits(const pooling_problem* f, const pooled_roi* roi, uint32_t c0, uint32_t lanes,
                                uint32_t pw, dml_pooled_bin rows, __m256 best) {
-    __m256i bits = f->half ? _mm256_cvtepu16_epi32(_mm256_cvtps_ph(best, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-                           : _mm256_castps_si256(best); /* FLOAT16 maxima are halves: converted exactly */
+    __m256i bits = lanes_value_bits(&f->output, best); /* FLOAT16 maxima are halves: converted exactly */
     __m256 suspect = _mm256_or_ps(_mm256_cmp_ps(best, _mm256_setzero_ps(), _CMP_EQ_OQ),
                                   _mm256_cmp_ps(best, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
     int rescan = _mm256_movemask_ps(suspect) & ((1 << lanes) - 1);
@@ -192,48 +191,6 @@ static void pool_planes(const pooling_problem* f, const pooled_roi* roi, uint32_
     }
 }
 
-/* Writes results[bin][8] (bins = PH x PW) to the outputs of ROI r, channels
- * [c0, c0 + lanes): 8 bins at a time transposed to 8 runs of one channel
- * each, stored as vectors where a channel's bins are contiguous (packed
- * output), element by element elsewhere and for the last bins. */
-static void write_results(const pooling_problem* f, uint32_t r, uint32_t c0, uint32_t lanes, const uint32_t* results) {
-    const dml_roi_pooling_params* p = f->params;
-    uint32_t bins = p->pooled_height * p->pooled_width;
-    bool packed = f->out_strides[3] == 1 && f->out_strides[2] == p->pooled_width;
-    uint64_t first = output_offset(f, r, c0, 0, 0);
-    for (uint32_t b0 = 0; b0 < bins; b0 += ROI_LANES) {
-        uint32_t count = bins - b0 < ROI_LANES ? bins - b0 : ROI_LANES;
-        __m256 block[ROI_LANES];
-        for (uint32_t j = 0; j < ROI_LANES; j++)
-            block[j] = j < count ? _mm256_loadu_ps((const float*)results + (uint64_t)(b0 + j) * ROI_LANES)
-                                 : _mm256_setzero_ps();
-        transpose_8x8(block); /* block[i]: channel c0 + i, bins b0.. */
-        for (uint32_t i = 0; i < lanes; i++) {
-            uint64_t at = first + i * f->out_strides[1];
-            __m256i bits = _mm256_castps_si256(block[i]);
-            if (packed && count == ROI_LANES) {
-                if (f->half)
-                    _mm_storeu_si128((__m128i*)((uint16_t*)f->output.base + at + b0), lanes_pack_halves(bits));
-                else
-                    _mm256_storeu_si256((__m256i*)((uint32_t*)f->output.base + at + b0), bits);
-                continue;
-            }
-            uint32_t values[ROI_LANES];
-            _mm256_storeu_si256((__m256i*)values, bits);
-            for (uint32_t k = 0; k < count; k++) {
-                uint32_t bin = b0 + k;
-                uint64_t out = packed ? at + bin
-                                      : at + (bin / p->pooled_width) * f->out_strides[2] +
-                                            (bin % p->pooled_width) * f->out_strides[3];
-                if (f->half)
-                    ((uint16_t*)f->output.base)[out] = (uint16_t)values[k];
-                else
-                    ((uint32_t*)f->output.base)[out] = values[k];
-            }
-        }
-    }
-}
-
 typedef struct pooling_plan {
     uint64_t column_bins; /* bins per thread for the columns of a ROI */
     uint64_t pitch;       /* NCHW: columns of transposed maxima (0: channels-last) */
@@ -262,7 +219,8 @@ static void pool_task(const pooling_problem* f, const pooling_plan* plan, uint32
             pool_planes(f, &roi, c0, lanes, transposed, results);
         else /* +0.0 everywhere (RP-5) */
             memset(results, 0, (size_t)p->pooled_height * p->pooled_width * ROI_LANES * sizeof *results);
-        write_results(f, r, c0, lanes, results);
+        lanes_write_bins(&f->output, output_offset(f, r, c0, 0, 0), f->out_strides, p->pooled_height, p->pooled_width,
+                         lanes, results);
     } else if (!roi.region.valid) {
         for (uint32_t ph = 0; ph < p->pooled_height; ph++)
             for (uint32_t pw = 0; pw < p->pooled_width; pw++)

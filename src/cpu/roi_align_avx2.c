@@ -130,6 +130,70 @@ static bool tile_view(const tensor_view* in, uint64_t at, const axis_sample* xs,
     return true;
 }
 
+/* Row y of image n's planes [c0, c0 + lanes) into tile[y][W][8] as FLOAT32
+ * (exact), missing channels 0. */
+static void pack_row(const tensor_view* in, uint32_t width, uint32_t n, uint32_t c0, uint32_t lanes, uint32_t y,
+                     float* tile) {
+    float* row = tile + (uint64_t)y * width * ROI_LANES;
+    if (lanes == ROI_LANES) {
+        transpose_to_tile(in, view_offset(in, n, c0, 0, 0), (pixel_box){0, width, y, y + 1}, row);
+        return;
+    }
+    for (uint32_t x = 0; x < width; x++)
+        _mm256_storeu_ps(row + (uint64_t)x * ROI_LANES, lanes_load(&in->lanes, view_offset(in, n, c0, y, x), lanes));
+}
+
+/* At most the pixels a region's samples read along an axis: its size and
+ * the two pixels of interpolation beyond it, within the image. */
+static uint64_t axis_pixels(const dml_roi_axis* axis) {
+    float pixels = fabsf(axis->size) + 2.0f;
+    return pixels < (float)axis->extent ? (uint64_t)pixels : axis->extent; /* NaN: the whole axis */
+}
+
+/* Whether packing each image's planes once per block of channels costs less
+ * than packing (or gathering) each ROI's own box: when the boxes of the ROIs
+ * of order[0..valid) add up to at least the images they read. */
+static bool image_tiles_pay(const roi_align_dims* d, const roi_of_image* order, uint32_t valid) {
+    uint64_t boxes = 0, images = 0;
+    for (uint32_t i = 0; i < valid; i++) {
+        images += i == 0 || order[i].batch != order[i - 1].batch;
+        roi_region region =
+            roi_region_make(&d->source, order[i].roi, d->params, d->out_height, d->out_width, d->height, d->width);
+        boxes += axis_pixels(&region.x) * axis_pixels(&region.y);
+    }
+    return boxes >= images * d->height * d->width;
+}
+
+/* What a fast path does with ROI `roi` in channels [c0, c0 + lanes), its
+ * image's planes packed in image_tile (NULL: the ROI has no image). */
+typedef void (*image_tile_visit)(void* context, uint32_t roi, uint32_t c0, uint32_t lanes, const float* image_tile);
+
+/* Visits every ROI of order[0..rois) (by image, the `valid` ones with an
+ * image first) in every block of 8 channels: per block and image, the
+ * image's planes are packed once into the shared `tile` (rows split over
+ * the threads), then its ROIs are visited (dynamically scheduled); every
+ * visit's outputs belong to it alone. */
+static void visit_by_image_tiles(const tensor_view* in, const roi_align_dims* d, const roi_of_image* order,
+                                 uint32_t valid, float* tile, int threads, image_tile_visit visit, void* context) {
+#pragma omp parallel num_threads(threads)
+    for (uint32_t c0 = 0; c0 < d->channels; c0 += ROI_LANES) {
+        uint32_t lanes = d->channels - c0 < ROI_LANES ? d->channels - c0 : ROI_LANES;
+        for (uint32_t begin = 0; begin < valid;) {
+            uint32_t image = order[begin].batch, end = roi_first_of_image(order, valid, image + 1);
+#pragma omp for schedule(static)
+            for (int64_t y = 0; y < d->height; y++)
+                pack_row(in, d->width, image, c0, lanes, (uint32_t)y, tile);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t i = begin; i < end; i++)
+                visit(context, order[i].roi, c0, lanes, tile);
+            begin = end;
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = valid; i < d->roi_count; i++)
+            visit(context, order[i].roi, c0, lanes, NULL);
+    }
+}
+
 /* ---- Forward (§4) ---- */
 
 typedef struct forward_plan {
@@ -254,41 +318,6 @@ static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint
     forward_outputs_of(f, r, c0, lanes, &region, xs, ys, in, at, LOAD_GENERAL, results);
 }
 
-/* Row y of image n's planes [c0, c0 + lanes) into tile[y][W][8] as FLOAT32
- * (exact), missing channels 0. */
-static void pack_row(const tensor_view* in, uint32_t width, uint32_t n, uint32_t c0, uint32_t lanes, uint32_t y,
-                     float* tile) {
-    float* row = tile + (uint64_t)y * width * ROI_LANES;
-    if (lanes == ROI_LANES) {
-        transpose_to_tile(in, view_offset(in, n, c0, 0, 0), (pixel_box){0, width, y, y + 1}, row);
-        return;
-    }
-    for (uint32_t x = 0; x < width; x++)
-        _mm256_storeu_ps(row + (uint64_t)x * ROI_LANES, lanes_load(&in->lanes, view_offset(in, n, c0, y, x), lanes));
-}
-
-/* At most the pixels a region's samples read along an axis: its size and
- * the two pixels of interpolation beyond it, within the image. */
-static uint64_t axis_pixels(const dml_roi_axis* axis) {
-    float pixels = fabsf(axis->size) + 2.0f;
-    return pixels < (float)axis->extent ? (uint64_t)pixels : axis->extent; /* NaN: the whole axis */
-}
-
-/* Whether packing each image's planes once per block of channels costs less
- * than packing (or gathering) each ROI's own box: when the boxes of the ROIs
- * of order[0..valid) add up to at least the images they read. */
-static bool image_tiles_pay(const forward_problem* f, const roi_of_image* order, uint32_t valid) {
-    const roi_align_dims* d = &f->dims;
-    uint64_t boxes = 0, images = 0;
-    for (uint32_t i = 0; i < valid; i++) {
-        images += i == 0 || order[i].batch != order[i - 1].batch;
-        roi_region region =
-            roi_region_make(&d->source, order[i].roi, d->params, d->out_height, d->out_width, d->height, d->width);
-        boxes += axis_pixels(&region.x) * axis_pixels(&region.y);
-    }
-    return boxes >= images * d->height * d->width;
-}
-
 static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_plan* result, bool channels_last) {
     const dml_roi_align_params* p = op->params;
     const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_INPUT].tensor;
@@ -333,6 +362,20 @@ static HRESULT plan_forward_nhwc(const DMLOperator* op, const DMLDevice* device,
     return plan_forward(op, device, result, true);
 }
 
+typedef struct forward_visit_context {
+    const forward_problem* f;
+    const forward_plan* plan;
+    char* scratch; /* each thread's axis tables and results */
+    size_t scratch_bytes;
+} forward_visit_context;
+
+static void forward_visit(void* context, uint32_t roi, uint32_t c0, uint32_t lanes, const float* image_tile) {
+    const forward_visit_context* v = context;
+    axis_sample* tables = (axis_sample*)(v->scratch + (size_t)dml_cpu_thread_index() * v->scratch_bytes);
+    uint32_t* results = v->plan->result_bytes ? (uint32_t*)(tables + v->plan->table_entries) : NULL;
+    forward_task(v->f, roi, c0, lanes, tables, results, image_tile, NULL, 0);
+}
+
 static HRESULT run_forward(const dml_kernel_args* args) {
     const forward_plan* plan = DML_PLAN_STATE(args, forward_plan);
     const DMLOperator* op = args->op;
@@ -352,31 +395,11 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     char* scratch = (char*)args->temporary + plan->order_bytes;
     size_t scratch_bytes = plan->table_entries * sizeof(axis_sample) + plan->result_bytes;
     float* tiles = (float*)(scratch + (size_t)plan->threads * scratch_bytes);
-    if (plan->tile_floats > 0 && image_tiles_pay(&f, order, valid)) {
-        /* Per block of 8 channels and image: its planes packed once into
-         * the shared tile, then every ROI of the image reads them there
-         * (in cache, without a transpose per ROI). */
-#pragma omp parallel num_threads(plan->threads)
-        {
-            axis_sample* own_tables = (axis_sample*)(scratch + (size_t)dml_cpu_thread_index() * scratch_bytes);
-            uint32_t* results = plan->result_bytes ? (uint32_t*)(own_tables + plan->table_entries) : NULL;
-            for (uint32_t c0 = 0; c0 < f.dims.channels; c0 += ROI_LANES) {
-                uint32_t lanes = f.dims.channels - c0 < ROI_LANES ? f.dims.channels - c0 : ROI_LANES;
-                for (uint32_t begin = 0; begin < valid;) {
-                    uint32_t image = order[begin].batch, end = roi_first_of_image(order, valid, image + 1);
-#pragma omp for schedule(static)
-                    for (int64_t y = 0; y < f.dims.height; y++)
-                        pack_row(&f.input, f.dims.width, image, c0, lanes, (uint32_t)y, tiles);
-#pragma omp for schedule(dynamic, 1)
-                    for (int64_t i = begin; i < end; i++)
-                        forward_task(&f, order[i].roi, c0, lanes, own_tables, results, tiles, NULL, 0);
-                    begin = end;
-                }
-#pragma omp for schedule(static)
-                for (int64_t i = valid; i < rois; i++) /* no image (RA-12) */
-                    forward_task(&f, order[i].roi, c0, lanes, own_tables, results, NULL, NULL, 0);
-            }
-        }
+    if (plan->tile_floats > 0 && image_tiles_pay(&f.dims, order, valid)) {
+        /* Each image's planes packed once per block and read there by its
+         * ROIs (in cache, without a transpose per ROI). */
+        forward_visit_context context = {&f, plan, scratch, scratch_bytes};
+        visit_by_image_tiles(&f.input, &f.dims, order, valid, tiles, plan->threads, forward_visit, &context);
         return S_OK;
     }
     int64_t tasks = (int64_t)rois * blocks;
@@ -406,9 +429,9 @@ const dml_impl dml_cpu_roi_align_avx2_nhwc = {"roi_align/avx2/nhwc", DML_ISA_AVX
 typedef struct grad_plan {
     roi_banding banding;
     int threads;
-    uint64_t table_entries;                                                 /* per thread */
-    uint64_t sorted_offset, accumulator_offset, sums_offset, tables_offset; /* bytes into the workspace */
-    uint64_t accumulator_doubles;                                           /* per thread */
+    uint64_t table_entries;                                                               /* per thread */
+    uint64_t sorted_offset, accumulator_offset, sums_offset, order_offset, tables_offset; /* bytes into the workspace */
+    uint64_t accumulator_doubles;                                                         /* per thread */
     /* Bytes per thread at tables_offset: axis tables, a gradient block, and
      * (NCHW box gradient) a tile of input_tile_floats. */
     uint64_t thread_scratch, gradient_block_bytes, input_tile_floats;
@@ -601,7 +624,7 @@ static inline __attribute__((always_inline)) void box_sums(const grad_problem* g
 /* The FLOAT64 sums d/dx1, d/dy1, d/dx2, d/dy2 of ROI r for each channel of
  * [c0, c0 + lanes), each from zero in §4.4 order, into sums[c][4]. */
 static void box_task(const grad_problem* g, const grad_plan* plan, uint32_t r, uint32_t c0, uint32_t lanes,
-                     double (*sums)[4], axis_sample* tables) {
+                     double (*sums)[4], axis_sample* tables, const float* image_tile) {
     const dml_roi_align_params* p = g->dims.params;
     roi_region region =
         roi_region_make(&g->dims.source, r, p, g->dims.out_height, g->dims.out_width, g->dims.height, g->dims.width);
@@ -617,7 +640,11 @@ static void box_task(const grad_problem* g, const grad_plan* plan, uint32_t r, u
         uint64_t at = view_offset(in, region.batch, c0, 0, 0);
         tensor_view tiled;
         uint64_t origin;
-        if (lanes == ROI_LANES && in->lanes.contiguous && in->lanes.half)
+        if (image_tile) {
+            tiled = (tensor_view){{0, 1, (uint64_t)g->dims.width * ROI_LANES, ROI_LANES},
+                                  channel_lanes_make(image_tile, 1, false)};
+            box_sums(g, &region, xs, ys, gradients, r, c0, lanes, &tiled, 0, LOAD_F32, low, high);
+        } else if (lanes == ROI_LANES && in->lanes.contiguous && in->lanes.half)
             box_sums(g, &region, xs, ys, gradients, r, c0, lanes, in, at, LOAD_F16, low, high);
         else if (lanes == ROI_LANES && in->lanes.contiguous)
             box_sums(g, &region, xs, ys, gradients, r, c0, lanes, in, at, LOAD_F32, low, high);
@@ -637,18 +664,43 @@ static void box_task(const grad_problem* g, const grad_plan* plan, uint32_t r, u
     }
 }
 
+typedef struct box_visit_context {
+    const grad_problem* g;
+    const grad_plan* plan;
+    char* workspace;
+    double (*sums)[4];
+} box_visit_context;
+
+static void box_visit(void* context, uint32_t roi, uint32_t c0, uint32_t lanes, const float* image_tile) {
+    const box_visit_context* v = context;
+    box_task(v->g, v->plan, roi, c0, lanes, v->sums + (uint64_t)roi * v->g->dims.channels,
+             thread_tables(v->plan, v->workspace), image_tile);
+}
+
 static void compute_box_gradient(const grad_problem* g, const grad_plan* plan, char* workspace) {
     double(*sums)[4] = (double(*)[4])(workspace + plan->sums_offset);
-    uint32_t blocks = (g->dims.channels + ROI_LANES - 1) / ROI_LANES;
-    int64_t tasks = (int64_t)g->dims.roi_count * blocks;
+    roi_of_image* order = (roi_of_image*)(workspace + plan->order_offset);
+    roi_order_by_image(&g->dims.source, g->dims.roi_count, g->dims.batch, order);
+    uint32_t valid = roi_first_of_image(order, g->dims.roi_count, g->dims.batch);
+    if (plan->input_tile_floats > 0 && image_tiles_pay(&g->dims, order, valid)) {
+        /* NCHW: each image's planes packed once per block (into the first
+         * thread's tile) and read there by its ROIs. */
+        box_visit_context context = {g, plan, workspace, sums};
+        float* tile = thread_input_tile(plan, (axis_sample*)(workspace + plan->tables_offset));
+        visit_by_image_tiles(&g->input, &g->dims, order, valid, tile, plan->threads, box_visit, &context);
+    } else {
+        uint32_t blocks = (g->dims.channels + ROI_LANES - 1) / ROI_LANES;
+        int64_t tasks = (int64_t)g->dims.roi_count * blocks;
 #pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
-    {
-        axis_sample* tables = thread_tables(plan, workspace);
+        {
+            axis_sample* tables = thread_tables(plan, workspace);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            roi_task t = roi_task_at(task, g->dims.roi_count, blocks, g->input.lanes.contiguous);
-            uint32_t lanes = g->dims.channels - t.c0 < ROI_LANES ? g->dims.channels - t.c0 : ROI_LANES;
-            box_task(g, plan, t.roi, t.c0, lanes, sums + (uint64_t)t.roi * g->dims.channels, tables);
+            for (int64_t task = 0; task < tasks; task++) {
+                roi_task t = roi_task_at(task, g->dims.roi_count, blocks, g->input.lanes.contiguous);
+                uint32_t lanes = g->dims.channels - t.c0 < ROI_LANES ? g->dims.channels - t.c0 : ROI_LANES;
+                uint32_t r = order[t.roi].roi;
+                box_task(g, plan, r, t.c0, lanes, sums + (uint64_t)r * g->dims.channels, tables, NULL);
+            }
         }
     }
     /* The fixed shape of roi_align_math.h: channels in order within each
@@ -702,6 +754,8 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, dml_pla
     if (boxes) {
         plan.sums_offset = workspace;
         workspace += roi_align64((uint64_t)roi_count * channels * 4 * sizeof(double));
+        plan.order_offset = workspace;
+        workspace += roi_align64((uint64_t)roi_count * sizeof(roi_of_image));
     }
     plan.tables_offset = workspace;
     plan.gradient_block_bytes = roi_align64((uint64_t)dims.out_height * dims.out_width * ROI_LANES * sizeof(float));

@@ -1,7 +1,8 @@
 /* Eight channels at once (AVX2 + F16C), for the ROI kernels that vectorize
  * across channels: each lane is one channel and computes exactly what the
  * generic kernel computes for it, so results are the same bits. Include only
- * from the src/cpu/ files named _avx2.c (compiled with -mavx2 -mf16c).
+ * from the src/cpu/ files named _avx2.c or _avx512.c (compiled with -mavx2
+ * -mf16c, and AVX-512 for the latter).
  *
  * A channel_lanes view reads or writes channels [c0, c0 + lanes) at one
  * spatial position: contiguous when the channel stride is 1 (channels-last),
@@ -224,16 +225,47 @@ static inline __m256 lanes_greater(__m256 value, __m256 best) {
     return _mm256_or_ps(_mm256_cmp_ps(value, best, _CMP_GT_OQ), _mm256_andnot_ps(value_nan, best_nan));
 }
 
-/* sum += (double)value, lane by lane (the FLOAT64 sums of RA-16). */
-static inline void lanes_add_to_double(__m256d* low, __m256d* high, __m256 value) {
-    *low = _mm256_add_pd(*low, _mm256_cvtps_pd(_mm256_castps256_ps128(value)));
-    *high = _mm256_add_pd(*high, _mm256_cvtps_pd(_mm256_extractf128_ps(value, 1)));
+/* Eight FLOAT64 lanes: the FLOAT64 sums of RA-16, one per channel. One
+ * AVX-512 vector where the file is compiled for it (_avx512.c), two AVX2
+ * vectors otherwise; the same IEEE operations either way. */
+#ifdef __AVX512F__
+typedef __m512d lanes_f64;
+static inline lanes_f64 lanes_f64_zero(void) { return _mm512_setzero_pd(); }
+static inline lanes_f64 lanes_f64_load(const double* from) { return _mm512_loadu_pd(from); }
+static inline void lanes_f64_store(double* to, lanes_f64 sum) { _mm512_storeu_pd(to, sum); }
+/* sum + (double)value, lane by lane. */
+static inline lanes_f64 lanes_f64_add(lanes_f64 sum, __m256 value) {
+    return _mm512_add_pd(sum, _mm512_cvtps_pd(value));
 }
-
-/* (float)(double) lane by lane. */
-static inline __m256 lanes_double_to_float(__m256d low, __m256d high) {
-    return _mm256_set_m128(_mm256_cvtpd_ps(high), _mm256_cvtpd_ps(low));
+/* (float)sum and (float)(sum / divisor), lane by lane. */
+static inline __m256 lanes_f64_to_float(lanes_f64 sum) { return _mm512_cvtpd_ps(sum); }
+static inline __m256 lanes_f64_quotient(lanes_f64 sum, double divisor) {
+    return _mm512_cvtpd_ps(_mm512_div_pd(sum, _mm512_set1_pd(divisor)));
 }
+#else
+typedef struct lanes_f64 {
+    __m256d low, high;
+} lanes_f64;
+static inline lanes_f64 lanes_f64_zero(void) { return (lanes_f64){_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+static inline lanes_f64 lanes_f64_load(const double* from) {
+    return (lanes_f64){_mm256_loadu_pd(from), _mm256_loadu_pd(from + 4)};
+}
+static inline void lanes_f64_store(double* to, lanes_f64 sum) {
+    _mm256_storeu_pd(to, sum.low);
+    _mm256_storeu_pd(to + 4, sum.high);
+}
+static inline lanes_f64 lanes_f64_add(lanes_f64 sum, __m256 value) {
+    return (lanes_f64){_mm256_add_pd(sum.low, _mm256_cvtps_pd(_mm256_castps256_ps128(value))),
+                       _mm256_add_pd(sum.high, _mm256_cvtps_pd(_mm256_extractf128_ps(value, 1)))};
+}
+static inline __m256 lanes_f64_to_float(lanes_f64 sum) {
+    return _mm256_set_m128(_mm256_cvtpd_ps(sum.high), _mm256_cvtpd_ps(sum.low));
+}
+static inline __m256 lanes_f64_quotient(lanes_f64 sum, double divisor) {
+    __m256d by = _mm256_set1_pd(divisor);
+    return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(sum.high, by)), _mm256_cvtpd_ps(_mm256_div_pd(sum.low, by)));
+}
+#endif
 
 /* One {N, C, H, W} tensor's strides and data (NULL when absent). */
 typedef struct tensor_view {

@@ -499,8 +499,13 @@ static void feature_task(const grad_problem* g, const roi_of_image* sorted, uint
         roi_region region = roi_region_make(&g->dims.source, r, p, g->dims.out_height, g->dims.out_width,
                                             g->dims.height, g->dims.width);
         axis_sample *xs = tables, *ys = tables + region.x.count;
-        axis_table(&region.x, p, false, xs);
         axis_table(&region.y, p, false, ys);
+        /* Skip ROIs none of whose samples reach these rows (other bands'). */
+        bool reaches = false;
+        for (uint64_t ty = 0; ty < region.y.count && !reaches; ty++)
+            reaches = !ys[ty].outside && ys[ty].second >= row_begin && ys[ty].first < row_end;
+        if (!reaches) continue;
+        axis_table(&region.x, p, false, xs);
         uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
         __m256 weight = _mm256_set1_ps(dml_roi_average_weight(&region.x, &region.y));
         const float* gradients = gradient_block(g, r, c0, lanes, block);

@@ -551,13 +551,23 @@ static void feature_task(const grad_problem* g, const roi_of_image* sorted, uint
             }
         }
     }
+    const tensor_view* out = &g->output_gradient;
     for (uint32_t y = row_begin; y < row_end; y++) {
-        const double* row = acc + (uint64_t)(y - row_begin) * row_doubles;
-        for (uint32_t x = 0; x < g->dims.width; x++) {
-            const double* pixel = row + (uint64_t)x * ROI_LANES;
-            lanes_store(&g->output_gradient.lanes, view_offset(&g->output_gradient, n, c0, y, x), lanes,
-                        lanes_f64_to_float(lanes_f64_load(pixel)));
+        double* row = acc + (uint64_t)(y - row_begin) * row_doubles;
+        if (out->lanes.contiguous) {
+            for (uint32_t x = 0; x < g->dims.width; x++)
+                lanes_store(&out->lanes, view_offset(out, n, c0, y, x), lanes,
+                            lanes_f64_to_float(lanes_f64_load(row + (uint64_t)x * ROI_LANES)));
+            continue;
         }
+        /* NCHW: the row's results in place of its sums (pixel x's 8 results
+         * end where its sums begin), then written transposed. */
+        uint32_t* results = (uint32_t*)row;
+        for (uint32_t x = 0; x < g->dims.width; x++) {
+            __m256 value = lanes_f64_to_float(lanes_f64_load(row + (uint64_t)x * ROI_LANES));
+            _mm256_storeu_si256((__m256i*)(results + (uint64_t)x * ROI_LANES), lanes_value_bits(&out->lanes, value));
+        }
+        lanes_write_bins(&out->lanes, view_offset(out, n, c0, y, 0), out->strides, 1, g->dims.width, lanes, results);
     }
 }
 

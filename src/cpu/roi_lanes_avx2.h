@@ -153,12 +153,12 @@ static inline void transpose_8x8(__m256 r[ROI_LANES]) {
  * raw bits (FLOAT16 in the low half) for bins = out_height x out_width, to
  * channels [c0, c0 + lanes) of `out` from `first`, the offset of (r, c0, 0,
  * 0): 8 bins at a time transposed to 8 runs of one channel each, stored as
- * vectors where a channel's bins are contiguous (packed NCHW output),
+ * vectors where a channel's bins are contiguous (packed NCHW output, or one row),
  * element by element elsewhere and for the last bins. */
 static inline void lanes_write_bins(const channel_lanes* out, uint64_t first, const uint64_t strides[4],
                                     uint32_t out_height, uint32_t out_width, uint32_t lanes, const uint32_t* results) {
     uint32_t bins = out_height * out_width;
-    bool packed = strides[3] == 1 && strides[2] == out_width;
+    bool packed = strides[3] == 1 && (out_height == 1 || strides[2] == out_width);
     for (uint32_t b0 = 0; b0 < bins; b0 += ROI_LANES) {
         uint32_t count = bins - b0 < ROI_LANES ? bins - b0 : ROI_LANES;
         __m256 block[ROI_LANES];

@@ -471,9 +471,16 @@ static float* thread_input_tile(const grad_plan* plan, axis_sample* tables) {
  * gathers took 60% of the feature gradient). NULL where loads stay direct
  * (channels-last, or a partial block). */
 static const float* gradient_block(const grad_problem* g, uint32_t r, uint32_t c0, uint32_t lanes, float* block) {
-    if (lanes != ROI_LANES || g->input_gradient.lanes.contiguous) return NULL;
-    pixel_box box = {0, g->dims.out_width, 0, g->dims.out_height};
-    transpose_to_tile(&g->input_gradient, view_offset(&g->input_gradient, r, c0, 0, 0), box, block);
+    const tensor_view* in = &g->input_gradient;
+    if (lanes != ROI_LANES || in->lanes.contiguous) return NULL;
+    uint64_t at = view_offset(in, r, c0, 0, 0);
+    if (in->strides[3] == 1 && in->strides[2] == g->dims.out_width) {
+        /* Packed rows: each channel's outputs are one row, transposed 8 at a time. */
+        tensor_view row = {{in->strides[0], in->strides[1], 0, 1}, in->lanes};
+        transpose_to_tile(&row, at, (pixel_box){0, g->dims.out_height * g->dims.out_width, 0, 1}, block);
+    } else {
+        transpose_to_tile(in, at, (pixel_box){0, g->dims.out_width, 0, g->dims.out_height}, block);
+    }
     return block;
 }
 

@@ -66,6 +66,11 @@ static inline __m256i lanes_load_bits(const channel_lanes* v, uint64_t offset, u
     return _mm256_loadu_si256((const __m256i*)bits);
 }
 
+/* One element as FLOAT32 (FLOAT16 through F16C, as dml_half_to_float). */
+static inline float lanes_load_one(const channel_lanes* v, uint64_t offset) {
+    return v->half ? _cvtsh_ss(((const uint16_t*)v->base)[offset]) : ((const float*)v->base)[offset];
+}
+
 /* The bits of lanes_load_bits as FLOAT32 values. */
 static inline __m256 lanes_bits_to_float(const channel_lanes* v, __m256i bits) {
     return v->half ? _mm256_cvtph_ps(lanes_pack_halves(bits)) : _mm256_castsi256_ps(bits);
@@ -316,7 +321,7 @@ static inline void transpose_to_tile(const tensor_view* in, uint64_t at, pixel_b
         for (; x < width; x++)
             for (int i = 0; i < ROI_LANES; i++)
                 row[(uint64_t)x * ROI_LANES + i] =
-                    roi_load(v->base, source + i * v->channel_stride + x * in->strides[3], v->half);
+                    lanes_load_one(v, source + i * v->channel_stride + x * in->strides[3]);
     }
 }
 

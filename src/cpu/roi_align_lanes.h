@@ -143,12 +143,21 @@ static bool tile_view(const tensor_view* in, uint64_t at, const axis_sample* xs,
 static void pack_row(const tensor_view* in, uint32_t width, uint32_t n, uint32_t c0, uint32_t lanes, uint32_t y,
                      float* tile) {
     float* row = tile + (uint64_t)y * width * ROI_LANES;
-    if (lanes == ROI_LANES) {
+    uint64_t at = view_offset(in, n, c0, y, 0);
+    if (lanes == ROI_LANES && !in->lanes.contiguous) {
         transpose_to_tile(in, view_offset(in, n, c0, 0, 0), (pixel_box){0, width, y, y + 1}, row);
-        return;
+    } else if (lanes == ROI_LANES && in->lanes.half) {
+        for (uint32_t x = 0; x < width; x++)
+            _mm256_storeu_ps(row + (uint64_t)x * ROI_LANES,
+                             lanes_load_as(&in->lanes, at + x * in->strides[3], lanes, LOAD_F16));
+    } else if (lanes == ROI_LANES) {
+        for (uint32_t x = 0; x < width; x++)
+            _mm256_storeu_ps(row + (uint64_t)x * ROI_LANES,
+                             lanes_load_as(&in->lanes, at + x * in->strides[3], lanes, LOAD_F32));
+    } else {
+        for (uint32_t x = 0; x < width; x++)
+            _mm256_storeu_ps(row + (uint64_t)x * ROI_LANES, lanes_load(&in->lanes, at + x * in->strides[3], lanes));
     }
-    for (uint32_t x = 0; x < width; x++)
-        _mm256_storeu_ps(row + (uint64_t)x * ROI_LANES, lanes_load(&in->lanes, view_offset(in, n, c0, y, x), lanes));
 }
 
 /* At most the pixels a region's samples read along an axis: its size and
@@ -170,6 +179,14 @@ static bool image_tiles_pay(const roi_align_dims* d, const roi_of_image* order, 
         boxes += axis_pixels(&region.x) * axis_pixels(&region.y);
     }
     return boxes >= images * d->height * d->width;
+}
+
+/* Whether image tiles may pay for an input (perf, 2x256x128x128): NCHW,
+ * where they replace a transpose per ROI, and channels-last FLOAT32, where
+ * they keep a block's pixels in cache across the image's ROIs; channels-last
+ * FLOAT16 reads its half-size pixels directly, cheaper than packing them. */
+static bool image_tiles_fit(const dml_tensor* input) {
+    return input->strides[1] != 1 || input->type == DML_TENSOR_DATA_TYPE_FLOAT32;
 }
 
 /* What a fast path does with ROI `roi` in channels [c0, c0 + lanes), its
@@ -331,10 +348,10 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_
     const dml_tensor* output = &op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     if (!layout_fits(input, channels_last) || !roi_lanes_fit(output->strides[1])) return S_FALSE;
     uint64_t entries = axis_capacity(output->sizes[3], p) + axis_capacity(output->sizes[2], p);
-    /* NCHW: a tile of the whole image per thread bounds every region's box
-     * and holds one image's 8 planes (shared, the first thread's).
-     * Channels-last reads its pixels' 8 channels directly. */
-    uint64_t tile_floats = channels_last ? 0 : (uint64_t)input->sizes[2] * input->sizes[3] * ROI_LANES;
+    /* A tile of the whole image per thread: in NCHW it bounds every
+     * region's box; it holds one image's 8 channels (shared, the first
+     * thread's) for image tiles. */
+    uint64_t tile_floats = image_tiles_fit(input) ? (uint64_t)input->sizes[2] * input->sizes[3] * ROI_LANES : 0;
     if (tile_floats * sizeof(float) > ROI_ALIGN_WORKSPACE_LIMIT / 4) tile_floats = 0; /* then gathers */
     /* A channels-last output is stored as computed. */
     uint64_t result_bytes =
@@ -781,7 +798,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, dml_pla
     }
     plan.tables_offset = workspace;
     plan.gradient_block_bytes = roi_align64((uint64_t)dims.out_height * dims.out_width * ROI_LANES * sizeof(float));
-    if (boxes && input->strides[1] != 1) plan.input_tile_floats = (uint64_t)height * width * ROI_LANES;
+    if (boxes && image_tiles_fit(input)) plan.input_tile_floats = (uint64_t)height * width * ROI_LANES;
     if (plan.input_tile_floats * sizeof(float) > ROI_ALIGN_WORKSPACE_LIMIT / 4) plan.input_tile_floats = 0;
     plan.thread_scratch = plan.table_entries * sizeof(axis_sample) + plan.gradient_block_bytes +
                           roi_align64(plan.input_tile_floats * sizeof(float));

@@ -193,29 +193,46 @@ static bool image_tiles_fit(const dml_tensor* input) {
  * image's planes packed in image_tile (NULL: the ROI has no image). */
 typedef void (*image_tile_visit)(void* context, uint32_t roi, uint32_t c0, uint32_t lanes, const float* image_tile);
 
-/* Visits every ROI of order[0..rois) (by image, the `valid` ones with an
- * image first) in every block of 8 channels: per block and image, the
- * image's planes are packed once into the shared `tile` (rows split over
- * the threads), then its ROIs are visited (dynamically scheduled); every
- * visit's outputs belong to it alone. */
+/* Visits every ROI in every block of 8 channels, reading image tiles: the
+ * ROIs of order[0..valid) (by image) in units of (block, image, chunk of its
+ * ROIs), those without an image (order[valid..R)) in units of their own.
+ * The thread that takes a unit packs the image's 8 channels into its tile
+ * (thread t's at tiles + t * tile_stride bytes) unless the tile holds them
+ * from its previous unit, then visits the unit's ROIs. Units are dynamically
+ * scheduled in (block, image) order, with no barrier between them; there
+ * are enough chunks for 4 units a thread. Every visit's outputs are its own. */
 static void visit_by_image_tiles(const tensor_view* in, const roi_align_dims* d, const roi_of_image* order,
-                                 uint32_t valid, float* tile, int threads, image_tile_visit visit, void* context) {
+                                 uint32_t valid, char* tiles, size_t tile_stride, int threads, image_tile_visit visit,
+                                 void* context) {
+    uint32_t blocks = (d->channels + ROI_LANES - 1) / ROI_LANES, images = 0;
+    for (uint32_t i = 0; i < valid; i++)
+        images += i == 0 || order[i].batch != order[i - 1].batch;
+    uint64_t pairs = (uint64_t)blocks * (images > 0 ? images : 1);
+    uint64_t chunks = pairs >= 4 * (uint64_t)threads ? 1 : (4 * (uint64_t)threads + pairs - 1) / pairs;
+    /* Image d->batch stands for the ROIs without an image. */
+    int64_t units = (int64_t)blocks * (d->batch + 1) * chunks;
 #pragma omp parallel num_threads(threads)
-    for (uint32_t c0 = 0; c0 < d->channels; c0 += ROI_LANES) {
-        uint32_t lanes = d->channels - c0 < ROI_LANES ? d->channels - c0 : ROI_LANES;
-        for (uint32_t begin = 0; begin < valid;) {
-            uint32_t image = order[begin].batch, end = roi_first_of_image(order, valid, image + 1);
-#pragma omp for schedule(static)
-            for (int64_t y = 0; y < d->height; y++)
-                pack_row(in, d->width, image, c0, lanes, (uint32_t)y, tile);
+    {
+        float* tile = (float*)(tiles + (size_t)dml_cpu_thread_index() * tile_stride);
+        int64_t packed = -1; /* the (block, image) in tile */
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t i = begin; i < end; i++)
-                visit(context, order[i].roi, c0, lanes, tile);
-            begin = end;
+        for (int64_t unit = 0; unit < units; unit++) {
+            uint64_t pair = (uint64_t)unit / chunks, chunk = (uint64_t)unit % chunks;
+            uint32_t c0 = (uint32_t)(pair / (d->batch + 1)) * ROI_LANES, image = (uint32_t)(pair % (d->batch + 1));
+            uint32_t lanes = d->channels - c0 < ROI_LANES ? d->channels - c0 : ROI_LANES;
+            uint32_t begin = image < d->batch ? roi_first_of_image(order, valid, image) : valid;
+            uint32_t end = image < d->batch ? roi_first_of_image(order, valid, image + 1) : d->roi_count;
+            uint32_t first = begin + (uint32_t)((end - begin) * chunk / chunks);
+            uint32_t last = begin + (uint32_t)((end - begin) * (chunk + 1) / chunks);
+            if (first == last) continue;
+            if (image < d->batch && packed != (int64_t)pair) {
+                for (uint32_t y = 0; y < d->height; y++)
+                    pack_row(in, d->width, image, c0, lanes, y, tile);
+                packed = (int64_t)pair;
+            }
+            for (uint32_t i = first; i < last; i++)
+                visit(context, order[i].roi, c0, lanes, image < d->batch ? tile : NULL);
         }
-#pragma omp for schedule(static)
-        for (int64_t i = valid; i < d->roi_count; i++)
-            visit(context, order[i].roi, c0, lanes, NULL);
     }
 }
 
@@ -349,8 +366,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_
     if (!layout_fits(input, channels_last) || !roi_lanes_fit(output->strides[1])) return S_FALSE;
     uint64_t entries = axis_capacity(output->sizes[3], p) + axis_capacity(output->sizes[2], p);
     /* A tile of the whole image per thread: in NCHW it bounds every
-     * region's box; it holds one image's 8 channels (shared, the first
-     * thread's) for image tiles. */
+     * region's box; it holds one image's 8 channels for image tiles. */
     uint64_t tile_floats = image_tiles_fit(input) ? (uint64_t)input->sizes[2] * input->sizes[3] * ROI_LANES : 0;
     if (tile_floats * sizeof(float) > ROI_ALIGN_WORKSPACE_LIMIT / 4) tile_floats = 0; /* then gathers */
     /* A channels-last output is stored as computed. */
@@ -420,10 +436,11 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     size_t scratch_bytes = plan->table_entries * sizeof(axis_sample) + plan->result_bytes;
     float* tiles = (float*)(scratch + (size_t)plan->threads * scratch_bytes);
     if (plan->tile_floats > 0 && image_tiles_pay(&f.dims, order, valid)) {
-        /* Each image's planes packed once per block and read there by its
-         * ROIs (in cache, without a transpose per ROI). */
+        /* Each image's 8 channels packed once per block (and thread) and
+         * read there by its ROIs (in cache, without a transpose per ROI). */
         forward_visit_context context = {&f, plan, scratch, scratch_bytes};
-        visit_by_image_tiles(&f.input, &f.dims, order, valid, tiles, plan->threads, forward_visit, &context);
+        visit_by_image_tiles(&f.input, &f.dims, order, valid, (char*)tiles, plan->tile_floats * sizeof(float),
+                             plan->threads, forward_visit, &context);
         return S_OK;
     }
     int64_t tasks = (int64_t)rois * blocks;
@@ -722,11 +739,12 @@ static void compute_box_gradient(const grad_problem* g, const grad_plan* plan, c
     roi_order_by_image(&g->dims.source, g->dims.roi_count, g->dims.batch, order);
     uint32_t valid = roi_first_of_image(order, g->dims.roi_count, g->dims.batch);
     if (plan->input_tile_floats > 0 && image_tiles_pay(&g->dims, order, valid)) {
-        /* NCHW: each image's planes packed once per block (into the first
-         * thread's tile) and read there by its ROIs. */
+        /* Each image's 8 channels packed once per block (and thread) and
+         * read there by its ROIs. */
         box_visit_context context = {g, plan, workspace, sums};
         float* tile = thread_input_tile(plan, (axis_sample*)(workspace + plan->tables_offset));
-        visit_by_image_tiles(&g->input, &g->dims, order, valid, tile, plan->threads, box_visit, &context);
+        visit_by_image_tiles(&g->input, &g->dims, order, valid, (char*)tile, plan->thread_scratch, plan->threads,
+                             box_visit, &context);
     } else {
         uint32_t blocks = (g->dims.channels + ROI_LANES - 1) / ROI_LANES;
         int64_t tasks = (int64_t)g->dims.roi_count * blocks;

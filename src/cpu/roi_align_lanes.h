@@ -331,6 +331,9 @@ static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint
                 lanes_store(&f->output.lanes, view_offset(&f->output, r, c0, oy, ox), lanes, out_of_bounds);
         return;
     }
+    if (results)
+        lanes_prefetch_bins(&f->output.lanes, view_offset(&f->output, r, c0, 0, 0), f->output.strides,
+                            f->dims.out_height, f->dims.out_width, lanes);
     axis_sample *xs = tables, *ys = tables + region.x.count;
     axis_table(&region.x, p, false, xs);
     axis_table(&region.y, p, false, ys);

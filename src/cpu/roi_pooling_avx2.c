@@ -213,6 +213,8 @@ static void pool_task(const pooling_problem* f, const pooling_plan* plan, uint32
         roi.x_end = columns[p->pooled_width - 1].end;
     }
     if (plan->pitch > 0) { /* NCHW */
+        lanes_prefetch_bins(&f->output, output_offset(f, r, c0, 0, 0), f->out_strides, p->pooled_height,
+                            p->pooled_width, lanes);
         float* transposed = (float*)(columns + plan->column_bins);
         uint32_t* results = (uint32_t*)(transposed + plan->pitch * ROI_LANES);
         if (roi.region.valid)

@@ -239,18 +239,19 @@ static double random_batch_id(uint32_t batch) {
     }
 }
 
-/* wide: 8 to 27 channels and larger images, so that the fast paths that
- * vectorize across 8 channels run full vectors and tails. */
+/* wide: 8 to 27 channels, larger images and more bins, so that the fast
+ * paths that vectorize across 8 channels or 8 columns run full vectors and
+ * tails. */
 static void random_pooling_problem(pooling_problem* p, double** input, double** rois, bool wide) {
     static const float scales[] = {1.0f, 0.5f, 0.25f, 0.0625f, 2.0f, 0.3f};
     p->type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
     p->batch = test_rand_range(1, 3);
     p->channels = wide ? test_rand_range(8, 27) : test_rand_range(1, 4);
     p->height = test_rand_range(1, wide ? 20 : 9);
-    p->width = test_rand_range(1, wide ? 20 : 9);
+    p->width = test_rand_range(1, wide ? 40 : 9); /* several vectors of 8 columns */
     p->roi_count = test_rand_range(1, 6);
-    p->pooled_height = test_rand_range(1, 4);
-    p->pooled_width = test_rand_range(1, 4);
+    p->pooled_height = test_rand_range(1, wide ? 7 : 4); /* 7 x 7: whole and partial blocks of 8 bins */
+    p->pooled_width = test_rand_range(1, wide ? 7 : 4);
     p->spatial_scale = scales[test_rand_range(0, 5)];
     p->input_layout = test_random_layout(true);
     p->roi_layout = test_random_layout(true);

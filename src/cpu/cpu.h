@@ -19,9 +19,11 @@ extern const dml_impl dml_cpu_max_pooling_avx2_nchw;      /* max_pooling_avx2.c:
 extern const dml_impl dml_cpu_max_pooling_grad_avx2_nchw; /* max_pooling_avx2.c */
 extern const dml_impl dml_cpu_max_pooling_avx2_nhwc;      /* max_pooling_avx2.c: channels-last (C stride 1) */
 extern const dml_impl dml_cpu_max_pooling_grad_avx2_nhwc; /* max_pooling_avx2.c */
-extern const dml_impl dml_cpu_roi_pooling_avx2_nchw, dml_cpu_roi_pooling_avx2_nhwc;       /* roi_pooling_avx2.c */
-extern const dml_impl dml_cpu_roi_align_avx2_nchw, dml_cpu_roi_align_avx2_nhwc;           /* roi_align_avx2.c */
-extern const dml_impl dml_cpu_roi_align_grad_avx2_nchw, dml_cpu_roi_align_grad_avx2_nhwc; /* roi_align_avx2.c */
+extern const dml_impl dml_cpu_roi_pooling_avx2_nchw, dml_cpu_roi_pooling_avx2_nhwc;           /* roi_pooling_avx2.c */
+extern const dml_impl dml_cpu_roi_align_avx2_nchw, dml_cpu_roi_align_avx2_nhwc;               /* roi_align_avx2.c */
+extern const dml_impl dml_cpu_roi_align_grad_avx2_nchw, dml_cpu_roi_align_grad_avx2_nhwc;     /* roi_align_avx2.c */
+extern const dml_impl dml_cpu_roi_align_avx512_nchw, dml_cpu_roi_align_avx512_nhwc;           /* roi_align_avx512.c */
+extern const dml_impl dml_cpu_roi_align_grad_avx512_nchw, dml_cpu_roi_align_grad_avx512_nhwc; /* roi_align_avx512.c */
 /* batch_normalization_avx2.c: packed, groups outside their runs (nchw) or innermost (nhwc) */
 #define DML_CPU_BN_AVX2_IMPLS(name)                                                                                    \
     extern const dml_impl dml_cpu_##name##_avx2_nchw;                                                                  \

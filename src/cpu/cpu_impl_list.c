@@ -11,10 +11,12 @@ const dml_impl* const dml_cpu_max_pooling_grad_impls[] = {
     &dml_cpu_max_pooling_grad_avx2_nchw, &dml_cpu_max_pooling_grad_avx2_nhwc, &dml_cpu_max_pooling_grad_generic, NULL};
 const dml_impl* const dml_cpu_roi_pooling_impls[] = {&dml_cpu_roi_pooling_avx2_nhwc, &dml_cpu_roi_pooling_avx2_nchw,
                                                      &dml_cpu_roi_pooling_generic, NULL};
-const dml_impl* const dml_cpu_roi_align_impls[] = {&dml_cpu_roi_align_avx2_nhwc, &dml_cpu_roi_align_avx2_nchw,
-                                                   &dml_cpu_roi_align_generic, NULL};
+const dml_impl* const dml_cpu_roi_align_impls[] = {&dml_cpu_roi_align_avx512_nhwc, &dml_cpu_roi_align_avx512_nchw,
+                                                   &dml_cpu_roi_align_avx2_nhwc,   &dml_cpu_roi_align_avx2_nchw,
+                                                   &dml_cpu_roi_align_generic,     NULL};
 const dml_impl* const dml_cpu_roi_align_grad_impls[] = {
-    &dml_cpu_roi_align_grad_avx2_nhwc, &dml_cpu_roi_align_grad_avx2_nchw, &dml_cpu_roi_align_grad_generic, NULL};
+    &dml_cpu_roi_align_grad_avx512_nhwc, &dml_cpu_roi_align_grad_avx512_nchw, &dml_cpu_roi_align_grad_avx2_nhwc,
+    &dml_cpu_roi_align_grad_avx2_nchw,   &dml_cpu_roi_align_grad_generic,     NULL};
 const dml_impl* const dml_cpu_batch_normalization_impls[] = {&dml_cpu_batch_normalization_avx2_nchw,
                                                              &dml_cpu_batch_normalization_avx2_nhwc,
                                                              &dml_cpu_batch_normalization_generic, NULL};

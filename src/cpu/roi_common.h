@@ -161,6 +161,18 @@ static inline uint32_t roi_sort_by_image(const roi_source* source, uint32_t roi_
     return count;
 }
 
+/* Every ROI ordered by (image, roi), those without an image (>= batch)
+ * last, into order[0..roi_count): the order in which a fast path visits the
+ * ROIs of one block of planes, so that one image's planes stay in cache. */
+static inline void roi_order_by_image(const roi_source* source, uint32_t roi_count, uint32_t batch,
+                                      roi_of_image* order) {
+    for (uint32_t r = 0; r < roi_count; r++) {
+        uint64_t image = roi_batch_index(source, r);
+        order[r] = (roi_of_image){image < batch ? (uint32_t)image : batch, r};
+    }
+    qsort(order, roi_count, sizeof *order, roi_compare_by_image);
+}
+
 /* The first entry of sorted[0..count) whose image is >= batch. */
 static inline uint32_t roi_first_of_image(const roi_of_image* sorted, uint32_t count, uint32_t batch) {
     uint32_t low = 0, high = count;

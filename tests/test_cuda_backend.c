@@ -886,6 +886,46 @@ TEST_CASE(cuda_batch_normalization_large) {
     dmlReleaseDevice(cuda);
 }
 
+/* The packed NCHW fast paths ("batch_normalization_training/cuda/nchw" and
+ * the GRADs'): planes whose H*W is a multiple of 4 (vector loads), 2 mod 4
+ * and odd (element loads), a plane of one element, several images per apply
+ * block with a partial last block, chunks that straddle images; FLOAT32 and
+ * FLOAT16, FusedAdd and random activations; against the CPU. */
+TEST_CASE(cuda_batch_normalization_nchw) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    static const uint32_t shapes[][4] = {{4, 32, 56, 56}, {2, 3, 70, 61}, {5, 7, 9, 9},  {1, 1, 64, 64},
+                                         {3, 17, 1, 1},   {33, 2, 8, 16}, {7, 3, 30, 22}};
+    static const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+                                               DML_OPERATOR_BATCH_NORMALIZATION_GRAD,
+                                               DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    uint64_t compared = 0, identical = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0] && !test_case_failed(); s++)
+        for (int t = 0; t < 3; t++)
+            for (int half = 0; half < 2; half++) {
+                bn_case* c = calloc(1, sizeof *c);
+                c->type = types[t];
+                c->data_type = half ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+                c->rank = 4;
+                memcpy(c->x, shapes[s], sizeof shapes[s]);
+                for (int k = 0; k < 4; k++)
+                    for (uint32_t i = 0; i < 4; i++)
+                        c->p[k][i] = i == 1 ? c->x[1] : 1;
+                c->epsilon = (float)test_rand_double(1e-5, 1e-2);
+                c->fused_add = c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING && test_rand_bool();
+                if (!bn_is_gradient(c->type)) bn_random_activation(c);
+                bn_build(c);
+                const char* name = cuda_implementation_of(cuda, &c->op);
+                EXPECT(strstr(name, "/cuda/nchw") != NULL, "CUDA chose %s; %s", name, bn_describe(c));
+                bn_compare(cpu, cuda, c, &compared, &identical);
+                free(c);
+            }
+    printf("note: %" PRIu64 " of %" PRIu64 " compared output elements are bit-identical on CPU and CUDA\n", identical,
+           compared);
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
 /* Adversarial values for order-sensitivity: a quarter of the elements +1e15,
  * a quarter -1e15 at random places, the rest of order 1. The huge values
  * cancel, so every sum is small while the rounding of its partial sums

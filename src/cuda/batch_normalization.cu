@@ -158,31 +158,33 @@ __device__ __forceinline__ void view_offsets(const dim_view<Ops>& view, uint32_t
 
 /* ---- Element access ---- */
 
+/* Element types: T the stored element, converted to and from FLOAT32 (or
+ * rounded once from FLOAT64). */
 struct f32_type {
     typedef float T;
-    static __device__ __forceinline__ float load(const void* base, uint32_t offset) {
-        return ((const float*)base)[offset];
-    }
-    static __device__ __forceinline__ void store_float(void* base, uint32_t offset, float value) {
-        ((float*)base)[offset] = value;
-    }
-    static __device__ __forceinline__ void store_double(void* base, uint32_t offset, double value) {
-        ((float*)base)[offset] = (float)value;
-    }
+    static __device__ __forceinline__ float to_float(float value) { return value; }
+    static __device__ __forceinline__ float from_float(float value) { return value; }
+    static __device__ __forceinline__ float from_double(double value) { return (float)value; }
 };
 
 struct f16_type {
     typedef uint16_t T; /* binary16 bits */
-    static __device__ __forceinline__ float load(const void* base, uint32_t offset) {
-        return dml_half_to_float(((const uint16_t*)base)[offset]);
-    }
-    static __device__ __forceinline__ void store_float(void* base, uint32_t offset, float value) {
-        ((uint16_t*)base)[offset] = dml_float_to_half(value);
-    }
-    static __device__ __forceinline__ void store_double(void* base, uint32_t offset, double value) {
-        ((uint16_t*)base)[offset] = dml_double_to_half(value);
-    }
+    static __device__ __forceinline__ float to_float(uint16_t value) { return dml_half_to_float(value); }
+    static __device__ __forceinline__ uint16_t from_float(float value) { return dml_float_to_half(value); }
+    static __device__ __forceinline__ uint16_t from_double(double value) { return dml_double_to_half(value); }
 };
+
+template <class V> __device__ __forceinline__ float load(const void* base, uint32_t offset) {
+    return V::to_float(((const typename V::T*)base)[offset]);
+}
+
+template <class V> __device__ __forceinline__ void store_float(void* base, uint32_t offset, float value) {
+    ((typename V::T*)base)[offset] = V::from_float(value);
+}
+
+template <class V> __device__ __forceinline__ void store_double(void* base, uint32_t offset, double value) {
+    ((typename V::T*)base)[offset] = V::from_double(value);
+}
 
 __host__ __device__ __forceinline__ uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
@@ -347,7 +349,7 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_statistics_par
         if (t.has_group && local < t.length) {
             uint32_t offsets[2];
             view_offsets(r.reduced, t.begin + local, offsets);
-            values[i] = V::load(p.input, base[0] + offsets[0]);
+            values[i] = load<V>(p.input, base[0] + offsets[0]);
         }
     }
 #pragma unroll
@@ -379,7 +381,7 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_parti
         view_offsets(r.kept, t.j, base);
         uint32_t mean_offset[1];
         view_offsets(p.mean_view, t.j, mean_offset);
-        mean = (double)V::load(p.mean, mean_offset[0]);
+        mean = (double)load<V>(p.mean, mean_offset[0]);
     }
     double sdy = 0, sdyxc = 0;
 #pragma unroll
@@ -388,8 +390,8 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_parti
         if (t.has_group && local < t.length) {
             uint32_t offsets[2];
             view_offsets(r.reduced, t.begin + local, offsets);
-            double dy = (double)V::load(p.input_gradient, base[1] + offsets[1]);
-            double x = (double)V::load(p.input, base[0] + offsets[0]);
+            double dy = (double)load<V>(p.input_gradient, base[1] + offsets[1]);
+            double x = (double)load<V>(p.input, base[0] + offsets[0]);
             sdy += dy;
             sdyxc += dy * (x - mean);
         }
@@ -464,10 +466,10 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_statistics_fin
     double variance = m2[threadIdx.x] / (double)r.group_size; /* biased: divisor M (decision BN-1) */
     uint32_t offsets[5];
     view_offsets(f.parameters, c.j, offsets);
-    V::store_double(f.out[0], offsets[2], group_mean);
-    V::store_double(f.out[1], offsets[3], variance);
-    double scale = (double)V::load(f.in[0], offsets[0]);
-    double bias = (double)V::load(f.in[1], offsets[1]);
+    store_double<V>(f.out[0], offsets[2], group_mean);
+    store_double<V>(f.out[1], offsets[3], variance);
+    double scale = (double)load<V>(f.in[0], offsets[0]);
+    double bias = (double)load<V>(f.in[1], offsets[1]);
     uint32_t groups = r.group_count;
     f.groups[c.j] = group_mean;
     f.groups[groups + c.j] = scale / sqrt(variance + f.epsilon);
@@ -501,12 +503,12 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_final
     sdyxc = sums[1][threadIdx.x];
     uint32_t offsets[5];
     view_offsets(f.parameters, c.j, offsets);
-    double mean = (double)V::load(f.in[0], offsets[0]);
-    double variance_plus_epsilon = (double)V::load(f.in[1], offsets[1]) + f.epsilon;
+    double mean = (double)load<V>(f.in[0], offsets[0]);
+    double variance_plus_epsilon = (double)load<V>(f.in[1], offsets[1]) + f.epsilon;
     double inv = 1.0 / sqrt(variance_plus_epsilon);
-    double scale = (double)V::load(f.in[2], offsets[2]);
-    V::store_double(f.out[0], offsets[3], sdyxc * inv); /* OutputScaleGradient (§6, §7) */
-    V::store_double(f.out[1], offsets[4], sdy);         /* OutputBiasGradient */
+    double scale = (double)load<V>(f.in[2], offsets[2]);
+    store_double<V>(f.out[0], offsets[3], sdyxc * inv); /* OutputScaleGradient (§6, §7) */
+    store_double<V>(f.out[1], offsets[4], sdy);         /* OutputBiasGradient */
     double group_size = (double)r.group_size;
     uint64_t groups = r.group_count;
     f.groups[c.j] = mean;
@@ -541,13 +543,13 @@ __global__ void __launch_bounds__(kThreads) bn_forward_elementwise(const ew_prob
     for (uint64_t i = (uint64_t)blockIdx.x * kThreads + threadIdx.x; i < p.count; i += (uint64_t)gridDim.x * kThreads) {
         uint32_t offsets[EW_OPERANDS];
         view_offsets(p.dims, (uint32_t)i, offsets);
-        double x = (double)V::load(p.in[0], offsets[1]);
+        double x = (double)load<V>(p.in[0], offsets[1]);
         double mean, factor, bias;
         if (inference) { /* each parameter through its own sizes (decision BN-5) */
-            mean = (double)V::load(p.in[1], offsets[2]);
-            double variance = (double)V::load(p.in[2], offsets[3]);
-            factor = (double)V::load(p.in[3], offsets[4]) / sqrt(__dadd_rn(variance, p.epsilon));
-            bias = (double)V::load(p.in[4], offsets[5]);
+            mean = (double)load<V>(p.in[1], offsets[2]);
+            double variance = (double)load<V>(p.in[2], offsets[3]);
+            factor = (double)load<V>(p.in[3], offsets[4]) / sqrt(__dadd_rn(variance, p.epsilon));
+            bias = (double)load<V>(p.in[4], offsets[5]);
         } else {
             uint32_t g = offsets[3];
             mean = p.groups[g];
@@ -556,9 +558,9 @@ __global__ void __launch_bounds__(kThreads) bn_forward_elementwise(const ew_prob
         }
         double value = __dadd_rn(__dmul_rn(__dsub_rn(x, mean), factor), bias);
         if (!inference && p.in[1] != NULL) /* FusedAdd after Bias, before the activation (§5) */
-            value = __dadd_rn(value, (double)V::load(p.in[1], offsets[2]));
+            value = __dadd_rn(value, (double)load<V>(p.in[1], offsets[2]));
         float pre = (float)value;
-        V::store_float(p.output, offsets[0], dml_activation_apply(&p.activation, pre));
+        store_float<V>(p.output, offsets[0], dml_activation_apply(&p.activation, pre));
     }
 }
 
@@ -569,17 +571,17 @@ __global__ void __launch_bounds__(kThreads) bn_backward_elementwise(const ew_pro
         uint32_t offsets[EW_OPERANDS];
         view_offsets(p.dims, (uint32_t)i, offsets);
         uint32_t g = offsets[3];
-        double dy = (double)V::load(p.in[1], offsets[2]);
+        double dy = (double)load<V>(p.in[1], offsets[2]);
         double k = p.groups[groups + g];
         double value;
         if (training) {
-            double x = (double)V::load(p.in[0], offsets[1]);
+            double x = (double)load<V>(p.in[0], offsets[1]);
             double centered = __dmul_rn(__dsub_rn(x, p.groups[g]), p.groups[3 * groups + g]);
             value = __dmul_rn(k, __dsub_rn(__dsub_rn(dy, p.groups[2 * groups + g]), centered));
         } else {
             value = __dmul_rn(k, dy);
         }
-        V::store_double(p.output, offsets[0], value);
+        store_double<V>(p.output, offsets[0], value);
     }
 }
 
@@ -848,6 +850,442 @@ HRESULT run_gradient_constant_statistics(const dml_kernel_args* args) {
 
 HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return batch_normalization_gradient(args, true); }
 
+/* ---- Packed NCHW fast paths ("/cuda/nchw") ----
+ *
+ * TRAINING, GRAD and TRAINING_GRAD of a rank-4 input stored packed in NCHW
+ * order and reduced over N, H and W (one group per channel), in two launches:
+ *
+ * 1. Partials, in one read: a block per chunk of kThreads * kItems
+ *    consecutive elements m = n * HW + hw of one channel, loaded kVector at a
+ *    time (16 bytes for FLOAT32) where HW and the bindings allow it. TRAINING
+ *    keeps the chunk's values in registers for the two-pass (mean, M2)
+ *    partial; the GRADs sum dy and dy * (x - Mean). FLOAT64 sums in a fixed
+ *    order, then a fixed block tree.
+ * 2. Apply: a block per run of whole planes of one channel. Its first warp
+ *    merges the channel's chunk partials in a fixed order (lane k takes
+ *    chunks k, k + 32, ... in turn, then a fixed shuffle tree), so that every
+ *    block of a channel derives the same statistics and no third launch or
+ *    atomic is needed; the block that starts at image 0 writes the
+ *    per-channel outputs. Then the element-wise pass of the generic kernels,
+ *    same arithmetic, vectorized.
+ *
+ * The chunk partials are the generic kernels' (temporaries_size with no
+ * per-group values). */
+
+constexpr int kVector = 4; /* elements per vector load and store */
+constexpr int kBatch = 4;  /* vectors in flight per thread in the apply pass */
+
+struct nchw_plan {
+    uint32_t channels, images, plane; /* C, N, HW */
+    fast_divider plane_divider;       /* HW */
+    bool vectorizable;                /* HW % kVector == 0 */
+    uint32_t chunk, chunks;           /* elements per partial chunk, chunks per channel */
+    uint32_t images_per_block, image_blocks;
+    dim_view<5> parameters; /* as finalize_problem.parameters */
+    double epsilon;
+    dml_activation activation;
+    bool training; /* TRAINING_GRAD (else GRAD) */
+};
+
+struct nchw_problem {
+    const void* input;
+    const void* second; /* TRAINING: FusedAdd (NULL when absent); GRADs: InputGradient */
+    const void* in[3];  /* TRAINING: Scale, Bias; GRADs: Mean, Variance, Scale */
+    void* out[2];       /* TRAINING: OutputMean, OutputVariance; GRADs: scale and bias gradients */
+    void* output;       /* Output / OutputGradient */
+    double2* partials;  /* [c * chunks + chunk] */
+};
+
+template <class T, int W> struct alignas(W * sizeof(T)) vector_of { T v[W]; };
+
+/* W consecutive elements from `offset` (a multiple of W when W > 1). */
+template <class V, int W> __device__ __forceinline__ void load_vector(const void* base, uint32_t offset, float* out) {
+    vector_of<typename V::T, W> v = ((const vector_of<typename V::T, W>*)base)[offset / W];
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        out[i] = V::to_float(v.v[i]);
+}
+
+template <class V, int W>
+__device__ __forceinline__ void store_vector(void* base, uint32_t offset, const typename V::T* values) {
+    vector_of<typename V::T, W> v;
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        v.v[i] = values[i];
+    ((vector_of<typename V::T, W>*)base)[offset / W] = v;
+}
+
+/* The offset of element m = n * HW + hw of channel c. */
+__device__ __forceinline__ uint32_t nchw_offset(const nchw_plan& n, uint32_t c, uint32_t m) {
+    uint32_t image = divide(n.plane_divider, m);
+    return (image * n.channels + c) * n.plane + (m - image * n.plane);
+}
+
+/* The sum of every thread's value in a fixed tree (warp shuffles, then the
+ * warps in order); every thread receives it. */
+__device__ double block_sum(double value, double* warp_sums) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_down_sync(0xffffffffu, value, offset);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
+    __syncthreads();
+    double total = 0;
+#pragma unroll
+    for (unsigned w = 0; w < kThreads / 32; w++)
+        total += warp_sums[w];
+    __syncthreads(); /* before warp_sums is written again */
+    return total;
+}
+
+/* This block's chunk: channel c, elements [begin, begin + length). */
+struct nchw_chunk {
+    uint32_t c, chunk, begin, length;
+};
+
+__device__ __forceinline__ nchw_chunk chunk_of_block(const nchw_plan& n) {
+    nchw_chunk k;
+    k.c = blockIdx.x / n.chunks;
+    k.chunk = blockIdx.x % n.chunks;
+    k.begin = k.chunk * n.chunk;
+    k.length = min_u32(n.chunk, n.images * n.plane - k.begin);
+    return k;
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_statistics_partials(const nchw_plan n, const nchw_problem p) {
+    __shared__ double warp_sums[kThreads / 32];
+    nchw_chunk k = chunk_of_block(n);
+    float values[kItems]; /* elements (threadIdx.x + i * kThreads) * W + e of the chunk */
+    double sum = 0;
+#pragma unroll
+    for (int i = 0; i < kItems / W; i++) {
+        uint32_t local = (threadIdx.x + (uint32_t)i * kThreads) * W; /* the chunk and HW are multiples of W */
+        if (local < k.length)
+            load_vector<V, W>(p.input, nchw_offset(n, k.c, k.begin + local), &values[i * W]);
+        else
+#pragma unroll
+            for (int e = 0; e < W; e++)
+                values[i * W + e] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kItems; i++)
+        sum += (double)values[i]; /* absent elements add 0 */
+    double mean = block_sum(sum, warp_sums) / (double)k.length;
+    double m2 = 0;
+#pragma unroll
+    for (int i = 0; i < kItems / W; i++) {
+        if ((threadIdx.x + (uint32_t)i * kThreads) * W < k.length)
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                double deviation = (double)values[i * W + e] - mean;
+                m2 += deviation * deviation;
+            }
+    }
+    m2 = block_sum(m2, warp_sums);
+    if (threadIdx.x == 0) p.partials[(uint64_t)k.c * n.chunks + k.chunk] = make_double2(mean, m2);
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_gradient_partials(const nchw_plan n, const nchw_problem p) {
+    __shared__ double warp_sums[kThreads / 32];
+    nchw_chunk k = chunk_of_block(n);
+    uint32_t parameter_offsets[5];
+    view_offsets(n.parameters, k.c, parameter_offsets);
+    double mean = (double)load<V>(p.in[0], parameter_offsets[0]);
+    double sdy = 0, sdyxc = 0;
+#pragma unroll
+    for (int i = 0; i < kItems / W; i++) {
+        uint32_t local = (threadIdx.x + (uint32_t)i * kThreads) * W;
+        if (local < k.length) {
+            uint32_t offset = nchw_offset(n, k.c, k.begin + local);
+            float x[W], dy[W];
+            load_vector<V, W>(p.input, offset, x);
+            load_vector<V, W>(p.second, offset, dy);
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                sdy += (double)dy[e];
+                sdyxc += (double)dy[e] * ((double)x[e] - mean);
+            }
+        }
+    }
+    sdy = block_sum(sdy, warp_sums);
+    sdyxc = block_sum(sdyxc, warp_sums);
+    if (threadIdx.x == 0) p.partials[(uint64_t)k.c * n.chunks + k.chunk] = make_double2(sdy, sdyxc);
+}
+
+/* The apply block's channel and planes, and its per-channel values. */
+struct nchw_planes {
+    uint32_t c, first_image, vectors; /* vectors: W-element vectors of the block's planes */
+};
+
+template <int W> __device__ __forceinline__ nchw_planes planes_of_block(const nchw_plan& n) {
+    nchw_planes b;
+    b.c = blockIdx.x % n.channels; /* neighbouring blocks: neighbouring planes in memory */
+    b.first_image = blockIdx.x / n.channels * n.images_per_block;
+    b.vectors = min_u32(n.images_per_block, n.images - b.first_image) * (n.plane / W);
+    return b;
+}
+
+/* Lane 0 of the calling warp receives the merge, in a fixed order, of the
+ * channel's chunk partials: Chan's merge for the statistics, else sums. */
+template <bool Statistics> __device__ stats merge_channel(const nchw_plan& n, const double2* partials, uint32_t c) {
+    uint32_t lane = threadIdx.x % 32;
+    stats s = {0, 0, 0};
+    for (uint32_t chunk = lane; chunk < n.chunks; chunk += 32) {
+        double2 partial = partials[(uint64_t)c * n.chunks + chunk];
+        if (Statistics) {
+            stats next = {(double)min_u32(n.chunk, n.images * n.plane - chunk * n.chunk), partial.x, partial.y};
+            s = merge(s, next);
+        } else {
+            s.mean += partial.x;
+            s.m2 += partial.y;
+        }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        stats other = {__shfl_down_sync(0xffffffffu, s.count, offset), __shfl_down_sync(0xffffffffu, s.mean, offset),
+                       __shfl_down_sync(0xffffffffu, s.m2, offset)};
+        if (Statistics)
+            s = merge(s, other);
+        else
+            s.mean += other.mean, s.m2 += other.m2;
+    }
+    return s;
+}
+
+/* The apply loop: kBatch vectors of the block's planes in flight per thread;
+ * `apply(offset)` handles the vector at element offset `offset`. */
+template <int W, class Apply>
+__device__ __forceinline__ void for_each_vector(const nchw_plan& n, const nchw_planes& b, Apply apply) {
+    uint32_t plane_vectors = n.plane / W;
+    for (uint32_t first = threadIdx.x; first < b.vectors; first += kThreads * kBatch) {
+#pragma unroll
+        for (int i = 0; i < kBatch; i++) {
+            uint32_t q = first + (uint32_t)i * kThreads;
+            if (q < b.vectors) {
+                uint32_t image = q / plane_vectors;
+                apply(((b.first_image + image) * n.channels + b.c) * n.plane + (q - image * plane_vectors) * W);
+            }
+        }
+    }
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_forward_apply(const nchw_plan n, const nchw_problem p) {
+    __shared__ double channel[3]; /* mean, factor, bias */
+    nchw_planes b = planes_of_block<W>(n);
+    if (threadIdx.x < 32) {
+        stats s = merge_channel<true>(n, p.partials, b.c);
+        if (threadIdx.x == 0) {
+            double variance = s.m2 / (double)(n.images * n.plane); /* biased: divisor M (decision BN-1) */
+            uint32_t offsets[5];
+            view_offsets(n.parameters, b.c, offsets);
+            if (b.first_image == 0) {
+                store_double<V>(p.out[0], offsets[2], s.mean);
+                store_double<V>(p.out[1], offsets[3], variance);
+            }
+            channel[0] = s.mean;
+            channel[1] = (double)load<V>(p.in[0], offsets[0]) / sqrt(variance + n.epsilon);
+            channel[2] = (double)load<V>(p.in[1], offsets[1]);
+        }
+    }
+    __syncthreads();
+    double mean = channel[0], factor = channel[1], bias = channel[2];
+    for_each_vector<W>(n, b, [&](uint32_t offset) {
+        float x[W], add[W];
+        load_vector<V, W>(p.input, offset, x);
+        if (p.second != NULL) load_vector<V, W>(p.second, offset, add);
+        typename V::T y[W];
+#pragma unroll
+        for (int e = 0; e < W; e++) {
+            double value = __dadd_rn(__dmul_rn(__dsub_rn((double)x[e], mean), factor), bias);
+            if (p.second != NULL) value = __dadd_rn(value, (double)add[e]); /* FusedAdd (§5) */
+            y[e] = V::from_float(dml_activation_apply(&n.activation, (float)value));
+        }
+        store_vector<V, W>(p.output, offset, y);
+    });
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_backward_apply(const nchw_plan n, const nchw_problem p) {
+    __shared__ double channel[4]; /* Mean, k, u, w as in bn_gradient_finalize */
+    nchw_planes b = planes_of_block<W>(n);
+    if (threadIdx.x < 32) {
+        stats s = merge_channel<false>(n, p.partials, b.c);
+        if (threadIdx.x == 0) {
+            double sdy = s.mean, sdyxc = s.m2;
+            uint32_t offsets[5];
+            view_offsets(n.parameters, b.c, offsets);
+            double variance_plus_epsilon = (double)load<V>(p.in[1], offsets[1]) + n.epsilon;
+            double inv = 1.0 / sqrt(variance_plus_epsilon);
+            if (b.first_image == 0) {
+                store_double<V>(p.out[0], offsets[3], sdyxc * inv); /* OutputScaleGradient (§6, §7) */
+                store_double<V>(p.out[1], offsets[4], sdy);         /* OutputBiasGradient */
+            }
+            double group_size = (double)(n.images * n.plane);
+            channel[0] = (double)load<V>(p.in[0], offsets[0]);
+            channel[1] = (double)load<V>(p.in[2], offsets[2]) * inv;
+            channel[2] = n.training ? sdy / group_size : 0.0;
+            channel[3] = n.training ? sdyxc / group_size / variance_plus_epsilon : 0.0;
+        }
+    }
+    __syncthreads();
+    double mean = channel[0], k = channel[1], u = channel[2], w = channel[3];
+    for_each_vector<W>(n, b, [&](uint32_t offset) {
+        float x[W], dy[W];
+        if (n.training) load_vector<V, W>(p.input, offset, x);
+        load_vector<V, W>(p.second, offset, dy);
+        typename V::T dx[W];
+#pragma unroll
+        for (int e = 0; e < W; e++) {
+            double value = __dmul_rn(k, (double)dy[e]); /* GRAD: the constant statistics' dx */
+            if (n.training) {
+                double centered = __dmul_rn(__dsub_rn((double)x[e], mean), w);
+                value = __dmul_rn(k, __dsub_rn(__dsub_rn((double)dy[e], u), centered));
+            }
+            dx[e] = V::from_double(value);
+        }
+        store_vector<V, W>(p.output, offset, dx);
+    });
+}
+
+/* Whether the input is reduced over N, H and W and not C (axes of size 1 either way, BN-4). */
+bool reduced_over_nhw(const dml_batch_norm_params* params, const dml_tensor& input) {
+    for (uint32_t i = 0; i < 4; i++) {
+        bool reduced = (params->reduced_axes >> i) & 1u;
+        if (input.sizes[i] > 1 && reduced != (i != 1)) return false;
+    }
+    return true;
+}
+
+/* The packed NCHW plan when the input and every tensor of `same_layout`
+ * (absent ones skipped) are packed NCHW and the reduction is over N, H, W;
+ * S_FALSE declines. */
+HRESULT plan_nchw(const DMLOperator* op, const dml_tensor& input, const dml_tensor* const same_layout[2],
+                  const dml_tensor* const parameters[5], bool training, dml_plan* plan) {
+    const dml_batch_norm_params* params = (const dml_batch_norm_params*)op->params;
+    if (!dml_cuda_packed_nchw(input) || !reduced_over_nhw(params, input)) return S_FALSE;
+    for (int k = 0; k < 2; k++) {
+        const dml_tensor& t = *same_layout[k];
+        if (!t.present) continue;
+        if (!dml_cuda_packed_nchw(t)) return S_FALSE;
+        for (uint32_t i = 0; i < 4; i++)
+            if (t.sizes[i] != input.sizes[i]) return S_FALSE;
+    }
+    nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
+    if (n == nullptr) return E_OUTOFMEMORY;
+    *n = {};
+    n->images = input.sizes[0];
+    n->channels = input.sizes[1];
+    n->plane = input.sizes[2] * input.sizes[3]; /* < 2^32: T-1 */
+    n->plane_divider = make_divider(n->plane);
+    n->vectorizable = n->plane % kVector == 0;
+    n->chunk = kThreads * kItems;
+    n->chunks = (uint32_t)((params->group_size + n->chunk - 1) / n->chunk);
+    n->images_per_block = min_u32(n->images, (kThreads * kBatch * kVector + n->plane - 1) / n->plane);
+    n->image_blocks = (n->images + n->images_per_block - 1) / n->images_per_block;
+    n->parameters = parameter_view<5>(parameters);
+    n->epsilon = params->epsilon;
+    n->activation = params->activation;
+    n->training = training;
+    plan->temporary_size = (uint64_t)n->channels * n->chunks * sizeof(double2);
+    return S_OK;
+}
+
+bool aligned_to(const void* pointer, size_t bytes) { return (uintptr_t)pointer % bytes == 0; }
+
+template <class V, int W> HRESULT launch_nchw(const dml_kernel_args* args, const nchw_problem& p, bool forward) {
+    const nchw_plan& n = *DML_PLAN_STATE(args, nchw_plan);
+    cudaStream_t stream = dml_cuda_stream(args);
+    unsigned partial_blocks = n.channels * n.chunks, apply_blocks = n.channels * n.image_blocks;
+    if (forward) {
+        bn_nchw_statistics_partials<V, W><<<partial_blocks, kThreads, 0, stream>>>(n, p);
+        DML_TRY(dml_cuda_check_launch("bn_nchw_statistics_partials"));
+        bn_nchw_forward_apply<V, W><<<apply_blocks, kThreads, 0, stream>>>(n, p);
+        return dml_cuda_check_launch("bn_nchw_forward_apply");
+    }
+    bn_nchw_gradient_partials<V, W><<<partial_blocks, kThreads, 0, stream>>>(n, p);
+    DML_TRY(dml_cuda_check_launch("bn_nchw_gradient_partials"));
+    bn_nchw_backward_apply<V, W><<<apply_blocks, kThreads, 0, stream>>>(n, p);
+    return dml_cuda_check_launch("bn_nchw_backward_apply");
+}
+
+/* Vector loads where HW and the bindings allow them (bindings need only
+ * element alignment). */
+template <class V> HRESULT launch_nchw_typed(const dml_kernel_args* args, const nchw_problem& p, bool forward) {
+    size_t bytes = kVector * sizeof(typename V::T);
+    bool vectors = DML_PLAN_STATE(args, nchw_plan)->vectorizable && aligned_to(p.input, bytes) &&
+                   aligned_to(p.second, bytes) && aligned_to(p.output, bytes);
+    return vectors ? launch_nchw<V, kVector>(args, p, forward) : launch_nchw<V, 1>(args, p, forward);
+}
+
+HRESULT launch_nchw_any(const dml_kernel_args* args, const dml_tensor& input, const nchw_problem& p, bool forward) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    return is_half(&input) ? launch_nchw_typed<f16_type>(args, p, forward)
+                           : launch_nchw_typed<f32_type>(args, p, forward);
+}
+
+HRESULT plan_training_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)device, (void)flags;
+    const dml_tensor* scale = &op->inputs[DML_BN_TRAINING_SCALE].tensor;
+    const dml_tensor* same_layout[2] = {&op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor,
+                                        &op->outputs[DML_BN_TRAINING_OUTPUT].tensor};
+    const dml_tensor* parameters[5] = {scale, &op->inputs[DML_BN_TRAINING_BIAS].tensor,
+                                       &op->outputs[DML_BN_TRAINING_OUTPUT_MEAN].tensor,
+                                       &op->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE].tensor, scale};
+    return plan_nchw(op, op->inputs[DML_BN_TRAINING_INPUT].tensor, same_layout, parameters, false, plan);
+}
+
+HRESULT run_training_nchw(const dml_kernel_args* args) {
+    const DMLOperator* op = args->op;
+    nchw_problem p = {};
+    p.input = args->inputs[DML_BN_TRAINING_INPUT];
+    p.second = op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor.present ? args->inputs[DML_BN_TRAINING_FUSED_ADD] : NULL;
+    p.in[0] = args->inputs[DML_BN_TRAINING_SCALE];
+    p.in[1] = args->inputs[DML_BN_TRAINING_BIAS];
+    p.out[0] = args->outputs[DML_BN_TRAINING_OUTPUT_MEAN];
+    p.out[1] = args->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE];
+    p.output = args->outputs[DML_BN_TRAINING_OUTPUT];
+    p.partials = (double2*)args->temporary;
+    return launch_nchw_any(args, op->inputs[DML_BN_TRAINING_INPUT].tensor, p, true);
+}
+
+HRESULT plan_gradient_nchw(const DMLOperator* op, bool training, dml_plan* plan) {
+    const dml_tensor* same_layout[2] = {&op->inputs[DML_BN_GRAD_INPUT_GRADIENT].tensor,
+                                        &op->outputs[DML_BN_GRAD_OUTPUT_GRADIENT].tensor};
+    const dml_tensor* parameters[5] = {&op->inputs[DML_BN_GRAD_MEAN].tensor, &op->inputs[DML_BN_GRAD_VARIANCE].tensor,
+                                       &op->inputs[DML_BN_GRAD_SCALE].tensor,
+                                       &op->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT].tensor,
+                                       &op->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT].tensor};
+    return plan_nchw(op, op->inputs[DML_BN_GRAD_INPUT].tensor, same_layout, parameters, training, plan);
+}
+
+HRESULT plan_gradient_constant_statistics_nchw(const DMLOperator* op, const DMLDevice* device,
+                                               DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)device, (void)flags;
+    return plan_gradient_nchw(op, false, plan);
+}
+
+HRESULT plan_gradient_batch_statistics_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                                            dml_plan* plan) {
+    (void)device, (void)flags;
+    return plan_gradient_nchw(op, true, plan);
+}
+
+HRESULT run_gradient_nchw(const dml_kernel_args* args) {
+    nchw_problem p = {};
+    p.input = args->inputs[DML_BN_GRAD_INPUT];
+    p.second = args->inputs[DML_BN_GRAD_INPUT_GRADIENT];
+    for (int k = 0; k < 3; k++)
+        p.in[k] = args->inputs[DML_BN_GRAD_MEAN + k];
+    p.out[0] = args->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT];
+    p.out[1] = args->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT];
+    p.output = args->outputs[DML_BN_GRAD_OUTPUT_GRADIENT];
+    p.partials = (double2*)args->temporary;
+    return launch_nchw_any(args, args->op->inputs[DML_BN_GRAD_INPUT].tensor, p, false);
+}
+
 } // namespace
 
 const dml_impl dml_cuda_batch_normalization_generic = {"batch_normalization/cuda/strided", DML_ISA_GENERIC, nullptr,
@@ -858,3 +1296,10 @@ const dml_impl dml_cuda_batch_normalization_grad_generic = {"batch_normalization
                                                             plan_gradient, run_gradient_constant_statistics};
 const dml_impl dml_cuda_batch_normalization_training_grad_generic = {
     "batch_normalization_training_grad/cuda/strided", DML_ISA_GENERIC, plan_gradient, run_gradient_batch_statistics};
+const dml_impl dml_cuda_batch_normalization_training_nchw = {"batch_normalization_training/cuda/nchw", DML_ISA_GENERIC,
+                                                             plan_training_nchw, run_training_nchw};
+const dml_impl dml_cuda_batch_normalization_grad_nchw = {"batch_normalization_grad/cuda/nchw", DML_ISA_GENERIC,
+                                                         plan_gradient_constant_statistics_nchw, run_gradient_nchw};
+const dml_impl dml_cuda_batch_normalization_training_grad_nchw = {"batch_normalization_training_grad/cuda/nchw",
+                                                                  DML_ISA_GENERIC, plan_gradient_batch_statistics_nchw,
+                                                                  run_gradient_nchw};

@@ -244,11 +244,12 @@ constexpr const dml_impl* roi_align_impls[] = {&dml_cuda_roi_align_nchw, &dml_cu
 constexpr const dml_impl* roi_align_grad_impls[] = {&dml_cuda_roi_align_grad_nchw, &dml_cuda_roi_align_grad_generic,
                                                     nullptr};
 constexpr const dml_impl* batch_normalization_impls[] = {&dml_cuda_batch_normalization_generic, nullptr};
-constexpr const dml_impl* batch_normalization_training_impls[] = {&dml_cuda_batch_normalization_training_generic,
-                                                                  nullptr};
-constexpr const dml_impl* batch_normalization_grad_impls[] = {&dml_cuda_batch_normalization_grad_generic, nullptr};
+constexpr const dml_impl* batch_normalization_training_impls[] = {
+    &dml_cuda_batch_normalization_training_nchw, &dml_cuda_batch_normalization_training_generic, nullptr};
+constexpr const dml_impl* batch_normalization_grad_impls[] = {&dml_cuda_batch_normalization_grad_nchw,
+                                                              &dml_cuda_batch_normalization_grad_generic, nullptr};
 constexpr const dml_impl* batch_normalization_training_grad_impls[] = {
-    &dml_cuda_batch_normalization_training_grad_generic, nullptr};
+    &dml_cuda_batch_normalization_training_grad_nchw, &dml_cuda_batch_normalization_training_grad_generic, nullptr};
 
 static constexpr dml_backend make_cuda_backend() {
     dml_backend backend{};

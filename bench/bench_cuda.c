@@ -172,8 +172,10 @@ static uint64_t tensor_bytes(const gpu_tensor* t) {
 typedef enum family {
     MAXPOOL_FWD,
     MAXPOOL_GRAD,
+    BN_INFER,
     BN_TRAIN,
     BN_TRAIN_RELU,
+    BN_GRAD,
     BN_TRAIN_GRAD,
     ROI_POOL,
     ROI_ALIGN_FWD,
@@ -194,8 +196,10 @@ static const workload workloads[] = {
     {"maxpool_grad_32x256x56x56_3x3s2p1", MAXPOOL_GRAD, 32, 256, 56, 56, 3, 2, 1, 0, 0},
     {"maxpool_fwd_idx_64x128x112x112_2x2s2", MAXPOOL_FWD, 64, 128, 112, 112, 2, 2, 0, 0, 0},
     {"maxpool_grad_64x128x112x112_2x2s2", MAXPOOL_GRAD, 64, 128, 112, 112, 2, 2, 0, 0, 0},
+    {"bn_infer_fwd_32x256x56x56", BN_INFER, 32, 256, 56, 56, 0, 0, 0, 0, 0},
     {"bn_train_fwd_32x256x56x56", BN_TRAIN, 32, 256, 56, 56, 0, 0, 0, 0, 0},
     {"bn_train_fwd_relu_32x256x56x56", BN_TRAIN_RELU, 32, 256, 56, 56, 0, 0, 0, 0, 0},
+    {"bn_grad_32x256x56x56", BN_GRAD, 32, 256, 56, 56, 0, 0, 0, 0, 0},
     {"bn_train_grad_32x256x56x56", BN_TRAIN_GRAD, 32, 256, 56, 56, 0, 0, 0, 0, 0},
     {"roi_pool_2x256x64x64_512x7x7", ROI_POOL, 2, 256, 64, 64, 0, 0, 0, 512, 1.0f / 16},
     {"roi_align_fwd_2x256x128x128_512x7x7", ROI_ALIGN_FWD, 2, 256, 128, 128, 0, 0, 0, 512, 1.0f / 8},
@@ -297,7 +301,23 @@ static void setup_batch_normalization(bench_case* b, DMLDevice* device, const wo
     fill_random(device, input->data, input->elements, type);
     gpu_tensor* scale = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
     fill_random(device, scale->data, scale->elements, type);
-    if (w->kind != BN_TRAIN_GRAD) {
+    if (w->kind == BN_INFER) {
+        gpu_tensor* mean = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* variance = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        gpu_tensor* bias = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        fill_random(device, mean->data, mean->elements, type);
+        fill_constant(device, variance->data, variance->elements, type, 1.0f);
+        fill_random(device, bias->data, bias->elements, type);
+        gpu_tensor* output = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
+        DML_BATCH_NORMALIZATION_OPERATOR_DESC bn = {
+            &input->desc, &mean->desc, &variance->desc, &scale->desc, &bias->desc, &output->desc, 1, 1e-5f, NULL};
+        DML_OPERATOR_DESC desc = {DML_OPERATOR_BATCH_NORMALIZATION, &bn};
+        const gpu_tensor* ins[] = {input, mean, variance, scale, bias};
+        const gpu_tensor* outs[] = {output};
+        bind_all(b, ins, 5, outs, 1);
+        compile(b, device, &desc);
+        b->bytes = tensor_bytes(input) + tensor_bytes(output);
+    } else if (w->kind != BN_GRAD && w->kind != BN_TRAIN_GRAD) {
         gpu_tensor* bias = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
         fill_random(device, bias->data, bias->elements, type);
         gpu_tensor* output = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
@@ -332,16 +352,29 @@ static void setup_batch_normalization(bench_case* b, DMLDevice* device, const wo
         gpu_tensor* dx = add_tensor(b, device, type, l, w->n, w->c, w->h, w->w);
         gpu_tensor* dscale = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
         gpu_tensor* dbias = add_tensor(b, device, type, LAYOUT_NCHW, 1, w->c, 1, 1);
+        /* The same fields; GRAD's input gradient reads no x. */
         DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC grad = {&input->desc,    &dy->desc,    &mean->desc,
                                                                     &variance->desc, &scale->desc, &dx->desc,
                                                                     &dscale->desc,   &dbias->desc, 1e-5f};
+        DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC constant = {grad.InputTensor,
+                                                               grad.InputGradientTensor,
+                                                               grad.MeanTensor,
+                                                               grad.VarianceTensor,
+                                                               grad.ScaleTensor,
+                                                               grad.OutputGradientTensor,
+                                                               grad.OutputScaleGradientTensor,
+                                                               grad.OutputBiasGradientTensor,
+                                                               grad.Epsilon};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD, &grad};
+        if (w->kind == BN_GRAD) desc = (DML_OPERATOR_DESC){DML_OPERATOR_BATCH_NORMALIZATION_GRAD, &constant};
         const gpu_tensor* ins[] = {input, dy, mean, variance, scale};
         const gpu_tensor* outs[] = {dx, dscale, dbias};
         bind_all(b, ins, 5, outs, 3);
         compile(b, device, &desc);
-        /* The reductions read x and dy, the gradient reads them again and writes dx. */
-        b->bytes = 2 * (tensor_bytes(input) + tensor_bytes(dy)) + tensor_bytes(dx);
+        /* The reductions read x and dy, the gradient reads dy (and x for
+         * TRAINING_GRAD) again and writes dx. */
+        b->bytes = (w->kind == BN_GRAD ? 3 * tensor_bytes(dy) : 2 * (tensor_bytes(input) + tensor_bytes(dy))) +
+                   tensor_bytes(dx);
     }
 }
 
@@ -605,7 +638,7 @@ int main(int argc, char** argv) {
                 memset(&b, 0, sizeof b);
                 if (w->kind == MAXPOOL_FWD || w->kind == MAXPOOL_GRAD)
                     setup_max_pooling(&b, device, w, types[t], (layout)l);
-                else if (w->kind == BN_TRAIN || w->kind == BN_TRAIN_RELU || w->kind == BN_TRAIN_GRAD)
+                else if (w->kind >= BN_INFER && w->kind <= BN_TRAIN_GRAD)
                     setup_batch_normalization(&b, device, w, types[t], (layout)l);
                 else
                     setup_roi(&b, device, w, types[t], (layout)l);

@@ -83,6 +83,10 @@ def batch_normalization(dtype, tag):
         def native():
             return torch.ops.aten.native_batch_norm(x, weight, bias, running_mean, running_var, True, 0.1, 1e-5)
 
+        report(f"bn_infer_fwd_{name}", tag, f"cudnn_{layout}",
+               lambda: torch.ops.aten.cudnn_batch_norm(x, weight, bias, running_mean, running_var, False, 0.1, 1e-5))
+        report(f"bn_infer_fwd_{name}", tag, f"native_{layout}",
+               lambda: torch.ops.aten.native_batch_norm(x, weight, bias, running_mean, running_var, False, 0.1, 1e-5))
         report(f"bn_train_fwd_{name}", tag, f"cudnn_{layout}", cudnn)
         report(f"bn_train_fwd_{name}", tag, f"native_{layout}", native)
         report(f"bn_train_fwd_relu_{name}", tag, f"cudnn+relu_{layout}", lambda: torch.relu_(cudnn()[0]))
@@ -93,6 +97,10 @@ def batch_normalization(dtype, tag):
         report(f"bn_train_grad_{name}", tag, f"cudnn_{layout}",
                lambda: torch.ops.aten.cudnn_batch_norm_backward(
                    x, dy, weight, running_mean, running_var, save_mean, save_invstd, 1e-5, reserve))
+        # The gradient through fixed statistics (BATCH_NORMALIZATION_GRAD).
+        report(f"bn_grad_{name}", tag, f"native_{layout}",
+               lambda: torch.ops.aten.native_batch_norm_backward(
+                   dy, x, weight, running_mean, running_var, None, None, False, 1e-5, [True, True, True]))
         _, save_mean, save_invstd = native()
         report(f"bn_train_grad_{name}", tag, f"native_{layout}",
                lambda: torch.ops.aten.native_batch_norm_backward(

@@ -886,6 +886,60 @@ TEST_CASE(cuda_batch_normalization_large) {
     dmlReleaseDevice(cuda);
 }
 
+/* The packed fast paths ("batch_normalization_training/cuda/nchw", "/nhwc"
+ * and the other operators'; inference with parameters per channel or, at
+ * times, a scalar Variance, decision BN-5). NCHW: planes whose H*W is a multiple of 8 (vector loads
+ * for both types), 4 mod 8, 2 mod 4 and odd (element loads), a plane of one
+ * element, several images per apply block with a partial last block.
+ * Channels-last: channel counts that are multiples of 8, of 4 only, odd,
+ * more than 64 vectors (several column blocks), rows fewer and more than
+ * the row ranges. FLOAT32 and FLOAT16, FusedAdd and random activations;
+ * against the CPU, and the implementation CUDA chose. */
+TEST_CASE(cuda_batch_normalization_packed_layouts) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    static const struct {
+        uint32_t x[4];
+        bool nhwc;
+    } shapes[] = {
+        {{4, 32, 56, 56}, false},  {{2, 3, 70, 61}, false}, {{5, 7, 9, 9}, false},   {{1, 1, 64, 64}, false},
+        {{3, 17, 1, 1}, false},    {{33, 2, 8, 16}, false}, {{7, 3, 30, 22}, false}, {{4, 64, 30, 30}, true},
+        {{2, 12, 9, 7}, true},     {{3, 37, 5, 11}, true},  {{2, 520, 3, 5}, true},  {{1, 3, 40, 41}, true},
+        {{16, 256, 14, 14}, true},
+    };
+    static const DML_OPERATOR_TYPE types[4] = {
+        DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+        DML_OPERATOR_BATCH_NORMALIZATION_GRAD, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    uint64_t compared = 0, identical = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0] && !test_case_failed(); s++)
+        for (int t = 0; t < 4; t++)
+            for (int half = 0; half < 2; half++) {
+                bn_case* c = calloc(1, sizeof *c);
+                c->type = types[t];
+                c->data_type = half ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+                c->rank = 4;
+                memcpy(c->x, shapes[s].x, sizeof shapes[s].x);
+                for (int k = 0; k < 4; k++)
+                    for (uint32_t i = 0; i < 4; i++)
+                        c->p[k][i] = i == 1 ? c->x[1] : 1;
+                if (c->type == DML_OPERATOR_BATCH_NORMALIZATION && s % 2) c->p[1][1] = 1; /* a scalar Variance */
+                c->epsilon = (float)test_rand_double(1e-5, 1e-2);
+                c->fused_add = c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING && test_rand_bool();
+                if (!bn_is_gradient(c->type)) bn_random_activation(c);
+                c->nhwc = shapes[s].nhwc;
+                bn_build(c);
+                const char* name = cuda_implementation_of(cuda, &c->op);
+                const char* expected = c->nhwc ? "/cuda/nhwc" : "/cuda/nchw";
+                EXPECT(strstr(name, expected) != NULL, "CUDA chose %s; %s", name, bn_describe(c));
+                bn_compare(cpu, cuda, c, &compared, &identical);
+                free(c);
+            }
+    printf("note: %" PRIu64 " of %" PRIu64 " compared output elements are bit-identical on CPU and CUDA\n", identical,
+           compared);
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
 /* Adversarial values for order-sensitivity: a quarter of the elements +1e15,
  * a quarter -1e15 at random places, the rest of order 1. The huge values
  * cancel, so every sum is small while the rounding of its partial sums

@@ -42,6 +42,9 @@
 #include "../ops/batch_normalization.h"
 #include "cuda.h"
 
+/* After the project's headers: its `half` type would shadow their parameters. */
+#include <cuda_fp16.h>
+
 namespace {
 
 constexpr unsigned kThreads = 256; /* every block; gx * gy == kThreads */
@@ -158,31 +161,40 @@ __device__ __forceinline__ void view_offsets(const dim_view<Ops>& view, uint32_t
 
 /* ---- Element access ---- */
 
+/* Element types: T the stored element, converted to and from FLOAT32 (or
+ * rounded once from FLOAT64). */
 struct f32_type {
     typedef float T;
-    static __device__ __forceinline__ float load(const void* base, uint32_t offset) {
-        return ((const float*)base)[offset];
+    static __device__ __forceinline__ float to_float(float value) { return value; }
+    static __device__ __forceinline__ float from_float(float value) { return value; }
+    static __device__ __forceinline__ float from_double(double value) { return (float)value; }
+};
+
+/* The GPU's conversion instructions: the IEEE conversions of src/core/half.h
+ * (exact widening, one round-to-nearest-even narrowing, also from FLOAT64)
+ * at a fraction of their cost. */
+struct f16_type {
+    typedef uint16_t T; /* binary16 bits */
+    static __device__ __forceinline__ float to_float(uint16_t value) { return __half2float(__ushort_as_half(value)); }
+    static __device__ __forceinline__ uint16_t from_float(float value) {
+        return __half_as_ushort(__float2half_rn(value));
     }
-    static __device__ __forceinline__ void store_float(void* base, uint32_t offset, float value) {
-        ((float*)base)[offset] = value;
-    }
-    static __device__ __forceinline__ void store_double(void* base, uint32_t offset, double value) {
-        ((float*)base)[offset] = (float)value;
+    static __device__ __forceinline__ uint16_t from_double(double value) {
+        return __half_as_ushort(__double2half(value));
     }
 };
 
-struct f16_type {
-    typedef uint16_t T; /* binary16 bits */
-    static __device__ __forceinline__ float load(const void* base, uint32_t offset) {
-        return dml_half_to_float(((const uint16_t*)base)[offset]);
-    }
-    static __device__ __forceinline__ void store_float(void* base, uint32_t offset, float value) {
-        ((uint16_t*)base)[offset] = dml_float_to_half(value);
-    }
-    static __device__ __forceinline__ void store_double(void* base, uint32_t offset, double value) {
-        ((uint16_t*)base)[offset] = dml_double_to_half(value);
-    }
-};
+template <class V> __device__ __forceinline__ float load(const void* base, uint32_t offset) {
+    return V::to_float(((const typename V::T*)base)[offset]);
+}
+
+template <class V> __device__ __forceinline__ void store_float(void* base, uint32_t offset, float value) {
+    ((typename V::T*)base)[offset] = V::from_float(value);
+}
+
+template <class V> __device__ __forceinline__ void store_double(void* base, uint32_t offset, double value) {
+    ((typename V::T*)base)[offset] = V::from_double(value);
+}
 
 __host__ __device__ __forceinline__ uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
@@ -347,7 +359,7 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_statistics_par
         if (t.has_group && local < t.length) {
             uint32_t offsets[2];
             view_offsets(r.reduced, t.begin + local, offsets);
-            values[i] = V::load(p.input, base[0] + offsets[0]);
+            values[i] = load<V>(p.input, base[0] + offsets[0]);
         }
     }
 #pragma unroll
@@ -379,7 +391,7 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_parti
         view_offsets(r.kept, t.j, base);
         uint32_t mean_offset[1];
         view_offsets(p.mean_view, t.j, mean_offset);
-        mean = (double)V::load(p.mean, mean_offset[0]);
+        mean = (double)load<V>(p.mean, mean_offset[0]);
     }
     double sdy = 0, sdyxc = 0;
 #pragma unroll
@@ -388,8 +400,8 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_parti
         if (t.has_group && local < t.length) {
             uint32_t offsets[2];
             view_offsets(r.reduced, t.begin + local, offsets);
-            double dy = (double)V::load(p.input_gradient, base[1] + offsets[1]);
-            double x = (double)V::load(p.input, base[0] + offsets[0]);
+            double dy = (double)load<V>(p.input_gradient, base[1] + offsets[1]);
+            double x = (double)load<V>(p.input, base[0] + offsets[0]);
             sdy += dy;
             sdyxc += dy * (x - mean);
         }
@@ -397,6 +409,81 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_parti
     sdy = column_sum(sdy, shared, r.tile);
     sdyxc = column_sum(sdyxc, shared, r.tile);
     if (ty == 0 && t.has_group) p.partials[(uint64_t)t.j * r.chunks + t.chunk] = make_double2(sdy, sdyxc);
+}
+
+/* ---- Per-group values and per-element math (every path) ---- */
+
+/* TRAINING: group j's values of the element-wise pass {mean, factor =
+ * Scale / sqrt(variance + Epsilon), Bias}; with `outputs`, also writes
+ * OutputMean and OutputVariance. parameters: Scale, Bias, OutputMean,
+ * OutputVariance; in: Scale, Bias; out: OutputMean, OutputVariance. */
+template <class V>
+__device__ void forward_group_values(const dim_view<5>& parameters, const void* const* in, void* const* out,
+                                     double epsilon, uint32_t j, double mean, double variance, bool outputs,
+                                     double values[3]) {
+    uint32_t offsets[5];
+    view_offsets(parameters, j, offsets);
+    if (outputs) {
+        store_double<V>(out[0], offsets[2], mean);
+        store_double<V>(out[1], offsets[3], variance);
+    }
+    values[0] = mean;
+    values[1] = (double)load<V>(in[0], offsets[0]) / sqrt(variance + epsilon);
+    values[2] = (double)load<V>(in[1], offsets[1]);
+}
+
+/* The GRADs: group j's {Mean, k, u, w} with dx = k * (dy - u - (x - Mean) *
+ * w), u = w = 0 for GRAD (§6, §7); with `outputs`, also writes
+ * OutputScaleGradient and OutputBiasGradient. parameters: Mean, Variance,
+ * Scale, OutputScaleGradient, OutputBiasGradient; in: Mean, Variance, Scale. */
+template <class V>
+__device__ void backward_group_values(const dim_view<5>& parameters, const void* const* in, void* const* out,
+                                      double epsilon, bool training, uint32_t j, double sdy, double sdyxc,
+                                      double group_size, bool outputs, double values[4]) {
+    uint32_t offsets[5];
+    view_offsets(parameters, j, offsets);
+    double variance_plus_epsilon = (double)load<V>(in[1], offsets[1]) + epsilon;
+    double inv = 1.0 / sqrt(variance_plus_epsilon);
+    if (outputs) {
+        store_double<V>(out[0], offsets[3], sdyxc * inv); /* OutputScaleGradient */
+        store_double<V>(out[1], offsets[4], sdy);         /* OutputBiasGradient */
+    }
+    values[0] = (double)load<V>(in[0], offsets[0]);
+    values[1] = (double)load<V>(in[2], offsets[2]) * inv;
+    values[2] = training ? sdy / group_size : 0.0;
+    values[3] = training ? sdyxc / group_size / variance_plus_epsilon : 0.0;
+}
+
+/* BATCH_NORMALIZATION: channel c's {Mean, Scale / sqrt(Variance + Epsilon),
+ * Bias}, each parameter through its own sizes (decision BN-5), as
+ * bn_forward_elementwise computes them. in: Mean, Variance, Scale, Bias. */
+template <class V>
+__device__ void inference_group_values(const dim_view<5>& parameters, const void* const* in, double epsilon, uint32_t c,
+                                       double values[3]) {
+    uint32_t offsets[5];
+    view_offsets(parameters, c, offsets);
+    double variance = (double)load<V>(in[1], offsets[1]);
+    values[0] = (double)load<V>(in[0], offsets[0]);
+    values[1] = (double)load<V>(in[2], offsets[2]) / sqrt(__dadd_rn(variance, epsilon));
+    values[2] = (double)load<V>(in[3], offsets[3]);
+}
+
+/* The forward output before rounding to the output type: (x - mean) * factor
+ * + bias [+ FusedAdd, after Bias and before the activation (§5)] in FLOAT64
+ * as on the CPU, with round-to-nearest intrinsics so that no multiply-add is
+ * fused, rounded to FLOAT32, then the activation in FLOAT32 (§8.2). */
+__device__ __forceinline__ float forward_element(double x, double mean, double factor, double bias, bool has_add,
+                                                 double add, const dml_activation& activation) {
+    double value = __dadd_rn(__dmul_rn(__dsub_rn(x, mean), factor), bias);
+    if (has_add) value = __dadd_rn(value, add);
+    return dml_activation_apply(&activation, (float)value);
+}
+
+/* The input gradient from the group's {Mean, k, u, w}; GRAD reads no x. */
+__device__ __forceinline__ double backward_element(double x, double dy, const double values[4], bool training) {
+    if (!training) return __dmul_rn(values[1], dy);
+    double centered = __dmul_rn(__dsub_rn(x, values[0]), values[3]);
+    return __dmul_rn(values[1], __dsub_rn(__dsub_rn(dy, values[2]), centered));
 }
 
 /* ---- 2. Finalize ---- */
@@ -460,18 +547,11 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_statistics_fin
         __syncthreads();
     }
     if (c.ty != 0 || !c.has_group) return;
-    double group_mean = mean[threadIdx.x];
     double variance = m2[threadIdx.x] / (double)r.group_size; /* biased: divisor M (decision BN-1) */
-    uint32_t offsets[5];
-    view_offsets(f.parameters, c.j, offsets);
-    V::store_double(f.out[0], offsets[2], group_mean);
-    V::store_double(f.out[1], offsets[3], variance);
-    double scale = (double)V::load(f.in[0], offsets[0]);
-    double bias = (double)V::load(f.in[1], offsets[1]);
-    uint32_t groups = r.group_count;
-    f.groups[c.j] = group_mean;
-    f.groups[groups + c.j] = scale / sqrt(variance + f.epsilon);
-    f.groups[2 * (uint64_t)groups + c.j] = bias;
+    double values[3];
+    forward_group_values<V>(f.parameters, f.in, f.out, f.epsilon, c.j, mean[threadIdx.x], variance, true, values);
+    for (uint64_t k = 0; k < 3; k++)
+        f.groups[k * r.group_count + c.j] = values[k];
 }
 
 template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_finalize(const finalize_problem f) {
@@ -499,20 +579,11 @@ template <class V> __global__ void __launch_bounds__(kThreads) bn_gradient_final
     if (c.ty != 0 || !c.has_group) return;
     sdy = sums[0][threadIdx.x];
     sdyxc = sums[1][threadIdx.x];
-    uint32_t offsets[5];
-    view_offsets(f.parameters, c.j, offsets);
-    double mean = (double)V::load(f.in[0], offsets[0]);
-    double variance_plus_epsilon = (double)V::load(f.in[1], offsets[1]) + f.epsilon;
-    double inv = 1.0 / sqrt(variance_plus_epsilon);
-    double scale = (double)V::load(f.in[2], offsets[2]);
-    V::store_double(f.out[0], offsets[3], sdyxc * inv); /* OutputScaleGradient (§6, §7) */
-    V::store_double(f.out[1], offsets[4], sdy);         /* OutputBiasGradient */
-    double group_size = (double)r.group_size;
-    uint64_t groups = r.group_count;
-    f.groups[c.j] = mean;
-    f.groups[groups + c.j] = scale * inv;
-    f.groups[2 * groups + c.j] = f.training ? sdy / group_size : 0.0;
-    f.groups[3 * groups + c.j] = f.training ? sdyxc / group_size / variance_plus_epsilon : 0.0;
+    double values[4];
+    backward_group_values<V>(f.parameters, f.in, f.out, f.epsilon, f.training, c.j, sdy, sdyxc, (double)r.group_size,
+                             true, values);
+    for (uint64_t k = 0; k < 4; k++)
+        f.groups[k * r.group_count + c.j] = values[k];
 }
 
 /* ---- 3. The element-wise pass ---- */
@@ -534,31 +605,27 @@ struct ew_problem {
     dml_activation activation;
 };
 
-/* The output value before the activation, in FLOAT64 as on the CPU; written
- * with round-to-nearest intrinsics so that no multiply-add is fused. */
 template <class V>
 __global__ void __launch_bounds__(kThreads) bn_forward_elementwise(const ew_problem p, bool inference) {
     for (uint64_t i = (uint64_t)blockIdx.x * kThreads + threadIdx.x; i < p.count; i += (uint64_t)gridDim.x * kThreads) {
         uint32_t offsets[EW_OPERANDS];
         view_offsets(p.dims, (uint32_t)i, offsets);
-        double x = (double)V::load(p.in[0], offsets[1]);
+        double x = (double)load<V>(p.in[0], offsets[1]);
         double mean, factor, bias;
         if (inference) { /* each parameter through its own sizes (decision BN-5) */
-            mean = (double)V::load(p.in[1], offsets[2]);
-            double variance = (double)V::load(p.in[2], offsets[3]);
-            factor = (double)V::load(p.in[3], offsets[4]) / sqrt(__dadd_rn(variance, p.epsilon));
-            bias = (double)V::load(p.in[4], offsets[5]);
+            mean = (double)load<V>(p.in[1], offsets[2]);
+            double variance = (double)load<V>(p.in[2], offsets[3]);
+            factor = (double)load<V>(p.in[3], offsets[4]) / sqrt(__dadd_rn(variance, p.epsilon));
+            bias = (double)load<V>(p.in[4], offsets[5]);
         } else {
             uint32_t g = offsets[3];
             mean = p.groups[g];
             factor = p.groups[p.group_count + g];
             bias = p.groups[2 * (uint64_t)p.group_count + g];
         }
-        double value = __dadd_rn(__dmul_rn(__dsub_rn(x, mean), factor), bias);
-        if (!inference && p.in[1] != NULL) /* FusedAdd after Bias, before the activation (§5) */
-            value = __dadd_rn(value, (double)V::load(p.in[1], offsets[2]));
-        float pre = (float)value;
-        V::store_float(p.output, offsets[0], dml_activation_apply(&p.activation, pre));
+        bool has_add = !inference && p.in[1] != NULL;
+        double add = has_add ? (double)load<V>(p.in[1], offsets[2]) : 0.0;
+        store_float<V>(p.output, offsets[0], forward_element(x, mean, factor, bias, has_add, add, p.activation));
     }
 }
 
@@ -569,17 +636,12 @@ __global__ void __launch_bounds__(kThreads) bn_backward_elementwise(const ew_pro
         uint32_t offsets[EW_OPERANDS];
         view_offsets(p.dims, (uint32_t)i, offsets);
         uint32_t g = offsets[3];
-        double dy = (double)V::load(p.in[1], offsets[2]);
-        double k = p.groups[groups + g];
-        double value;
-        if (training) {
-            double x = (double)V::load(p.in[0], offsets[1]);
-            double centered = __dmul_rn(__dsub_rn(x, p.groups[g]), p.groups[3 * groups + g]);
-            value = __dmul_rn(k, __dsub_rn(__dsub_rn(dy, p.groups[2 * groups + g]), centered));
-        } else {
-            value = __dmul_rn(k, dy);
-        }
-        V::store_double(p.output, offsets[0], value);
+        double values[4];
+        for (uint64_t k = 0; k < 4; k++)
+            values[k] = training || k == 1 ? p.groups[k * groups + g] : 0.0;
+        double x = training ? (double)load<V>(p.in[0], offsets[1]) : 0.0;
+        double dy = (double)load<V>(p.in[1], offsets[2]);
+        store_double<V>(p.output, offsets[0], backward_element(x, dy, values, training));
     }
 }
 
@@ -848,6 +910,794 @@ HRESULT run_gradient_constant_statistics(const dml_kernel_args* args) {
 
 HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return batch_normalization_gradient(args, true); }
 
+/* ---- Packed NCHW fast paths ("/cuda/nchw") ----
+ *
+ * TRAINING, GRAD and TRAINING_GRAD of a rank-4 input stored packed in NCHW
+ * order and reduced over N, H and W (one group per channel), in two launches:
+ *
+ * 1. Partials, in one read: a block per chunk of kThreads * kItems
+ *    consecutive elements m = n * HW + hw of one channel, loaded 16 bytes at a
+ *    time where HW and the bindings allow it (else one element). TRAINING
+ *    keeps the chunk's values in registers for the two-pass (mean, M2)
+ *    partial; the GRADs sum dy and dy * (x - Mean). FLOAT64 sums in a fixed
+ *    order, then a fixed block tree.
+ * 2. Apply: a block per run of whole planes of one channel. Its first warp
+ *    merges the channel's chunk partials in a fixed order (lanes take chunks
+ *    in turn, then a fixed shuffle tree), so that every block of a channel
+ *    derives the same values and no third launch or atomic is needed; the
+ *    block that starts at image 0 writes the per-channel outputs. Then the
+ *    element-wise pass with the generic kernels' arithmetic, vectorized, the
+ *    first loads issued before the merge so that its latency hides.
+ *
+ * BATCH_NORMALIZATION (inference, parameters per channel or scalar) is the
+ * apply pass alone, its values from the parameters. TemporaryResource: the
+ * chunk partials, 16 bytes per chunk of each channel. */
+
+constexpr unsigned kVectorBytes = 16; /* per vector load and store */
+constexpr int kBatch = 4;             /* vectors in flight per thread in the apply pass */
+constexpr uint32_t kApplyElements = 32768;
+
+/* What the per-group values and the element math need, from the description. */
+struct group_rules {
+    dim_view<5> parameters; /* as finalize_problem.parameters; inference: Mean, Variance, Scale, Bias */
+    double epsilon;
+    dml_activation activation;
+    bool training;  /* TRAINING_GRAD (else GRAD) */
+    bool inference; /* BATCH_NORMALIZATION: values from the parameters, no reduction */
+};
+
+struct nchw_plan {
+    uint32_t channels, images, plane; /* C, N, HW */
+    fast_divider plane_divider;       /* HW */
+    bool vectorizable;                /* HW a multiple of the elements in kVectorBytes */
+    uint32_t chunk, chunks;           /* elements per partial chunk, chunks per channel */
+    uint32_t images_per_block, image_blocks;
+    group_rules rules;
+};
+
+struct bn_bindings {
+    const void* input;
+    const void* second; /* TRAINING: FusedAdd (NULL when absent); GRADs: InputGradient */
+    const void* in[4]; /* TRAINING: Scale, Bias; GRADs: Mean, Variance, Scale; inference: Mean, Variance, Scale, Bias */
+    void* out[2];      /* TRAINING: OutputMean, OutputVariance; GRADs: scale and bias gradients */
+    void* output;      /* Output / OutputGradient */
+    double2* partials; /* per channel and chunk (NCHW) or row range (NHWC) */
+    double* groups;    /* NHWC: per channel, the values of the element-wise pass */
+};
+
+template <class T, int W> struct alignas(W * sizeof(T)) vector_of { T v[W]; };
+
+/* W consecutive elements from `offset` (a multiple of W when W > 1). */
+template <class V, int W> __device__ __forceinline__ void load_vector(const void* base, uint32_t offset, float* out) {
+    vector_of<typename V::T, W> v = ((const vector_of<typename V::T, W>*)base)[offset / W];
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        out[i] = V::to_float(v.v[i]);
+}
+
+template <class V, int W>
+__device__ __forceinline__ void store_vector(void* base, uint32_t offset, const typename V::T* values) {
+    vector_of<typename V::T, W> v;
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        v.v[i] = values[i];
+    ((vector_of<typename V::T, W>*)base)[offset / W] = v;
+}
+
+/* The offset of element m = n * HW + hw of channel c. */
+__device__ __forceinline__ uint32_t nchw_offset(const nchw_plan& n, uint32_t c, uint32_t m) {
+    uint32_t image = divide(n.plane_divider, m);
+    return (image * n.channels + c) * n.plane + (m - image * n.plane);
+}
+
+/* The sum of every thread's value in a fixed tree (warp shuffles, then the
+ * warps in order); every thread receives it. */
+__device__ double block_sum(double value, double* warp_sums) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_down_sync(0xffffffffu, value, offset);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
+    __syncthreads();
+    double total = 0;
+#pragma unroll
+    for (unsigned w = 0; w < kThreads / 32; w++)
+        total += warp_sums[w];
+    __syncthreads(); /* before warp_sums is written again */
+    return total;
+}
+
+/* This block's chunk: channel c, elements [begin, begin + length). */
+struct nchw_chunk {
+    uint32_t c, chunk, begin, length;
+};
+
+__device__ __forceinline__ nchw_chunk chunk_of_block(const nchw_plan& n) {
+    nchw_chunk k;
+    k.c = blockIdx.x / n.chunks;
+    k.chunk = blockIdx.x % n.chunks;
+    k.begin = k.chunk * n.chunk;
+    k.length = min_u32(n.chunk, n.images * n.plane - k.begin);
+    return k;
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_statistics_partials(const nchw_plan n, const bn_bindings p) {
+    __shared__ double warp_sums[kThreads / 32];
+    nchw_chunk k = chunk_of_block(n);
+    float values[kItems]; /* elements (threadIdx.x + i * kThreads) * W + e of the chunk */
+    double sum = 0;
+#pragma unroll
+    for (int i = 0; i < kItems / W; i++) {
+        uint32_t local = (threadIdx.x + (uint32_t)i * kThreads) * W; /* the chunk and HW are multiples of W */
+        if (local < k.length)
+            load_vector<V, W>(p.input, nchw_offset(n, k.c, k.begin + local), &values[i * W]);
+        else
+#pragma unroll
+            for (int e = 0; e < W; e++)
+                values[i * W + e] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kItems; i++)
+        sum += (double)values[i]; /* absent elements add 0 */
+    double mean = block_sum(sum, warp_sums) / (double)k.length;
+    double m2 = 0;
+#pragma unroll
+    for (int i = 0; i < kItems / W; i++) {
+        if ((threadIdx.x + (uint32_t)i * kThreads) * W < k.length)
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                double deviation = (double)values[i * W + e] - mean;
+                m2 += deviation * deviation;
+            }
+    }
+    m2 = block_sum(m2, warp_sums);
+    if (threadIdx.x == 0) p.partials[(uint64_t)k.c * n.chunks + k.chunk] = make_double2(mean, m2);
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_gradient_partials(const nchw_plan n, const bn_bindings p) {
+    __shared__ double warp_sums[kThreads / 32];
+    nchw_chunk k = chunk_of_block(n);
+    uint32_t parameter_offsets[5];
+    view_offsets(n.rules.parameters, k.c, parameter_offsets);
+    double mean = (double)load<V>(p.in[0], parameter_offsets[0]);
+    double sdy = 0, sdyxc = 0;
+#pragma unroll
+    for (int i = 0; i < kItems / W; i++) {
+        uint32_t local = (threadIdx.x + (uint32_t)i * kThreads) * W;
+        if (local < k.length) {
+            uint32_t offset = nchw_offset(n, k.c, k.begin + local);
+            float x[W], dy[W];
+            load_vector<V, W>(p.input, offset, x);
+            load_vector<V, W>(p.second, offset, dy);
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                sdy += (double)dy[e];
+                sdyxc += (double)dy[e] * ((double)x[e] - mean);
+            }
+        }
+    }
+    sdy = block_sum(sdy, warp_sums);
+    sdyxc = block_sum(sdyxc, warp_sums);
+    if (threadIdx.x == 0) p.partials[(uint64_t)k.c * n.chunks + k.chunk] = make_double2(sdy, sdyxc);
+}
+
+/* The apply block's channel and planes, and its per-channel values. */
+struct nchw_planes {
+    uint32_t c, first_image, vectors; /* vectors: W-element vectors of the block's planes */
+};
+
+template <int W> __device__ __forceinline__ nchw_planes planes_of_block(const nchw_plan& n) {
+    nchw_planes b;
+    b.c = blockIdx.x % n.channels; /* neighbouring blocks: neighbouring planes in memory */
+    b.first_image = blockIdx.x / n.channels * n.images_per_block;
+    b.vectors = min_u32(n.images_per_block, n.images - b.first_image) * (n.plane / W);
+    return b;
+}
+
+/* The sum of the warp's values in a fixed tree; every lane receives lane 0's. */
+__device__ __forceinline__ double warp_sum(double value) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_down_sync(0xffffffffu, value, offset);
+    return __shfl_sync(0xffffffffu, value, 0);
+}
+
+/* Chunk k's element count. */
+__device__ __forceinline__ double chunk_count(const nchw_plan& n, uint32_t k) {
+    return (double)min_u32(n.chunk, n.images * n.plane - k * n.chunk);
+}
+
+/* Called by one whole warp: the channel's statistics from its chunk partials
+ * (mean_k, M2_k), lane l taking chunks l, l + 32, ... in order: the mean
+ * from the sums count_k mean_k, then M2 = sum of M2_k + count_k (mean_k -
+ * mean)^2 around it (the parallel form of Chan's merge, with one division
+ * where a tree of merges takes one per step). */
+__device__ stats merge_channel_statistics(const nchw_plan& n, const double2* partials, uint32_t c) {
+    const double2* chunks = partials + (uint64_t)c * n.chunks;
+    double sum = 0, m2 = 0;
+    for (uint32_t k = threadIdx.x % 32; k < n.chunks; k += 32)
+        sum += chunk_count(n, k) * chunks[k].x;
+    double count = (double)(n.images * n.plane);
+    double mean = warp_sum(sum) / count;
+    for (uint32_t k = threadIdx.x % 32; k < n.chunks; k += 32) {
+        double deviation = chunks[k].x - mean;
+        m2 += chunks[k].y + chunk_count(n, k) * deviation * deviation;
+    }
+    stats s = {count, mean, warp_sum(m2)};
+    return s;
+}
+
+/* Called by one whole warp: the channel's sums (sdy, sdyxc), likewise. */
+__device__ double2 merge_channel_sums(const nchw_plan& n, const double2* partials, uint32_t c) {
+    const double2* chunks = partials + (uint64_t)c * n.chunks;
+    double sdy = 0, sdyxc = 0;
+    for (uint32_t k = threadIdx.x % 32; k < n.chunks; k += 32)
+        sdy += chunks[k].x, sdyxc += chunks[k].y;
+    return make_double2(warp_sum(sdy), warp_sum(sdyxc));
+}
+
+/* The apply loop over the block's vectors, kBatch per thread at a time:
+ * `load(i, offset)` fetches vector i of a batch, `finish(i, offset)` computes
+ * and stores it. The first batch is loaded before `prologue()` (the merge of
+ * the channel's partials) and the barrier after it, so that the merge's
+ * latency hides behind the loads. Every thread passes the barrier. */
+template <int W, class Prologue, class Load, class Finish>
+__device__ __forceinline__ void apply_in_batches(const nchw_plan& n, const nchw_planes& b, Prologue prologue, Load load,
+                                                 Finish finish) {
+    uint32_t plane_vectors = n.plane / W;
+    uint32_t first = threadIdx.x;
+    bool prologue_done = false;
+    do {
+        uint32_t offsets[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; i++) {
+            uint32_t q = first + (uint32_t)i * kThreads;
+            uint32_t image = q / plane_vectors;
+            offsets[i] = ((b.first_image + image) * n.channels + b.c) * n.plane + (q - image * plane_vectors) * W;
+            if (q < b.vectors) load(i, offsets[i]);
+        }
+        if (!prologue_done) {
+            prologue();
+            __syncthreads();
+            prologue_done = true;
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; i++)
+            if (first + (uint32_t)i * kThreads < b.vectors) finish(i, offsets[i]);
+        first += kThreads * kBatch;
+    } while (first < b.vectors);
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_forward_apply(const nchw_plan n, const bn_bindings p) {
+    __shared__ double channel[3]; /* mean, factor, bias */
+    nchw_planes b = planes_of_block<W>(n);
+    float x[kBatch][W], add[kBatch][W];
+    auto prologue = [&]() {
+        if (threadIdx.x >= 32) return;
+        if (n.rules.inference) {
+            if (threadIdx.x == 0) inference_group_values<V>(n.rules.parameters, p.in, n.rules.epsilon, b.c, channel);
+            return;
+        }
+        stats s = merge_channel_statistics(n, p.partials, b.c);
+        if (threadIdx.x != 0) return;
+        /* Biased variance: divisor M (decision BN-1). */
+        forward_group_values<V>(n.rules.parameters, p.in, p.out, n.rules.epsilon, b.c, s.mean, s.m2 / s.count,
+                                b.first_image == 0, channel);
+    };
+    auto load_batch = [&](int i, uint32_t offset) {
+        load_vector<V, W>(p.input, offset, x[i]);
+        if (p.second != NULL) load_vector<V, W>(p.second, offset, add[i]);
+    };
+    auto finish = [&](int i, uint32_t offset) {
+        typename V::T y[W];
+#pragma unroll
+        for (int e = 0; e < W; e++)
+            y[e] = V::from_float(forward_element((double)x[i][e], channel[0], channel[1], channel[2], p.second != NULL,
+                                                 p.second != NULL ? (double)add[i][e] : 0.0, n.rules.activation));
+        store_vector<V, W>(p.output, offset, y);
+    };
+    apply_in_batches<W>(n, b, prologue, load_batch, finish);
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_backward_apply(const nchw_plan n, const bn_bindings p) {
+    __shared__ double channel[4]; /* Mean, k, u, w as in bn_gradient_finalize */
+    nchw_planes b = planes_of_block<W>(n);
+    float x[kBatch][W], dy[kBatch][W];
+    auto prologue = [&]() {
+        if (threadIdx.x >= 32) return;
+        double2 sums = merge_channel_sums(n, p.partials, b.c);
+        if (threadIdx.x != 0) return;
+        backward_group_values<V>(n.rules.parameters, p.in, p.out, n.rules.epsilon, n.rules.training, b.c, sums.x,
+                                 sums.y, (double)(n.images * n.plane), b.first_image == 0, channel);
+    };
+    auto load_batch = [&](int i, uint32_t offset) {
+        if (n.rules.training) load_vector<V, W>(p.input, offset, x[i]);
+        load_vector<V, W>(p.second, offset, dy[i]);
+    };
+    auto finish = [&](int i, uint32_t offset) {
+        typename V::T dx[W];
+#pragma unroll
+        for (int e = 0; e < W; e++)
+            dx[e] = V::from_double(backward_element(n.rules.training ? (double)x[i][e] : 0.0, (double)dy[i][e], channel,
+                                                    n.rules.training));
+        store_vector<V, W>(p.output, offset, dx);
+    };
+    apply_in_batches<W>(n, b, prologue, load_batch, finish);
+}
+
+/* ---- Packed NHWC fast paths ("/cuda/nhwc") ----
+ *
+ * The same operators on rank-4 tensors stored channels-last (rows of C
+ * channels, R = N * H * W rows), reduced over N, H and W, in three launches:
+ *
+ * 1. Partials, in one read: blocks of gx vector columns (16 bytes of
+ *    neighbouring channels each, or one channel) times gy rows; the grid is
+ *    the column blocks times row ranges whose size depends on R alone. Thread
+ *    (tx, ty) runs over rows ty, ty + gy, ... of its range with FLOAT64 sums
+ *    in order, then a fixed tree over ty (column_sum). TRAINING sums d = x - K
+ *    and d^2 with K the channel's first element: shifted sums, so no
+ *    E[x^2] - E[x]^2 cancellation while K lies within the data (§5).
+ * 2. Finalize: a warp per channel sums the row ranges' partials in a fixed
+ *    order (warp_sum) and writes the per-channel outputs and the values of
+ *    the element-wise pass.
+ * 3. Apply: the partials' block shape; each thread keeps its channels'
+ *    values in registers and runs over its rows kBatch at a time. */
+
+constexpr uint32_t kRowRanges = 1024; /* row ranges of a large problem: every SM busy */
+constexpr uint32_t kWarps = kThreads / 32;
+
+/* A block shape for one vector width: gx columns (log2) and the column blocks. */
+struct nhwc_shape {
+    block_shape block;
+    uint32_t column_blocks;
+};
+
+struct nhwc_plan {
+    uint32_t rows, channels;     /* R, C */
+    uint32_t range_rows, ranges; /* rows per range, ranges */
+    bool vectorizable;           /* C a multiple of the elements in kVectorBytes */
+    nhwc_shape shapes[2];        /* [0] element loads, [1] vector loads */
+    uint64_t partials_bytes;     /* the groups' values follow the partials */
+    group_rules rules;
+};
+
+/* This thread's first channel and row range. */
+struct nhwc_position {
+    uint32_t c0, ty, gy, begin, end;
+    bool active;
+};
+
+template <int W> __device__ __forceinline__ nhwc_position nhwc_position_of_thread(const nhwc_plan& n) {
+    const nhwc_shape& s = n.shapes[W > 1];
+    nhwc_position q;
+    uint32_t column_block = blockIdx.x % s.column_blocks, range = blockIdx.x / s.column_blocks;
+    q.c0 = ((column_block << s.block.gx_log2) + thread_x(s.block)) * W;
+    q.active = q.c0 < n.channels;
+    q.ty = thread_y(s.block);
+    q.gy = 1u << s.block.gy_log2;
+    q.begin = range * n.range_rows;
+    q.end = min_u32(q.begin + n.range_rows, n.rows);
+    return q;
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nhwc_partials(const nhwc_plan n, const bn_bindings p, bool statistics) {
+    __shared__ double shared[kThreads];
+    const block_shape& shape = n.shapes[W > 1].block;
+    nhwc_position q = nhwc_position_of_thread<W>(n);
+    double center[W], first[W] = {}, second[W] = {};
+    if (q.active) {
+        if (statistics) { /* K: the channel's first element */
+            float k[W];
+            load_vector<V, W>(p.input, q.c0, k);
+            for (int e = 0; e < W; e++)
+                center[e] = (double)k[e];
+        } else { /* Mean */
+            for (int e = 0; e < W; e++) {
+                uint32_t offsets[5];
+                view_offsets(n.rules.parameters, q.c0 + e, offsets);
+                center[e] = (double)load<V>(p.in[0], offsets[0]);
+            }
+        }
+#pragma unroll 4
+        for (uint32_t row = q.begin + q.ty; row < q.end; row += q.gy) {
+            float x[W], dy[W];
+            load_vector<V, W>(p.input, row * n.channels + q.c0, x);
+            if (!statistics) load_vector<V, W>(p.second, row * n.channels + q.c0, dy);
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                double d = (double)x[e] - center[e];
+                if (statistics) {
+                    first[e] += d;
+                    second[e] += d * d;
+                } else {
+                    first[e] += (double)dy[e];
+                    second[e] += (double)dy[e] * d;
+                }
+            }
+        }
+    }
+    uint32_t range = blockIdx.x / n.shapes[W > 1].column_blocks;
+#pragma unroll
+    for (int e = 0; e < W; e++) {
+        double a = column_sum(first[e], shared, shape), b = column_sum(second[e], shared, shape);
+        if (q.active && q.ty == 0) p.partials[(uint64_t)(q.c0 + e) * n.ranges + range] = make_double2(a, b);
+    }
+}
+
+/* A warp per channel: the sums of its ranges' partials, then its outputs and values. */
+template <class V>
+__global__ void __launch_bounds__(kThreads) bn_nhwc_finalize(const nhwc_plan n, const bn_bindings p, bool statistics) {
+    uint32_t c = blockIdx.x * kWarps + threadIdx.x / 32;
+    if (c >= n.channels) return; /* whole warps */
+    const double2* ranges = p.partials + (uint64_t)c * n.ranges;
+    double a = 0, b = 0;
+#pragma unroll 8 /* loads in flight: the partials come from L2 */
+    for (uint32_t k = threadIdx.x % 32; k < n.ranges; k += 32)
+        a += ranges[k].x, b += ranges[k].y;
+    a = warp_sum(a);
+    b = warp_sum(b);
+    if (threadIdx.x % 32 != 0) return;
+    double count = (double)n.rows;
+    if (statistics) {
+        double shift = (double)load<V>(p.input, c);      /* K */
+        double variance = (b - a * (a / count)) / count; /* biased: divisor M (decision BN-1) */
+        if (variance < 0) variance = 0;                  /* rounding; NaN stays */
+        forward_group_values<V>(n.rules.parameters, p.in, p.out, n.rules.epsilon, c, shift + a / count, variance, true,
+                                p.groups + 4 * (uint64_t)c);
+    } else {
+        backward_group_values<V>(n.rules.parameters, p.in, p.out, n.rules.epsilon, n.rules.training, c, a, b, count,
+                                 true, p.groups + 4 * (uint64_t)c);
+    }
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nhwc_apply(const nhwc_plan n, const bn_bindings p, bool forward) {
+    nhwc_position q = nhwc_position_of_thread<W>(n);
+    if (!q.active) return;
+    double values[W][4] = {}; /* forward: 3 of them */
+#pragma unroll
+    for (int e = 0; e < W; e++)
+        if (n.rules.inference)
+            inference_group_values<V>(n.rules.parameters, p.in, n.rules.epsilon, q.c0 + e, values[e]);
+        else
+            for (int k = 0; k < (forward ? 3 : 4); k++)
+                values[e][k] = p.groups[4 * (uint64_t)(q.c0 + e) + k];
+    bool has_add = forward && p.second != NULL, reads_x = forward || n.rules.training;
+    for (uint32_t row = q.begin + q.ty; row < q.end; row += q.gy * kBatch) {
+        float x[kBatch][W], second[kBatch][W];
+#pragma unroll
+        for (int i = 0; i < kBatch; i++) {
+            uint32_t r = row + i * q.gy;
+            if (r >= q.end) continue;
+            if (reads_x) load_vector<V, W>(p.input, r * n.channels + q.c0, x[i]);
+            if (!forward || has_add) load_vector<V, W>(p.second, r * n.channels + q.c0, second[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; i++) {
+            uint32_t r = row + i * q.gy;
+            if (r >= q.end) continue;
+            typename V::T y[W];
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                double xe = reads_x ? (double)x[i][e] : 0.0;
+                if (forward)
+                    y[e] = V::from_float(forward_element(xe, values[e][0], values[e][1], values[e][2], has_add,
+                                                         has_add ? (double)second[i][e] : 0.0, n.rules.activation));
+                else
+                    y[e] = V::from_double(backward_element(xe, (double)second[i][e], values[e], n.rules.training));
+            }
+            store_vector<V, W>(p.output, r * n.channels + q.c0, y);
+        }
+    }
+}
+
+/* ---- Host side of the fast paths ---- */
+
+group_rules make_group_rules(const dml_batch_norm_params* params, const dml_tensor* const parameters[5],
+                             bool training) {
+    group_rules rules;
+    rules.parameters = parameter_view<5>(parameters);
+    rules.epsilon = params->epsilon;
+    rules.activation = params->activation;
+    rules.training = training;
+    rules.inference = false;
+    return rules;
+}
+
+/* Whether the input is reduced over N, H and W and not C (axes of size 1 either way, BN-4). */
+bool reduced_over_nhw(const dml_batch_norm_params* params, const dml_tensor& input) {
+    for (uint32_t i = 0; i < 4; i++) {
+        bool reduced = (params->reduced_axes >> i) & 1u;
+        if (input.sizes[i] > 1 && reduced != (i != 1)) return false;
+    }
+    return true;
+}
+
+/* A 4-D tensor stored packed channels-last (N, H, W, C in memory). */
+bool packed_nhwc(const dml_tensor& t) {
+    return t.rank == 4 && t.strides[1] == 1 && t.strides[3] == t.sizes[1] &&
+           t.strides[2] == (uint64_t)t.sizes[3] * t.sizes[1] && t.strides[0] == (uint64_t)t.sizes[2] * t.strides[2];
+}
+
+/* Whether the input and the present tensors of `same_layout` (of its sizes)
+ * are all stored packed in the layout `packed` tests. */
+bool in_layout(const dml_tensor& input, const dml_tensor* const same_layout[2], bool (*packed)(const dml_tensor&)) {
+    if (!packed(input)) return false;
+    for (int k = 0; k < 2; k++) {
+        const dml_tensor& t = *same_layout[k];
+        if (!t.present) continue;
+        if (!packed(t)) return false;
+        for (uint32_t i = 0; i < 4; i++)
+            if (t.sizes[i] != input.sizes[i]) return false;
+    }
+    return true;
+}
+
+/* The packed NCHW plan when the input and every tensor of `same_layout`
+ * (absent ones skipped) are packed NCHW (the callers check the reduction or
+ * the parameters' shapes); S_FALSE declines. */
+HRESULT plan_nchw(const dml_tensor& input, const dml_tensor* const same_layout[2], const group_rules& rules,
+                  dml_plan* plan) {
+    if (!in_layout(input, same_layout, dml_cuda_packed_nchw)) return S_FALSE;
+    nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
+    if (n == nullptr) return E_OUTOFMEMORY;
+    *n = {};
+    n->images = input.sizes[0];
+    n->channels = input.sizes[1];
+    n->plane = input.sizes[2] * input.sizes[3]; /* < 2^32: T-1 */
+    n->plane_divider = make_divider(n->plane);
+    uint32_t vector = kVectorBytes / (is_half(&input) ? 2 : 4);
+    n->vectorizable = n->plane % vector == 0;
+    n->chunk = kThreads * kItems;
+    n->chunks = (uint32_t)(((uint64_t)n->images * n->plane + n->chunk - 1) / n->chunk);
+    /* Whole planes, about kApplyElements per block (even shares): few enough
+     * blocks that each one's merge of the partials is a small part of its
+     * work, enough to fill the GPU (C blocks at least). */
+    uint64_t elements = (uint64_t)n->images * n->plane;
+    n->image_blocks = (uint32_t)min_u32(n->images, (uint32_t)((elements + kApplyElements - 1) / kApplyElements));
+    n->images_per_block = (n->images + n->image_blocks - 1) / n->image_blocks;
+    n->image_blocks = (n->images + n->images_per_block - 1) / n->images_per_block;
+    n->rules = rules;
+    plan->temporary_size = rules.inference ? 0 : (uint64_t)n->channels * n->chunks * sizeof(double2);
+    return S_OK;
+}
+
+nhwc_shape make_nhwc_shape(uint32_t columns) {
+    uint32_t gx_log2 = min_u32(6, log2_ceil(columns)); /* at most 64 columns: several rows per block */
+    nhwc_shape s;
+    s.block = {gx_log2, 8 - gx_log2};
+    s.column_blocks = (columns + (1u << gx_log2) - 1) >> gx_log2;
+    return s;
+}
+
+/* As plan_nchw, for packed NHWC tensors. */
+HRESULT plan_nhwc(const dml_tensor& input, const dml_tensor* const same_layout[2], const group_rules& rules,
+                  dml_plan* plan) {
+    if (!in_layout(input, same_layout, packed_nhwc)) return S_FALSE;
+    nhwc_plan* n = (nhwc_plan*)dml_plan_state(plan, sizeof(nhwc_plan));
+    if (n == nullptr) return E_OUTOFMEMORY;
+    *n = {};
+    n->channels = input.sizes[1];
+    n->rows = input.sizes[0] * input.sizes[2] * input.sizes[3]; /* < 2^32: T-1 */
+    n->range_rows = (n->rows + kRowRanges - 1) / kRowRanges;
+    n->ranges = (n->rows + n->range_rows - 1) / n->range_rows;
+    uint32_t vector = kVectorBytes / (is_half(&input) ? 2 : 4);
+    n->vectorizable = n->channels % vector == 0;
+    n->shapes[0] = make_nhwc_shape(n->channels);
+    n->shapes[1] = make_nhwc_shape(n->channels / vector);
+    n->partials_bytes = (uint64_t)n->channels * n->ranges * sizeof(double2);
+    n->rules = rules;
+    plan->temporary_size = rules.inference ? 0 : n->partials_bytes + (uint64_t)n->channels * 4 * sizeof(double);
+    return S_OK;
+}
+
+bool aligned_to(const void* pointer, size_t bytes) { return (uintptr_t)pointer % bytes == 0; }
+
+/* Vector loads where the plan's sizes and the bindings allow them (bindings
+ * need only element alignment). */
+bool use_vectors(bool vectorizable, const bn_bindings& p) {
+    return vectorizable && aligned_to(p.input, kVectorBytes) && aligned_to(p.second, kVectorBytes) &&
+           aligned_to(p.output, kVectorBytes);
+}
+
+template <class V, int W> HRESULT launch_nchw(const dml_kernel_args* args, const bn_bindings& p, bool forward) {
+    const nchw_plan& n = *DML_PLAN_STATE(args, nchw_plan);
+    cudaStream_t stream = dml_cuda_stream(args);
+    unsigned partial_blocks = n.channels * n.chunks, apply_blocks = n.channels * n.image_blocks;
+    if (n.rules.inference) {
+        bn_nchw_forward_apply<V, W><<<apply_blocks, kThreads, 0, stream>>>(n, p);
+        return dml_cuda_check_launch("bn_nchw_forward_apply");
+    }
+    if (forward) {
+        bn_nchw_statistics_partials<V, W><<<partial_blocks, kThreads, 0, stream>>>(n, p);
+        DML_TRY(dml_cuda_check_launch("bn_nchw_statistics_partials"));
+        bn_nchw_forward_apply<V, W><<<apply_blocks, kThreads, 0, stream>>>(n, p);
+        return dml_cuda_check_launch("bn_nchw_forward_apply");
+    }
+    bn_nchw_gradient_partials<V, W><<<partial_blocks, kThreads, 0, stream>>>(n, p);
+    DML_TRY(dml_cuda_check_launch("bn_nchw_gradient_partials"));
+    bn_nchw_backward_apply<V, W><<<apply_blocks, kThreads, 0, stream>>>(n, p);
+    return dml_cuda_check_launch("bn_nchw_backward_apply");
+}
+
+template <class V, int W> HRESULT launch_nhwc(const dml_kernel_args* args, const bn_bindings& p, bool forward) {
+    const nhwc_plan& n = *DML_PLAN_STATE(args, nhwc_plan);
+    cudaStream_t stream = dml_cuda_stream(args);
+    unsigned blocks = n.shapes[W > 1].column_blocks * n.ranges;
+    if (n.rules.inference) {
+        bn_nhwc_apply<V, W><<<blocks, kThreads, 0, stream>>>(n, p, true);
+        return dml_cuda_check_launch("bn_nhwc_apply");
+    }
+    bn_nhwc_partials<V, W><<<blocks, kThreads, 0, stream>>>(n, p, forward);
+    DML_TRY(dml_cuda_check_launch("bn_nhwc_partials"));
+    bn_nhwc_finalize<V><<<(n.channels + kWarps - 1) / kWarps, kThreads, 0, stream>>>(n, p, forward);
+    DML_TRY(dml_cuda_check_launch("bn_nhwc_finalize"));
+    bn_nhwc_apply<V, W><<<blocks, kThreads, 0, stream>>>(n, p, forward);
+    return dml_cuda_check_launch("bn_nhwc_apply");
+}
+
+template <class V> HRESULT launch_typed(const dml_kernel_args* args, const bn_bindings& p, bool forward, bool nhwc) {
+    constexpr int vector = kVectorBytes / sizeof(typename V::T);
+    if (nhwc)
+        return use_vectors(DML_PLAN_STATE(args, nhwc_plan)->vectorizable, p) ? launch_nhwc<V, vector>(args, p, forward)
+                                                                             : launch_nhwc<V, 1>(args, p, forward);
+    return use_vectors(DML_PLAN_STATE(args, nchw_plan)->vectorizable, p) ? launch_nchw<V, vector>(args, p, forward)
+                                                                         : launch_nchw<V, 1>(args, p, forward);
+}
+
+HRESULT launch_fast_path(const dml_kernel_args* args, const bn_bindings& p, bool forward, bool nhwc) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    return is_half(&args->op->inputs[0].tensor) ? launch_typed<f16_type>(args, p, forward, nhwc)
+                                                : launch_typed<f32_type>(args, p, forward, nhwc);
+}
+
+/* plan_nchw or plan_nhwc. */
+typedef HRESULT (*layout_planner)(const dml_tensor& input, const dml_tensor* const same_layout[2],
+                                  const group_rules& rules, dml_plan* plan);
+
+HRESULT plan_training_as(const DMLOperator* op, layout_planner planner, dml_plan* plan) {
+    const dml_tensor* scale = &op->inputs[DML_BN_TRAINING_SCALE].tensor;
+    const dml_tensor* same_layout[2] = {&op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor,
+                                        &op->outputs[DML_BN_TRAINING_OUTPUT].tensor};
+    const dml_tensor* parameters[5] = {scale, &op->inputs[DML_BN_TRAINING_BIAS].tensor,
+                                       &op->outputs[DML_BN_TRAINING_OUTPUT_MEAN].tensor,
+                                       &op->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE].tensor, scale};
+    const dml_batch_norm_params* params = (const dml_batch_norm_params*)op->params;
+    const dml_tensor& input = op->inputs[DML_BN_TRAINING_INPUT].tensor;
+    if (!reduced_over_nhw(params, input)) return S_FALSE;
+    return planner(input, same_layout, make_group_rules(params, parameters, false), plan);
+}
+
+HRESULT plan_gradient_as(const DMLOperator* op, bool training, layout_planner planner, dml_plan* plan) {
+    const dml_tensor* same_layout[2] = {&op->inputs[DML_BN_GRAD_INPUT_GRADIENT].tensor,
+                                        &op->outputs[DML_BN_GRAD_OUTPUT_GRADIENT].tensor};
+    const dml_tensor* parameters[5] = {&op->inputs[DML_BN_GRAD_MEAN].tensor, &op->inputs[DML_BN_GRAD_VARIANCE].tensor,
+                                       &op->inputs[DML_BN_GRAD_SCALE].tensor,
+                                       &op->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT].tensor,
+                                       &op->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT].tensor};
+    const dml_batch_norm_params* params = (const dml_batch_norm_params*)op->params;
+    const dml_tensor& input = op->inputs[DML_BN_GRAD_INPUT].tensor;
+    if (!reduced_over_nhw(params, input)) return S_FALSE;
+    return planner(input, same_layout, make_group_rules(params, parameters, training), plan);
+}
+
+/* BATCH_NORMALIZATION with every parameter per channel or a scalar. */
+HRESULT plan_inference_as(const DMLOperator* op, layout_planner planner, dml_plan* plan) {
+    const dml_batch_norm_params* params = (const dml_batch_norm_params*)op->params;
+    const dml_tensor& input = op->inputs[DML_BN_INPUT].tensor;
+    if (input.rank != 4) return S_FALSE;
+    dim_list<5> list = {};
+    list.rank = 4;
+    for (uint32_t i = 0; i < 4; i++)
+        list.sizes[i] = i == 1 ? input.sizes[1] : 1;
+    for (int k = 0; k < 4; k++) {
+        const dml_tensor& parameter = op->inputs[DML_BN_MEAN + k].tensor;
+        for (uint32_t i = 0; i < 4; i++)
+            if (parameter.sizes[i] != 1 && (i != 1 || parameter.sizes[i] != input.sizes[1])) return S_FALSE;
+        broadcast_strides(&parameter, list.strides[k]);
+    }
+    simplify(list);
+    group_rules rules = {};
+    rules.parameters = make_view(list);
+    rules.epsilon = params->epsilon;
+    rules.activation = params->activation;
+    rules.inference = true;
+    const dml_tensor* same_layout[2] = {&op->outputs[DML_BN_OUTPUT].tensor, &op->outputs[DML_BN_OUTPUT].tensor};
+    return planner(input, same_layout, rules, plan);
+}
+
+/* The bindings of a dispatch; the NHWC values of the element-wise pass
+ * follow the partials in the temporary resource. */
+bn_bindings training_bindings(const dml_kernel_args* args, uint64_t partials_bytes) {
+    bn_bindings p = {};
+    p.input = args->inputs[DML_BN_TRAINING_INPUT];
+    p.second =
+        args->op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor.present ? args->inputs[DML_BN_TRAINING_FUSED_ADD] : NULL;
+    p.in[0] = args->inputs[DML_BN_TRAINING_SCALE];
+    p.in[1] = args->inputs[DML_BN_TRAINING_BIAS];
+    p.out[0] = args->outputs[DML_BN_TRAINING_OUTPUT_MEAN];
+    p.out[1] = args->outputs[DML_BN_TRAINING_OUTPUT_VARIANCE];
+    p.output = args->outputs[DML_BN_TRAINING_OUTPUT];
+    p.partials = (double2*)args->temporary;
+    p.groups = (double*)((char*)args->temporary + partials_bytes);
+    return p;
+}
+
+bn_bindings gradient_bindings(const dml_kernel_args* args, uint64_t partials_bytes) {
+    bn_bindings p = {};
+    p.input = args->inputs[DML_BN_GRAD_INPUT];
+    p.second = args->inputs[DML_BN_GRAD_INPUT_GRADIENT];
+    for (int k = 0; k < 3; k++)
+        p.in[k] = args->inputs[DML_BN_GRAD_MEAN + k];
+    p.out[0] = args->outputs[DML_BN_GRAD_OUTPUT_SCALE_GRADIENT];
+    p.out[1] = args->outputs[DML_BN_GRAD_OUTPUT_BIAS_GRADIENT];
+    p.output = args->outputs[DML_BN_GRAD_OUTPUT_GRADIENT];
+    p.partials = (double2*)args->temporary;
+    p.groups = (double*)((char*)args->temporary + partials_bytes);
+    return p;
+}
+
+bn_bindings inference_bindings(const dml_kernel_args* args) {
+    bn_bindings p = {};
+    p.input = args->inputs[DML_BN_INPUT];
+    for (int k = 0; k < 4; k++)
+        p.in[k] = args->inputs[DML_BN_MEAN + k];
+    p.output = args->outputs[DML_BN_OUTPUT];
+    return p;
+}
+
+HRESULT plan_inference_nchw(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_inference_as(op, plan_nchw, plan);
+}
+HRESULT plan_inference_nhwc(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_inference_as(op, plan_nhwc, plan);
+}
+HRESULT run_inference_nchw(const dml_kernel_args* args) {
+    return launch_fast_path(args, inference_bindings(args), true, false);
+}
+HRESULT run_inference_nhwc(const dml_kernel_args* args) {
+    return launch_fast_path(args, inference_bindings(args), true, true);
+}
+
+HRESULT plan_training_nchw(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_training_as(op, plan_nchw, plan);
+}
+HRESULT plan_training_nhwc(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_training_as(op, plan_nhwc, plan);
+}
+HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_gradient_as(op, false, plan_nchw, plan);
+}
+HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_gradient_as(op, false, plan_nhwc, plan);
+}
+HRESULT plan_training_grad_nchw(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_gradient_as(op, true, plan_nchw, plan);
+}
+HRESULT plan_training_grad_nhwc(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_gradient_as(op, true, plan_nhwc, plan);
+}
+
+HRESULT run_training_nchw(const dml_kernel_args* args) {
+    return launch_fast_path(args, training_bindings(args, 0), true, false);
+}
+HRESULT run_training_nhwc(const dml_kernel_args* args) {
+    uint64_t partials_bytes = DML_PLAN_STATE(args, nhwc_plan)->partials_bytes;
+    return launch_fast_path(args, training_bindings(args, partials_bytes), true, true);
+}
+HRESULT run_gradient_nchw(const dml_kernel_args* args) {
+    return launch_fast_path(args, gradient_bindings(args, 0), false, false);
+}
+HRESULT run_gradient_nhwc(const dml_kernel_args* args) {
+    uint64_t partials_bytes = DML_PLAN_STATE(args, nhwc_plan)->partials_bytes;
+    return launch_fast_path(args, gradient_bindings(args, partials_bytes), false, true);
+}
+
 } // namespace
 
 const dml_impl dml_cuda_batch_normalization_generic = {"batch_normalization/cuda/strided", DML_ISA_GENERIC, nullptr,
@@ -858,3 +1708,19 @@ const dml_impl dml_cuda_batch_normalization_grad_generic = {"batch_normalization
                                                             plan_gradient, run_gradient_constant_statistics};
 const dml_impl dml_cuda_batch_normalization_training_grad_generic = {
     "batch_normalization_training_grad/cuda/strided", DML_ISA_GENERIC, plan_gradient, run_gradient_batch_statistics};
+const dml_impl dml_cuda_batch_normalization_nchw = {"batch_normalization/cuda/nchw", DML_ISA_GENERIC,
+                                                    plan_inference_nchw, run_inference_nchw};
+const dml_impl dml_cuda_batch_normalization_nhwc = {"batch_normalization/cuda/nhwc", DML_ISA_GENERIC,
+                                                    plan_inference_nhwc, run_inference_nhwc};
+const dml_impl dml_cuda_batch_normalization_training_nchw = {"batch_normalization_training/cuda/nchw", DML_ISA_GENERIC,
+                                                             plan_training_nchw, run_training_nchw};
+const dml_impl dml_cuda_batch_normalization_training_nhwc = {"batch_normalization_training/cuda/nhwc", DML_ISA_GENERIC,
+                                                             plan_training_nhwc, run_training_nhwc};
+const dml_impl dml_cuda_batch_normalization_grad_nchw = {"batch_normalization_grad/cuda/nchw", DML_ISA_GENERIC,
+                                                         plan_grad_nchw, run_gradient_nchw};
+const dml_impl dml_cuda_batch_normalization_grad_nhwc = {"batch_normalization_grad/cuda/nhwc", DML_ISA_GENERIC,
+                                                         plan_grad_nhwc, run_gradient_nhwc};
+const dml_impl dml_cuda_batch_normalization_training_grad_nchw = {
+    "batch_normalization_training_grad/cuda/nchw", DML_ISA_GENERIC, plan_training_grad_nchw, run_gradient_nchw};
+const dml_impl dml_cuda_batch_normalization_training_grad_nhwc = {
+    "batch_normalization_training_grad/cuda/nhwc", DML_ISA_GENERIC, plan_training_grad_nhwc, run_gradient_nhwc};

@@ -98,5 +98,13 @@ extern const dml_impl dml_cuda_max_pooling_grad_nchw;
 extern const dml_impl dml_cuda_roi_align_nchw;
 extern const dml_impl dml_cuda_roi_align_grad_nchw;
 extern const dml_impl dml_cuda_roi_pooling_nchw;
+extern const dml_impl dml_cuda_batch_normalization_nchw;
+extern const dml_impl dml_cuda_batch_normalization_nhwc;
+extern const dml_impl dml_cuda_batch_normalization_training_nchw;
+extern const dml_impl dml_cuda_batch_normalization_training_nhwc;
+extern const dml_impl dml_cuda_batch_normalization_grad_nchw;
+extern const dml_impl dml_cuda_batch_normalization_grad_nhwc;
+extern const dml_impl dml_cuda_batch_normalization_training_grad_nchw;
+extern const dml_impl dml_cuda_batch_normalization_training_grad_nhwc;
 
 #endif

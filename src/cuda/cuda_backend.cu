@@ -243,11 +243,17 @@ constexpr const dml_impl* roi_pooling_impls[] = {&dml_cuda_roi_pooling_nchw, &dm
 constexpr const dml_impl* roi_align_impls[] = {&dml_cuda_roi_align_nchw, &dml_cuda_roi_align_generic, nullptr};
 constexpr const dml_impl* roi_align_grad_impls[] = {&dml_cuda_roi_align_grad_nchw, &dml_cuda_roi_align_grad_generic,
                                                     nullptr};
-constexpr const dml_impl* batch_normalization_impls[] = {&dml_cuda_batch_normalization_generic, nullptr};
-constexpr const dml_impl* batch_normalization_training_impls[] = {&dml_cuda_batch_normalization_training_generic,
-                                                                  nullptr};
-constexpr const dml_impl* batch_normalization_grad_impls[] = {&dml_cuda_batch_normalization_grad_generic, nullptr};
+constexpr const dml_impl* batch_normalization_impls[] = {&dml_cuda_batch_normalization_nchw,
+                                                         &dml_cuda_batch_normalization_nhwc,
+                                                         &dml_cuda_batch_normalization_generic, nullptr};
+constexpr const dml_impl* batch_normalization_training_impls[] = {
+    &dml_cuda_batch_normalization_training_nchw, &dml_cuda_batch_normalization_training_nhwc,
+    &dml_cuda_batch_normalization_training_generic, nullptr};
+constexpr const dml_impl* batch_normalization_grad_impls[] = {&dml_cuda_batch_normalization_grad_nchw,
+                                                              &dml_cuda_batch_normalization_grad_nhwc,
+                                                              &dml_cuda_batch_normalization_grad_generic, nullptr};
 constexpr const dml_impl* batch_normalization_training_grad_impls[] = {
+    &dml_cuda_batch_normalization_training_grad_nchw, &dml_cuda_batch_normalization_training_grad_nhwc,
     &dml_cuda_batch_normalization_training_grad_generic, nullptr};
 
 static constexpr dml_backend make_cuda_backend() {

@@ -336,6 +336,7 @@ struct nchw_plan {
     bool tiles_2x2;                   /* window 2x2 == stride, no padding, dilation 1, even sizes, W % 4 == 0 */
     bool tiles_exact;                 /* window == stride, no padding, dilation 1, windows cover the input */
     uint32_t band_rows, band_windows; /* gather form: input rows per block, window rows it needs */
+    bool whole_planes;                /* one block per plane, staged in shared memory (plane_layout_of) */
     uint64_t count;                   /* threads' work items of the kernel that runs */
     unsigned blocks;
 };
@@ -371,6 +372,7 @@ nchw_plan* plan_nchw(const dml_tensor& input, const dml_tensor& pooled, const dm
     n->out_width = pooled.sizes[3];
     n->type = input.type;
     n->tiles_exact = tiles_dimension(p, 1, n->height, n->out_height) && tiles_dimension(p, 2, n->width, n->out_width);
+    n->whole_planes = false;
     n->tiles_2x2 = n->tiles_exact && p.window[1] == 2 && p.window[2] == 2 && n->width % 4 == 0;
     return n;
 }
@@ -447,6 +449,45 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* covering_outputs and on_tap in 32-bit arithmetic (the plan keeps window
+ * positions under 2^31): the windows [first, end) along dimension dim whose
+ * taps may include x; with dilation 1 every one of them does. */
+struct window_span {
+    uint32_t first, end;
+    uint32_t t, stride, dilation; /* t = x + start padding */
+    __device__ bool on_tap(uint32_t o) const { return dilation == 1 || (t - o * stride) % dilation == 0; }
+};
+
+__device__ window_span covering_span(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
+    window_span s;
+    s.stride = p.strides[dim];
+    s.dilation = p.dilations[dim];
+    s.t = x + p.start_padding[dim];
+    uint32_t reach = (p.window[dim] - 1) * s.dilation;
+    s.first = reach >= s.t ? 0 : (s.t - reach + s.stride - 1) / s.stride;
+    uint32_t last = s.t / s.stride;
+    s.end = last < out_size ? last + 1 : out_size;
+    if (s.first > s.end) s.first = s.end;
+    return s;
+}
+
+/* The elements of a row-major range `width` wide, visited blockDim.x apart
+ * from threadIdx.x: (row, column) advanced without divisions. */
+struct row_walker {
+    uint32_t row, column, row_step, column_step, width;
+    __device__ explicit row_walker(uint32_t columns)
+        : row(threadIdx.x / columns), column(threadIdx.x % columns), row_step(blockDim.x / columns),
+          column_step(blockDim.x % columns), width(columns) {}
+    __device__ void next() {
+        row += row_step;
+        column += column_step;
+        if (column >= width) {
+            column -= width;
+            row++;
+        }
+    }
+};
+
 /* Windows 2x2, stride 2: one thread per two neighbouring windows of a row,
  * reading two 4-element rows. The first maximal of {a, b, c, d} in scan
  * order (a b on the first row, c d on the second). */
@@ -486,6 +527,65 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* ---- Whole planes in shared memory (overlapping windows, small planes) ----
+ * One block per plane: the plane is copied into shared memory with 16-byte
+ * loads where alignment allows (every input element is read from memory
+ * once, however many windows overlap it), then the windows are scanned there
+ * by argmax_2d as everywhere else: the same bits. */
+
+/* Shared memory of the plane staging: the input plane, and for the gradient
+ * the plane's output gradient, argmaxes and covering spans. Each part starts
+ * 16-byte aligned. */
+struct plane_layout {
+    size_t gradient, argmax, column_spans, row_spans, total; /* byte offsets; the input plane at 0 */
+};
+
+__host__ __device__ size_t round_up_16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
+
+__host__ __device__ plane_layout plane_layout_of(const nchw_plan& n, size_t element, bool gradient) {
+    plane_layout l;
+    size_t windows = (size_t)n.out_height * n.out_width;
+    l.gradient = round_up_16((size_t)n.height * n.width * element);
+    l.argmax = l.gradient + (gradient ? round_up_16(windows * element) : 0);
+    l.column_spans = l.argmax + (gradient ? round_up_16(windows * sizeof(uint32_t)) : 0);
+    l.row_spans = l.column_spans + (gradient ? round_up_16(n.width * sizeof(window_span)) : 0);
+    l.total = l.row_spans + (gradient ? n.height * sizeof(window_span) : 0);
+    return l;
+}
+
+/* Copies `count` elements of one plane into shared memory, 16 bytes at a
+ * time when `vector` (both ends 16-byte aligned). */
+template <class T> __device__ void stage_plane(T* shared, const T* plane, uint32_t count, bool vector) {
+    if (vector) {
+        for (uint32_t i = threadIdx.x; i < count * sizeof(T) / 16; i += blockDim.x)
+            ((uint4*)shared)[i] = __ldg((const uint4*)plane + i);
+    } else {
+        for (uint32_t i = threadIdx.x; i < count; i += blockDim.x)
+            shared[i] = plane[i];
+    }
+}
+
+template <class V, class I>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_forward_planes(const nchw_plan n, const void* input, void* output, void* indices, bool vector) {
+    typedef typename V::T T;
+    extern __shared__ uint4 staged[];
+    T* values = (T*)staged;
+    const dml_pooling_params& p = n.params;
+    const uint32_t plane_size = n.height * n.width, windows = n.out_height * n.out_width;
+    const uint32_t plane = blockIdx.x;
+    const uint64_t plane_base = (uint64_t)plane * plane_size;
+    stage_plane(values, (const T*)input + plane_base, plane_size, vector);
+    __syncthreads();
+    for (row_walker w(n.out_width); w.row < n.out_height; w.next()) {
+        uint32_t position = argmax_2d<V>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
+                                         (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+        uint64_t out = (uint64_t)plane * windows + w.row * n.out_width + w.column;
+        ((T*)output)[out] = position == ~0u ? V::lowest() : values[position];
+        if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, position);
+    }
+}
+
 template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* args, const nchw_plan& n) {
     const void* input = args->inputs[DML_POOL_INPUT];
     void* output = args->outputs[DML_POOL_OUTPUT];
@@ -496,6 +596,13 @@ template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* a
         (!indices || aligned_to(indices, 2 * sizeof(I)))) {
         max_pooling_forward_2x2<V, I><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
         return dml_cuda_check_launch("max_pooling_forward_2x2");
+    }
+    if (n.whole_planes) {
+        bool vector = aligned_to(input, 16) && (size_t)n.height * n.width * sizeof(typename V::T) % 16 == 0;
+        size_t shared_bytes = plane_layout_of(n, sizeof(typename V::T), false).total;
+        max_pooling_forward_planes<V, I>
+            <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, output, indices, vector);
+        return dml_cuda_check_launch("max_pooling_forward_planes");
     }
     nchw_plan scalar = n;
     scalar.count = (uint64_t)n.planes * n.out_height * n.out_width;
@@ -512,6 +619,14 @@ template <class V> HRESULT dispatch_forward_nchw(const dml_kernel_args* args, co
     }
 }
 
+/* Whether whole planes fit the shared memory of a block (a quarter of a
+ * multiprocessor's at most, so that several blocks overlap their loads) and
+ * overlap enough to gain from staging (windows not tiling the input). */
+bool fits_whole_planes(const nchw_plan& n, bool gradient) {
+    size_t element = n.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
+    return !n.tiles_exact && n.planes <= INT32_MAX && plane_layout_of(n, element, gradient).total <= 32 * 1024;
+}
+
 HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     const dml_tensor& output = op->outputs[DML_POOL_OUTPUT].tensor;
@@ -526,6 +641,7 @@ HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EX
     uint64_t outputs = (uint64_t)n->planes * n->out_height * n->out_width;
     n->count = n->tiles_2x2 ? outputs / 2 : outputs;
     n->blocks = grid_blocks(device, n->count);
+    n->whole_planes = !n->tiles_2x2 && fits_whole_planes(*n, false);
     return S_OK;
 }
 
@@ -590,45 +706,6 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* covering_outputs and on_tap in 32-bit arithmetic (the plan keeps window
- * positions under 2^31): the windows [first, end) along dimension dim whose
- * taps may include x; with dilation 1 every one of them does. */
-struct window_span {
-    uint32_t first, end;
-    uint32_t t, stride, dilation; /* t = x + start padding */
-    __device__ bool on_tap(uint32_t o) const { return dilation == 1 || (t - o * stride) % dilation == 0; }
-};
-
-__device__ window_span covering_span(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
-    window_span s;
-    s.stride = p.strides[dim];
-    s.dilation = p.dilations[dim];
-    s.t = x + p.start_padding[dim];
-    uint32_t reach = (p.window[dim] - 1) * s.dilation;
-    s.first = reach >= s.t ? 0 : (s.t - reach + s.stride - 1) / s.stride;
-    uint32_t last = s.t / s.stride;
-    s.end = last < out_size ? last + 1 : out_size;
-    if (s.first > s.end) s.first = s.end;
-    return s;
-}
-
-/* The elements of a row-major range `width` wide, visited blockDim.x apart
- * from threadIdx.x: (row, column) advanced without divisions. */
-struct row_walker {
-    uint32_t row, column, row_step, column_step, width;
-    __device__ explicit row_walker(uint32_t columns)
-        : row(threadIdx.x / columns), column(threadIdx.x % columns), row_step(blockDim.x / columns),
-          column_step(blockDim.x % columns), width(columns) {}
-    __device__ void next() {
-        row += row_step;
-        column += column_step;
-        if (column >= width) {
-            column -= width;
-            row++;
-        }
-    }
-};
-
 /* Gradient, gather form: block b handles input rows [band * band_rows, ...)
  * of plane b / bands. The windows that cover the band are rows
  * [first, last] of the plane's windows; their argmaxes go to shared memory,
@@ -680,6 +757,54 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* Gradient, whole planes (see max_pooling_forward_planes): the plane's
+ * input and output gradient staged in shared memory, the argmax of every
+ * window from there, then the gather of max_pooling_grad_bands over the whole
+ * plane: the same sums in the same order. */
+template <class V>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_planes(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient,
+                            bool vector_input, bool vector_gradient) {
+    typedef typename V::T T;
+    extern __shared__ uint4 staged[];
+    const plane_layout l = plane_layout_of(n, sizeof(T), true);
+    T* values = (T*)staged;
+    T* dy = (T*)((char*)staged + l.gradient);
+    uint32_t* argmax = (uint32_t*)((char*)staged + l.argmax);
+    window_span* column_spans = (window_span*)((char*)staged + l.column_spans);
+    window_span* row_spans = (window_span*)((char*)staged + l.row_spans);
+    const dml_pooling_params& p = n.params;
+    const uint32_t plane_size = n.height * n.width, windows = n.out_height * n.out_width;
+    const uint32_t plane = blockIdx.x;
+    const uint64_t plane_base = (uint64_t)plane * plane_size;
+    stage_plane(values, (const T*)input + plane_base, plane_size, vector_input);
+    stage_plane(dy, (const T*)input_gradient + (uint64_t)plane * windows, windows, vector_gradient);
+    for (uint32_t x = threadIdx.x; x < n.width; x += blockDim.x)
+        column_spans[x] = covering_span(p, 2, x, n.out_width);
+    for (uint32_t y = threadIdx.x; y < n.height; y += blockDim.x)
+        row_spans[y] = covering_span(p, 1, y, n.out_height);
+    __syncthreads();
+    for (row_walker w(n.out_width); w.row < n.out_height; w.next())
+        argmax[w.row * n.out_width + w.column] =
+            argmax_2d<V>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
+                         (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+    __syncthreads();
+    for (row_walker w(n.width); w.row < n.height; w.next()) {
+        uint32_t position = w.row * n.width + w.column;
+        window_span sh = row_spans[w.row], sw = column_spans[w.column];
+        float sum = 0.0f;
+        for (uint32_t oh = sh.first; oh < sh.end; oh++) {
+            if (!sh.on_tap(oh)) continue;
+            for (uint32_t ow = sw.first; ow < sw.end; ow++) {
+                if (!sw.on_tap(ow)) continue;
+                uint32_t window = oh * n.out_width + ow;
+                if (argmax[window] == position) sum += to_float(dy[window]);
+            }
+        }
+        ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
+    }
+}
+
 /* Shared memory of max_pooling_grad_bands. */
 size_t bands_shared_bytes(const nchw_plan& n) {
     return ((size_t)n.width + n.band_rows) * sizeof(window_span) +
@@ -701,6 +826,8 @@ HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECU
         n->blocks = grid_blocks(device, n->count);
         return S_OK;
     }
+    n->whole_planes = fits_whole_planes(*n, true);
+    if (n->whole_planes) return S_OK;
     /* Bands of about 16 elements per thread and at most 256 rows; the window
      * rows that can cover `band_rows` input rows: those o with o * stride in
      * a span of band_rows - 1 + reach. */
@@ -724,6 +851,16 @@ template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const n
     const void* dy = args->inputs[DML_POOL_INPUT_GRADIENT];
     void* dx = args->outputs[DML_POOL_OUTPUT];
     cudaStream_t stream = dml_cuda_stream(args);
+    if (n.whole_planes) {
+        const size_t plane_bytes = (size_t)n.height * n.width * sizeof(T);
+        const size_t gradient_bytes = (size_t)n.out_height * n.out_width * sizeof(T);
+        bool vector_input = aligned_to(input, 16) && plane_bytes % 16 == 0;
+        bool vector_gradient = aligned_to(dy, 16) && gradient_bytes % 16 == 0;
+        size_t shared_bytes = plane_layout_of(n, sizeof(T), true).total;
+        max_pooling_grad_planes<V>
+            <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, dy, dx, vector_input, vector_gradient);
+        return dml_cuda_check_launch("max_pooling_grad_planes");
+    }
     if (!n.tiles_exact) {
         max_pooling_grad_bands<V><<<n.blocks, kThreads, bands_shared_bytes(n), stream>>>(n, input, dy, dx);
         return dml_cuda_check_launch("max_pooling_grad_bands");

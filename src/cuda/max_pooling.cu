@@ -337,6 +337,7 @@ struct nchw_plan {
     bool tiles_exact;                 /* window == stride, no padding, dilation 1, windows cover the input */
     uint32_t band_rows, band_windows; /* gather form: input rows per block, window rows it needs */
     bool whole_planes;                /* one block per plane, staged in shared memory (plane_layout_of) */
+    bool window_3x3;                  /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
     uint64_t count;                   /* threads' work items of the kernel that runs */
     unsigned blocks;
 };
@@ -373,6 +374,7 @@ nchw_plan* plan_nchw(const dml_tensor& input, const dml_tensor& pooled, const dm
     n->type = input.type;
     n->tiles_exact = tiles_dimension(p, 1, n->height, n->out_height) && tiles_dimension(p, 2, n->width, n->out_width);
     n->whole_planes = false;
+    n->window_3x3 = p.window[1] == 3 && p.window[2] == 3 && p.dilations[1] == 1 && p.dilations[2] == 1;
     n->tiles_2x2 = n->tiles_exact && p.window[1] == 2 && p.window[2] == 2 && n->width % 4 == 0;
     return n;
 }
@@ -390,17 +392,22 @@ bool aligned_to(const void* p, size_t bytes) { return (uintptr_t)p % bytes == 0;
 
 /* The first maximal tap (scan order and comparison of scan_window) of the
  * window whose top-left tap is (h0, w0); position h * W + w, or all ones
- * when no tap is inside the input. */
-template <class V>
+ * when no tap is inside the input. K > 0: the window is K x K with dilation
+ * 1, known at compile time (the loops unroll); K == 0: any window. */
+template <class V, unsigned K = 0>
 __device__ uint32_t argmax_2d(const typename V::T* plane, const nchw_plan& n, int32_t h0, int32_t w0) {
     const dml_pooling_params& p = n.params;
+    const uint32_t window_h = K ? K : p.window[1], window_w = K ? K : p.window[2];
+    const uint32_t dilation_h = K ? 1 : p.dilations[1], dilation_w = K ? 1 : p.dilations[2];
     uint32_t position = ~0u;
     typename V::T best = 0;
-    for (uint32_t kh = 0; kh < p.window[1]; kh++) {
-        int32_t h = h0 + (int32_t)(kh * p.dilations[1]);
+#pragma unroll
+    for (uint32_t kh = 0; kh < window_h; kh++) {
+        int32_t h = h0 + (int32_t)(kh * dilation_h);
         if (h < 0 || h >= (int32_t)n.height) continue;
-        for (uint32_t kw = 0; kw < p.window[2]; kw++) {
-            int32_t w = w0 + (int32_t)(kw * p.dilations[2]);
+#pragma unroll
+        for (uint32_t kw = 0; kw < window_w; kw++) {
+            int32_t w = w0 + (int32_t)(kw * dilation_w);
             if (w < 0 || w >= (int32_t)n.width) continue;
             uint32_t at = (uint32_t)h * n.width + (uint32_t)w;
             typename V::T v = plane[at];
@@ -565,7 +572,7 @@ template <class T> __device__ void stage_plane(T* shared, const T* plane, uint32
     }
 }
 
-template <class V, class I>
+template <class V, class I, unsigned K>
 __global__ void __launch_bounds__(kThreads)
     max_pooling_forward_planes(const nchw_plan n, const void* input, void* output, void* indices, bool vector) {
     typedef typename V::T T;
@@ -578,8 +585,8 @@ __global__ void __launch_bounds__(kThreads)
     stage_plane(values, (const T*)input + plane_base, plane_size, vector);
     __syncthreads();
     for (row_walker w(n.out_width); w.row < n.out_height; w.next()) {
-        uint32_t position = argmax_2d<V>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
-                                         (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+        uint32_t position = argmax_2d<V, K>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
+                                            (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
         uint64_t out = (uint64_t)plane * windows + w.row * n.out_width + w.column;
         ((T*)output)[out] = position == ~0u ? V::lowest() : values[position];
         if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, position);
@@ -600,8 +607,12 @@ template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* a
     if (n.whole_planes) {
         bool vector = aligned_to(input, 16) && (size_t)n.height * n.width * sizeof(typename V::T) % 16 == 0;
         size_t shared_bytes = plane_layout_of(n, sizeof(typename V::T), false).total;
-        max_pooling_forward_planes<V, I>
-            <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, output, indices, vector);
+        if (n.window_3x3)
+            max_pooling_forward_planes<V, I, 3>
+                <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, output, indices, vector);
+        else
+            max_pooling_forward_planes<V, I, 0>
+                <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, output, indices, vector);
         return dml_cuda_check_launch("max_pooling_forward_planes");
     }
     nchw_plan scalar = n;
@@ -761,7 +772,7 @@ __global__ void __launch_bounds__(kThreads)
  * input and output gradient staged in shared memory, the argmax of every
  * window from there, then the gather of max_pooling_grad_bands over the whole
  * plane: the same sums in the same order. */
-template <class V>
+template <class V, unsigned K>
 __global__ void __launch_bounds__(kThreads)
     max_pooling_grad_planes(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient,
                             bool vector_input, bool vector_gradient) {
@@ -786,17 +797,17 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (row_walker w(n.out_width); w.row < n.out_height; w.next())
         argmax[w.row * n.out_width + w.column] =
-            argmax_2d<V>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
-                         (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+            argmax_2d<V, K>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
+                            (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
     __syncthreads();
     for (row_walker w(n.width); w.row < n.height; w.next()) {
         uint32_t position = w.row * n.width + w.column;
         window_span sh = row_spans[w.row], sw = column_spans[w.column];
         float sum = 0.0f;
         for (uint32_t oh = sh.first; oh < sh.end; oh++) {
-            if (!sh.on_tap(oh)) continue;
+            if (!K && !sh.on_tap(oh)) continue;
             for (uint32_t ow = sw.first; ow < sw.end; ow++) {
-                if (!sw.on_tap(ow)) continue;
+                if (!K && !sw.on_tap(ow)) continue;
                 uint32_t window = oh * n.out_width + ow;
                 if (argmax[window] == position) sum += to_float(dy[window]);
             }
@@ -857,8 +868,12 @@ template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const n
         bool vector_input = aligned_to(input, 16) && plane_bytes % 16 == 0;
         bool vector_gradient = aligned_to(dy, 16) && gradient_bytes % 16 == 0;
         size_t shared_bytes = plane_layout_of(n, sizeof(T), true).total;
-        max_pooling_grad_planes<V>
-            <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, dy, dx, vector_input, vector_gradient);
+        if (n.window_3x3)
+            max_pooling_grad_planes<V, 3>
+                <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, dy, dx, vector_input, vector_gradient);
+        else
+            max_pooling_grad_planes<V, 0>
+                <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, dy, dx, vector_input, vector_gradient);
         return dml_cuda_check_launch("max_pooling_grad_planes");
     }
     if (!n.tiles_exact) {

@@ -146,6 +146,29 @@ __device__ float widen(uint16_t half) {
     return value;
 }
 
+/* The indices threadIdx.x, + blockDim.x, ... of a row-major {outer, middle,
+ * inner} range as their three coordinates, advanced without divisions (the
+ * 32-bit divisions by run-time sizes would cost more than the max itself). */
+struct block_walker {
+    uint32_t inner, middle, outer;
+    uint32_t inner_size, middle_size;
+    uint32_t inner_step, middle_step, outer_step;
+    __device__ block_walker(uint32_t inner_count, uint32_t middle_count)
+        : inner(threadIdx.x % inner_count), middle(threadIdx.x / inner_count % middle_count),
+          outer(threadIdx.x / inner_count / middle_count), inner_size(inner_count), middle_size(middle_count),
+          inner_step(blockDim.x % inner_count), middle_step(blockDim.x / inner_count % middle_count),
+          outer_step(blockDim.x / inner_count / middle_count) {}
+    __device__ void next() { /* each coordinate stays below twice its size: one carry at most */
+        inner += inner_step;
+        uint32_t carry = inner >= inner_size;
+        inner -= carry ? inner_size : 0;
+        middle += middle_step + carry;
+        carry = middle >= middle_size;
+        middle -= carry ? middle_size : 0;
+        outer += outer_step + carry;
+    }
+};
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_problem f, const nchw_plan n) {
     extern __shared__ __align__(16) unsigned char shared[];
@@ -185,32 +208,30 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_p
             const uint32_t count = c_first + step < c_end ? step : c_end - c_first;
             const T* planes = (const T*)f.input + ((uint64_t)region_batch * f.channels + c_first) * plane_size;
             if (c_first != c0) __syncthreads(); /* pass 2 of the previous channels is done with row_maxima */
-            for (uint32_t e = threadIdx.x; e < count * per_channel; e += blockDim.x) {
-                uint32_t pw = e % PW, box_row = e / PW % box_rows, c = e / per_channel;
-                dml_pooled_bin columns = bins[PH + pw];
-                const T* row = planes + c * plane_size + (uint64_t)(box_top + box_row) * f.width;
+            for (block_walker w(PW, box_rows ? box_rows : 1); per_channel != 0 && w.outer < count; w.next()) {
+                dml_pooled_bin columns = bins[PH + w.inner];
+                const T* row = planes + w.outer * plane_size + (uint64_t)(box_top + w.middle) * f.width;
                 T best = T(0);
                 for (uint32_t x = columns.start; x < columns.end; x++) {
                     T value = row[x];
                     if (x == columns.start || dml_nan_aware_greater(widen(value), widen(best))) best = value;
                 }
-                row_maxima[e] = best;
+                row_maxima[(w.outer * box_rows + w.middle) * PW + w.inner] = best;
             }
             __syncthreads();
             T* out = (T*)f.output + ((uint64_t)r * f.channels + c_first) * bins_per_channel;
-            for (uint32_t e = threadIdx.x; e < count * bins_per_channel; e += blockDim.x) {
-                uint32_t bin = e % bins_per_channel, c = e / bins_per_channel;
-                dml_pooled_bin rows = bins[bin / PW], columns = bins[PH + bin % PW];
+            for (block_walker w(PW, PH); w.outer < count; w.next()) {
+                dml_pooled_bin rows = bins[w.middle], columns = bins[PH + w.inner];
                 /* +0.0 for an empty bin or an invalid ROI (RP-3, RP-5). */
                 T best = T(0);
                 if (columns.start < columns.end) {
-                    const T* maxima = row_maxima + (uint64_t)c * per_channel + bin % PW;
+                    const uint32_t first_row = w.outer * box_rows - box_top; /* + y: the row in row_maxima */
                     for (uint32_t y = rows.start; y < rows.end; y++) {
-                        T value = maxima[(y - box_top) * PW];
+                        T value = row_maxima[(first_row + y) * PW + w.inner];
                         if (y == rows.start || dml_nan_aware_greater(widen(value), widen(best))) best = value;
                     }
                 }
-                out[e] = best;
+                out[(w.outer * PH + w.middle) * PW + w.inner] = best;
             }
         }
     }

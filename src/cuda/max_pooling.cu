@@ -34,12 +34,9 @@ struct f16_type {
  * (every binary16 value, NaN included, is a FLOAT32 value: the order is the
  * same), for the fast paths. */
 struct f16_cvt_type : f16_type {
-    static __device__ float widen(T h) {
-        float f;
-        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-        return f;
+    static __device__ bool greater(T v, T best) {
+        return dml_nan_aware_greater(dml_cuda_widen(v), dml_cuda_widen(best));
     }
-    static __device__ bool greater(T v, T best) { return dml_nan_aware_greater(widen(v), widen(best)); }
 };
 template <class Int, Int Lowest> struct int_type {
     typedef Int T;
@@ -197,11 +194,20 @@ __device__ bool on_tap(const dml_pooling_params& p, int dim, uint32_t x, int64_t
     return distance % p.dilations[dim] == 0;
 }
 
+/* The gradient sums' conversions, by the GPU's instructions: binary16 ->
+ * FLOAT32 is exact, FLOAT32 -> binary16 rounds to nearest even as
+ * dml_float_to_half does for every number (a NaN keeps the software path,
+ * which keeps its payload bits). */
 __device__ float to_float(float v) { return v; }
-__device__ float to_float(uint16_t v) { return dml_half_to_float(v); }
+__device__ float to_float(uint16_t v) { return dml_cuda_widen(v); }
 template <class T> __device__ T from_float(float v);
 template <> __device__ float from_float<float>(float v) { return v; }
-template <> __device__ uint16_t from_float<uint16_t>(float v) { return dml_float_to_half(v); }
+template <> __device__ uint16_t from_float<uint16_t>(float v) {
+    if (v != v) return dml_float_to_half(v);
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
 
 template <class V> __global__ void max_pooling_gather(const grad_problem g) {
     typedef typename V::T T;
@@ -554,7 +560,9 @@ __host__ __device__ plane_layout plane_layout_of(const nchw_plan& n, size_t elem
     size_t windows = (size_t)n.out_height * n.out_width;
     l.gradient = round_up_16((size_t)n.height * n.width * element);
     l.argmax = l.gradient + (gradient ? round_up_16(windows * element) : 0);
-    l.column_spans = l.argmax + (gradient ? round_up_16(windows * sizeof(uint32_t)) : 0);
+    /* The argmax of every window, or with 3x3 windows which windows chose each element (below). */
+    size_t selections = n.window_3x3 ? (size_t)n.height * n.width : windows;
+    l.column_spans = l.argmax + (gradient ? round_up_16(selections * sizeof(uint32_t)) : 0);
     l.row_spans = l.column_spans + (gradient ? round_up_16(n.width * sizeof(window_span)) : 0);
     l.total = l.row_spans + (gradient ? n.height * sizeof(window_span) : 0);
     return l;
@@ -717,6 +725,24 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* The gradient at input `position`: the sum, in increasing (oh, ow), of the
+ * output gradients of the windows within spans sh, sw whose argmax it is
+ * (argmax[window - first_window]), in FLOAT32 from +0 as the strided gather. */
+template <class T>
+__device__ float gather_sum(const window_span& sh, const window_span& sw, const uint32_t* argmax, uint32_t first_window,
+                            uint32_t out_width, const T* dy, uint32_t position) {
+    float sum = 0.0f;
+    for (uint32_t oh = sh.first; oh < sh.end; oh++) {
+        if (!sh.on_tap(oh)) continue;
+        for (uint32_t ow = sw.first; ow < sw.end; ow++) {
+            if (!sw.on_tap(ow)) continue;
+            uint32_t window = oh * out_width + ow;
+            if (argmax[window - first_window] == position) sum += to_float(dy[window]);
+        }
+    }
+    return sum;
+}
+
 /* Gradient, gather form: block b handles input rows [band * band_rows, ...)
  * of plane b / bands. The windows that cover the band are rows
  * [first, last] of the plane's windows; their argmaxes go to shared memory,
@@ -753,16 +779,8 @@ __global__ void __launch_bounds__(kThreads)
         __syncthreads();
         for (row_walker w(n.width); w.row < y1 - y0; w.next()) {
             uint32_t position = (y0 + w.row) * n.width + w.column;
-            window_span sh = row_spans[w.row], sw = spans[w.column];
-            float sum = 0.0f;
-            for (uint32_t oh = sh.first; oh < sh.end; oh++) {
-                if (!sh.on_tap(oh)) continue;
-                for (uint32_t ow = sw.first; ow < sw.end; ow++) {
-                    if (!sw.on_tap(ow)) continue;
-                    uint32_t window = oh * n.out_width + ow;
-                    if (argmax[window - first * n.out_width] == position) sum += to_float(dy[window]);
-                }
-            }
+            float sum =
+                gather_sum(row_spans[w.row], spans[w.column], argmax, first * n.out_width, n.out_width, dy, position);
             ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
         }
     }
@@ -771,7 +789,11 @@ __global__ void __launch_bounds__(kThreads)
 /* Gradient, whole planes (see max_pooling_forward_planes): the plane's
  * input and output gradient staged in shared memory, the argmax of every
  * window from there, then the gather of max_pooling_grad_bands over the whole
- * plane: the same sums in the same order. */
+ * plane: the same sums in the same order. With K x K windows (K > 0) each
+ * window instead sets its bit in a mask of the element it chose, bit
+ * (oh - first) * K + (ow - first) of the windows covering the element, and
+ * each element adds the gradients of its set bits in increasing order: the
+ * same windows in the same (oh, ow) order, without scanning the others. */
 template <class V, unsigned K>
 __global__ void __launch_bounds__(kThreads)
     max_pooling_grad_planes(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient,
@@ -781,7 +803,7 @@ __global__ void __launch_bounds__(kThreads)
     const plane_layout l = plane_layout_of(n, sizeof(T), true);
     T* values = (T*)staged;
     T* dy = (T*)((char*)staged + l.gradient);
-    uint32_t* argmax = (uint32_t*)((char*)staged + l.argmax);
+    uint32_t* argmax = (uint32_t*)((char*)staged + l.argmax); /* K > 0: [H * W] masks */
     window_span* column_spans = (window_span*)((char*)staged + l.column_spans);
     window_span* row_spans = (window_span*)((char*)staged + l.row_spans);
     const dml_pooling_params& p = n.params;
@@ -794,25 +816,38 @@ __global__ void __launch_bounds__(kThreads)
         column_spans[x] = covering_span(p, 2, x, n.out_width);
     for (uint32_t y = threadIdx.x; y < n.height; y += blockDim.x)
         row_spans[y] = covering_span(p, 1, y, n.out_height);
+    if constexpr (K > 0)
+        for (uint32_t i = threadIdx.x; i < plane_size; i += blockDim.x)
+            argmax[i] = 0;
     __syncthreads();
-    for (row_walker w(n.out_width); w.row < n.out_height; w.next())
-        argmax[w.row * n.out_width + w.column] =
-            argmax_2d<V, K>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
-                            (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
-    __syncthreads();
-    for (row_walker w(n.width); w.row < n.height; w.next()) {
-        uint32_t position = w.row * n.width + w.column;
-        window_span sh = row_spans[w.row], sw = column_spans[w.column];
-        float sum = 0.0f;
-        for (uint32_t oh = sh.first; oh < sh.end; oh++) {
-            if (!K && !sh.on_tap(oh)) continue;
-            for (uint32_t ow = sw.first; ow < sw.end; ow++) {
-                if (!K && !sw.on_tap(ow)) continue;
-                uint32_t window = oh * n.out_width + ow;
-                if (argmax[window] == position) sum += to_float(dy[window]);
-            }
+    for (row_walker w(n.out_width); w.row < n.out_height; w.next()) {
+        uint32_t position = argmax_2d<V, K>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
+                                            (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+        if constexpr (K == 0) {
+            argmax[w.row * n.out_width + w.column] = position;
+        } else if (position != ~0u) {
+            uint32_t h = position / n.width, x = position - h * n.width;
+            atomicOr(&argmax[position], 1u << ((w.row - row_spans[h].first) * K + (w.column - column_spans[x].first)));
         }
-        ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
+    }
+    __syncthreads();
+    if constexpr (K > 0) {
+        for (row_walker w(n.width); w.row < n.height; w.next()) {
+            uint32_t position = w.row * n.width + w.column;
+            float sum = 0.0f;
+            for (uint32_t mask = argmax[position]; mask != 0; mask &= mask - 1) {
+                uint32_t bit = __ffs(mask) - 1;
+                sum += to_float(
+                    dy[(row_spans[w.row].first + bit / K) * n.out_width + column_spans[w.column].first + bit % K]);
+            }
+            ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
+        }
+    } else {
+        for (row_walker w(n.width); w.row < n.height; w.next()) {
+            uint32_t position = w.row * n.width + w.column;
+            float sum = gather_sum(row_spans[w.row], column_spans[w.column], argmax, 0, n.out_width, dy, position);
+            ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
+        }
     }
 }
 

@@ -138,37 +138,6 @@ struct nchw_plan {
     uint32_t row_maxima_capacity; /* elements; holds at least one channel's height * pooled_width */
 };
 
-/* The comparison value of an element: binary16 through the GPU's exact conversion. */
-__device__ float widen(float value) { return value; }
-__device__ float widen(uint16_t half) {
-    float value;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(half));
-    return value;
-}
-
-/* The indices threadIdx.x, + blockDim.x, ... of a row-major {outer, middle,
- * inner} range as their three coordinates, advanced without divisions (the
- * 32-bit divisions by run-time sizes would cost more than the max itself). */
-struct block_walker {
-    uint32_t inner, middle, outer;
-    uint32_t inner_size, middle_size;
-    uint32_t inner_step, middle_step, outer_step;
-    __device__ block_walker(uint32_t inner_count, uint32_t middle_count)
-        : inner(threadIdx.x % inner_count), middle(threadIdx.x / inner_count % middle_count),
-          outer(threadIdx.x / inner_count / middle_count), inner_size(inner_count), middle_size(middle_count),
-          inner_step(blockDim.x % inner_count), middle_step(blockDim.x / inner_count % middle_count),
-          outer_step(blockDim.x / inner_count / middle_count) {}
-    __device__ void next() { /* each coordinate stays below twice its size: one carry at most */
-        inner += inner_step;
-        uint32_t carry = inner >= inner_size;
-        inner -= carry ? inner_size : 0;
-        middle += middle_step + carry;
-        carry = middle >= middle_size;
-        middle -= carry ? middle_size : 0;
-        outer += outer_step + carry;
-    }
-};
-
 template <class T>
 __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_problem f, const nchw_plan n) {
     extern __shared__ __align__(16) unsigned char shared[];
@@ -203,24 +172,27 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_p
         const uint32_t box_top = bins[0].start, box_rows = bins[PH - 1].end - box_top;
         const uint32_t per_channel = box_rows * PW;
         const uint32_t c_end = c0 + t.channel_chunk < f.channels ? c0 + t.channel_chunk : f.channels;
-        const uint32_t step = per_channel == 0 ? c_end - c0 : n.row_maxima_capacity / per_channel;
+        /* Channels at a time: as many as row_maxima holds, in equal parts. */
+        const uint32_t fit = per_channel == 0 ? c_end - c0 : n.row_maxima_capacity / per_channel;
+        const uint32_t parts = (c_end - c0 + fit - 1) / fit, step = (c_end - c0 + parts - 1) / parts;
         for (uint32_t c_first = c0; c_first < c_end; c_first += step) {
             const uint32_t count = c_first + step < c_end ? step : c_end - c_first;
             const T* planes = (const T*)f.input + ((uint64_t)region_batch * f.channels + c_first) * plane_size;
             if (c_first != c0) __syncthreads(); /* pass 2 of the previous channels is done with row_maxima */
-            for (block_walker w(PW, box_rows ? box_rows : 1); per_channel != 0 && w.outer < count; w.next()) {
+            for (dml_cuda_block_walker w(PW, box_rows ? box_rows : 1); per_channel != 0 && w.outer < count; w.next()) {
                 dml_pooled_bin columns = bins[PH + w.inner];
                 const T* row = planes + w.outer * plane_size + (uint64_t)(box_top + w.middle) * f.width;
                 T best = T(0);
                 for (uint32_t x = columns.start; x < columns.end; x++) {
                     T value = row[x];
-                    if (x == columns.start || dml_nan_aware_greater(widen(value), widen(best))) best = value;
+                    if (x == columns.start || dml_nan_aware_greater(dml_cuda_widen(value), dml_cuda_widen(best)))
+                        best = value;
                 }
                 row_maxima[(w.outer * box_rows + w.middle) * PW + w.inner] = best;
             }
             __syncthreads();
             T* out = (T*)f.output + ((uint64_t)r * f.channels + c_first) * bins_per_channel;
-            for (block_walker w(PW, PH); w.outer < count; w.next()) {
+            for (dml_cuda_block_walker w(PW, PH); w.outer < count; w.next()) {
                 dml_pooled_bin rows = bins[w.middle], columns = bins[PH + w.inner];
                 /* +0.0 for an empty bin or an invalid ROI (RP-3, RP-5). */
                 T best = T(0);
@@ -228,7 +200,8 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_p
                     const uint32_t first_row = w.outer * box_rows - box_top; /* + y: the row in row_maxima */
                     for (uint32_t y = rows.start; y < rows.end; y++) {
                         T value = row_maxima[(first_row + y) * PW + w.inner];
-                        if (y == rows.start || dml_nan_aware_greater(widen(value), widen(best))) best = value;
+                        if (y == rows.start || dml_nan_aware_greater(dml_cuda_widen(value), dml_cuda_widen(best)))
+                            best = value;
                     }
                 }
                 out[(w.outer * PH + w.middle) * PW + w.inner] = best;
@@ -247,7 +220,7 @@ HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_
     const size_t bins_bytes = (((size_t)p.pooled_height + p.pooled_width) * sizeof(dml_pooled_bin) + 15) & ~(size_t)15;
     /* Room for the row maxima of several channels, at least of one whole-height box. */
     const size_t one_channel = (size_t)input.sizes[2] * p.pooled_width * element;
-    const size_t row_maxima_bytes = one_channel > 16384 ? one_channel : 16384;
+    const size_t row_maxima_bytes = one_channel > 24576 ? one_channel : 24576;
     if (bins_bytes + row_maxima_bytes > 48 * 1024 || (uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX)
         return S_FALSE;
     nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));

@@ -68,6 +68,16 @@ static inline bool dml_cuda_packed_nchw(const dml_tensor& t) {
            t.strides[1] == (uint64_t)t.sizes[2] * t.sizes[3] && t.strides[0] == (uint64_t)t.sizes[1] * t.strides[1];
 }
 
+/* A value as FLOAT32: binary16 bits by the GPU's exact conversion (every
+ * binary16 value is a FLOAT32 value; the software dml_half_to_float gives the
+ * same numbers, only slower). */
+__device__ inline float dml_cuda_widen(float value) { return value; }
+__device__ inline float dml_cuda_widen(uint16_t half) {
+    float value;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(half));
+    return value;
+}
+
 /* The launch of a per-ROI fast path: blocks take tasks of one ROI and a
  * chunk of about `outputs_per_block` / `outputs_per_channel` channels, in a
  * grid-stride loop over rois * chunks tasks. */
@@ -87,6 +97,29 @@ static inline dml_cuda_roi_tasks dml_cuda_plan_roi_tasks(const DMLDevice* device
     t.blocks = (unsigned)(tasks < enough ? tasks : enough);
     return t;
 }
+
+/* The indices threadIdx.x, + blockDim.x, ... of a row-major {outer, middle,
+ * inner} range as their three coordinates, advanced without divisions (the
+ * 32-bit divisions by run-time sizes would cost more than the max itself). */
+struct dml_cuda_block_walker {
+    uint32_t inner, middle, outer;
+    uint32_t inner_size, middle_size;
+    uint32_t inner_step, middle_step, outer_step;
+    __device__ dml_cuda_block_walker(uint32_t inner_count, uint32_t middle_count)
+        : inner(threadIdx.x % inner_count), middle(threadIdx.x / inner_count % middle_count),
+          outer(threadIdx.x / inner_count / middle_count), inner_size(inner_count), middle_size(middle_count),
+          inner_step(blockDim.x % inner_count), middle_step(blockDim.x / inner_count % middle_count),
+          outer_step(blockDim.x / inner_count / middle_count) {}
+    __device__ void next() { /* each coordinate stays below twice its size: one carry at most */
+        inner += inner_step;
+        uint32_t carry = inner >= inner_size;
+        inner -= carry ? inner_size : 0;
+        middle += middle_step + carry;
+        carry = middle >= middle_size;
+        middle -= carry ? middle_size : 0;
+        outer += outer_step + carry;
+    }
+};
 
 /* ---- Implementations (one .cu per family) and their lists (cuda_backend.cu) ---- */
 #define DML_CUDA_GENERIC_IMPL(ID, name) extern const dml_impl dml_cuda_##name##_generic;

@@ -34,12 +34,9 @@ struct f16_type {
  * (every binary16 value, NaN included, is a FLOAT32 value: the order is the
  * same), for the fast paths. */
 struct f16_cvt_type : f16_type {
-    static __device__ float widen(T h) {
-        float f;
-        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-        return f;
+    static __device__ bool greater(T v, T best) {
+        return dml_nan_aware_greater(dml_cuda_widen(v), dml_cuda_widen(best));
     }
-    static __device__ bool greater(T v, T best) { return dml_nan_aware_greater(widen(v), widen(best)); }
 };
 template <class Int, Int Lowest> struct int_type {
     typedef Int T;
@@ -197,11 +194,20 @@ __device__ bool on_tap(const dml_pooling_params& p, int dim, uint32_t x, int64_t
     return distance % p.dilations[dim] == 0;
 }
 
+/* The gradient sums' conversions, by the GPU's instructions: binary16 ->
+ * FLOAT32 is exact, FLOAT32 -> binary16 rounds to nearest even as
+ * dml_float_to_half does for every number (a NaN keeps the software path,
+ * which keeps its payload bits). */
 __device__ float to_float(float v) { return v; }
-__device__ float to_float(uint16_t v) { return dml_half_to_float(v); }
+__device__ float to_float(uint16_t v) { return dml_cuda_widen(v); }
 template <class T> __device__ T from_float(float v);
 template <> __device__ float from_float<float>(float v) { return v; }
-template <> __device__ uint16_t from_float<uint16_t>(float v) { return dml_float_to_half(v); }
+template <> __device__ uint16_t from_float<uint16_t>(float v) {
+    if (v != v) return dml_float_to_half(v);
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
 
 template <class V> __global__ void max_pooling_gather(const grad_problem g) {
     typedef typename V::T T;
@@ -336,6 +342,8 @@ struct nchw_plan {
     bool tiles_2x2;                   /* window 2x2 == stride, no padding, dilation 1, even sizes, W % 4 == 0 */
     bool tiles_exact;                 /* window == stride, no padding, dilation 1, windows cover the input */
     uint32_t band_rows, band_windows; /* gather form: input rows per block, window rows it needs */
+    bool whole_planes;                /* one block per plane, staged in shared memory (plane_layout_of) */
+    bool window_3x3;                  /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
     uint64_t count;                   /* threads' work items of the kernel that runs */
     unsigned blocks;
 };
@@ -371,6 +379,8 @@ nchw_plan* plan_nchw(const dml_tensor& input, const dml_tensor& pooled, const dm
     n->out_width = pooled.sizes[3];
     n->type = input.type;
     n->tiles_exact = tiles_dimension(p, 1, n->height, n->out_height) && tiles_dimension(p, 2, n->width, n->out_width);
+    n->whole_planes = false;
+    n->window_3x3 = p.window[1] == 3 && p.window[2] == 3 && p.dilations[1] == 1 && p.dilations[2] == 1;
     n->tiles_2x2 = n->tiles_exact && p.window[1] == 2 && p.window[2] == 2 && n->width % 4 == 0;
     return n;
 }
@@ -388,17 +398,22 @@ bool aligned_to(const void* p, size_t bytes) { return (uintptr_t)p % bytes == 0;
 
 /* The first maximal tap (scan order and comparison of scan_window) of the
  * window whose top-left tap is (h0, w0); position h * W + w, or all ones
- * when no tap is inside the input. */
-template <class V>
+ * when no tap is inside the input. K > 0: the window is K x K with dilation
+ * 1, known at compile time (the loops unroll); K == 0: any window. */
+template <class V, unsigned K = 0>
 __device__ uint32_t argmax_2d(const typename V::T* plane, const nchw_plan& n, int32_t h0, int32_t w0) {
     const dml_pooling_params& p = n.params;
+    const uint32_t window_h = K ? K : p.window[1], window_w = K ? K : p.window[2];
+    const uint32_t dilation_h = K ? 1 : p.dilations[1], dilation_w = K ? 1 : p.dilations[2];
     uint32_t position = ~0u;
     typename V::T best = 0;
-    for (uint32_t kh = 0; kh < p.window[1]; kh++) {
-        int32_t h = h0 + (int32_t)(kh * p.dilations[1]);
+#pragma unroll
+    for (uint32_t kh = 0; kh < window_h; kh++) {
+        int32_t h = h0 + (int32_t)(kh * dilation_h);
         if (h < 0 || h >= (int32_t)n.height) continue;
-        for (uint32_t kw = 0; kw < p.window[2]; kw++) {
-            int32_t w = w0 + (int32_t)(kw * p.dilations[2]);
+#pragma unroll
+        for (uint32_t kw = 0; kw < window_w; kw++) {
+            int32_t w = w0 + (int32_t)(kw * dilation_w);
             if (w < 0 || w >= (int32_t)n.width) continue;
             uint32_t at = (uint32_t)h * n.width + (uint32_t)w;
             typename V::T v = plane[at];
@@ -447,6 +462,45 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* covering_outputs and on_tap in 32-bit arithmetic (the plan keeps window
+ * positions under 2^31): the windows [first, end) along dimension dim whose
+ * taps may include x; with dilation 1 every one of them does. */
+struct window_span {
+    uint32_t first, end;
+    uint32_t t, stride, dilation; /* t = x + start padding */
+    __device__ bool on_tap(uint32_t o) const { return dilation == 1 || (t - o * stride) % dilation == 0; }
+};
+
+__device__ window_span covering_span(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
+    window_span s;
+    s.stride = p.strides[dim];
+    s.dilation = p.dilations[dim];
+    s.t = x + p.start_padding[dim];
+    uint32_t reach = (p.window[dim] - 1) * s.dilation;
+    s.first = reach >= s.t ? 0 : (s.t - reach + s.stride - 1) / s.stride;
+    uint32_t last = s.t / s.stride;
+    s.end = last < out_size ? last + 1 : out_size;
+    if (s.first > s.end) s.first = s.end;
+    return s;
+}
+
+/* The elements of a row-major range `width` wide, visited blockDim.x apart
+ * from threadIdx.x: (row, column) advanced without divisions. */
+struct row_walker {
+    uint32_t row, column, row_step, column_step, width;
+    __device__ explicit row_walker(uint32_t columns)
+        : row(threadIdx.x / columns), column(threadIdx.x % columns), row_step(blockDim.x / columns),
+          column_step(blockDim.x % columns), width(columns) {}
+    __device__ void next() {
+        row += row_step;
+        column += column_step;
+        if (column >= width) {
+            column -= width;
+            row++;
+        }
+    }
+};
+
 /* Windows 2x2, stride 2: one thread per two neighbouring windows of a row,
  * reading two 4-element rows. The first maximal of {a, b, c, d} in scan
  * order (a b on the first row, c d on the second). */
@@ -486,6 +540,67 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* ---- Whole planes in shared memory (overlapping windows, small planes) ----
+ * One block per plane: the plane is copied into shared memory with 16-byte
+ * loads where alignment allows (every input element is read from memory
+ * once, however many windows overlap it), then the windows are scanned there
+ * by argmax_2d as everywhere else: the same bits. */
+
+/* Shared memory of the plane staging: the input plane, and for the gradient
+ * the plane's output gradient, argmaxes and covering spans. Each part starts
+ * 16-byte aligned. */
+struct plane_layout {
+    size_t gradient, argmax, column_spans, row_spans, total; /* byte offsets; the input plane at 0 */
+};
+
+__host__ __device__ size_t round_up_16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
+
+__host__ __device__ plane_layout plane_layout_of(const nchw_plan& n, size_t element, bool gradient) {
+    plane_layout l;
+    size_t windows = (size_t)n.out_height * n.out_width;
+    l.gradient = round_up_16((size_t)n.height * n.width * element);
+    l.argmax = l.gradient + (gradient ? round_up_16(windows * element) : 0);
+    /* The argmax of every window, or with 3x3 windows which windows chose each element (below). */
+    size_t selections = n.window_3x3 ? (size_t)n.height * n.width : windows;
+    l.column_spans = l.argmax + (gradient ? round_up_16(selections * sizeof(uint32_t)) : 0);
+    l.row_spans = l.column_spans + (gradient ? round_up_16(n.width * sizeof(window_span)) : 0);
+    l.total = l.row_spans + (gradient ? n.height * sizeof(window_span) : 0);
+    return l;
+}
+
+/* Copies `count` elements of one plane into shared memory, 16 bytes at a
+ * time when `vector` (both ends 16-byte aligned). */
+template <class T> __device__ void stage_plane(T* shared, const T* plane, uint32_t count, bool vector) {
+    if (vector) {
+        for (uint32_t i = threadIdx.x; i < count * sizeof(T) / 16; i += blockDim.x)
+            ((uint4*)shared)[i] = __ldg((const uint4*)plane + i);
+    } else {
+        for (uint32_t i = threadIdx.x; i < count; i += blockDim.x)
+            shared[i] = plane[i];
+    }
+}
+
+template <class V, class I, unsigned K>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_forward_planes(const nchw_plan n, const void* input, void* output, void* indices, bool vector) {
+    typedef typename V::T T;
+    extern __shared__ uint4 staged[];
+    T* values = (T*)staged;
+    const dml_pooling_params& p = n.params;
+    const uint32_t plane_size = n.height * n.width, windows = n.out_height * n.out_width;
+    const uint32_t plane = blockIdx.x;
+    const uint64_t plane_base = (uint64_t)plane * plane_size;
+    stage_plane(values, (const T*)input + plane_base, plane_size, vector);
+    __syncthreads();
+    for (row_walker w(n.out_width); w.row < n.out_height; w.next()) {
+        uint32_t position = argmax_2d<V, K>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
+                                            (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+        uint64_t out = (uint64_t)plane * windows + w.row * n.out_width + w.column;
+        ((T*)output)[out] = position == ~0u ? V::lowest() : values[position];
+        if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, position);
+    }
+}
+
 template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* args, const nchw_plan& n) {
     const void* input = args->inputs[DML_POOL_INPUT];
     void* output = args->outputs[DML_POOL_OUTPUT];
@@ -496,6 +611,17 @@ template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* a
         (!indices || aligned_to(indices, 2 * sizeof(I)))) {
         max_pooling_forward_2x2<V, I><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
         return dml_cuda_check_launch("max_pooling_forward_2x2");
+    }
+    if (n.whole_planes) {
+        bool vector = aligned_to(input, 16) && (size_t)n.height * n.width * sizeof(typename V::T) % 16 == 0;
+        size_t shared_bytes = plane_layout_of(n, sizeof(typename V::T), false).total;
+        if (n.window_3x3)
+            max_pooling_forward_planes<V, I, 3>
+                <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, output, indices, vector);
+        else
+            max_pooling_forward_planes<V, I, 0>
+                <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, output, indices, vector);
+        return dml_cuda_check_launch("max_pooling_forward_planes");
     }
     nchw_plan scalar = n;
     scalar.count = (uint64_t)n.planes * n.out_height * n.out_width;
@@ -512,6 +638,14 @@ template <class V> HRESULT dispatch_forward_nchw(const dml_kernel_args* args, co
     }
 }
 
+/* Whether whole planes fit the shared memory of a block (a quarter of a
+ * multiprocessor's at most, so that several blocks overlap their loads) and
+ * overlap enough to gain from staging (windows not tiling the input). */
+bool fits_whole_planes(const nchw_plan& n, bool gradient) {
+    size_t element = n.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
+    return !n.tiles_exact && n.planes <= INT32_MAX && plane_layout_of(n, element, gradient).total <= 32 * 1024;
+}
+
 HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     const dml_tensor& output = op->outputs[DML_POOL_OUTPUT].tensor;
@@ -526,6 +660,7 @@ HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EX
     uint64_t outputs = (uint64_t)n->planes * n->out_height * n->out_width;
     n->count = n->tiles_2x2 ? outputs / 2 : outputs;
     n->blocks = grid_blocks(device, n->count);
+    n->whole_planes = !n->tiles_2x2 && fits_whole_planes(*n, false);
     return S_OK;
 }
 
@@ -590,44 +725,23 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* covering_outputs and on_tap in 32-bit arithmetic (the plan keeps window
- * positions under 2^31): the windows [first, end) along dimension dim whose
- * taps may include x; with dilation 1 every one of them does. */
-struct window_span {
-    uint32_t first, end;
-    uint32_t t, stride, dilation; /* t = x + start padding */
-    __device__ bool on_tap(uint32_t o) const { return dilation == 1 || (t - o * stride) % dilation == 0; }
-};
-
-__device__ window_span covering_span(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
-    window_span s;
-    s.stride = p.strides[dim];
-    s.dilation = p.dilations[dim];
-    s.t = x + p.start_padding[dim];
-    uint32_t reach = (p.window[dim] - 1) * s.dilation;
-    s.first = reach >= s.t ? 0 : (s.t - reach + s.stride - 1) / s.stride;
-    uint32_t last = s.t / s.stride;
-    s.end = last < out_size ? last + 1 : out_size;
-    if (s.first > s.end) s.first = s.end;
-    return s;
-}
-
-/* The elements of a row-major range `width` wide, visited blockDim.x apart
- * from threadIdx.x: (row, column) advanced without divisions. */
-struct row_walker {
-    uint32_t row, column, row_step, column_step, width;
-    __device__ explicit row_walker(uint32_t columns)
-        : row(threadIdx.x / columns), column(threadIdx.x % columns), row_step(blockDim.x / columns),
-          column_step(blockDim.x % columns), width(columns) {}
-    __device__ void next() {
-        row += row_step;
-        column += column_step;
-        if (column >= width) {
-            column -= width;
-            row++;
+/* The gradient at input `position`: the sum, in increasing (oh, ow), of the
+ * output gradients of the windows within spans sh, sw whose argmax it is
+ * (argmax[window - first_window]), in FLOAT32 from +0 as the strided gather. */
+template <class T>
+__device__ float gather_sum(const window_span& sh, const window_span& sw, const uint32_t* argmax, uint32_t first_window,
+                            uint32_t out_width, const T* dy, uint32_t position) {
+    float sum = 0.0f;
+    for (uint32_t oh = sh.first; oh < sh.end; oh++) {
+        if (!sh.on_tap(oh)) continue;
+        for (uint32_t ow = sw.first; ow < sw.end; ow++) {
+            if (!sw.on_tap(ow)) continue;
+            uint32_t window = oh * out_width + ow;
+            if (argmax[window - first_window] == position) sum += to_float(dy[window]);
         }
     }
-};
+    return sum;
+}
 
 /* Gradient, gather form: block b handles input rows [band * band_rows, ...)
  * of plane b / bands. The windows that cover the band are rows
@@ -665,16 +779,73 @@ __global__ void __launch_bounds__(kThreads)
         __syncthreads();
         for (row_walker w(n.width); w.row < y1 - y0; w.next()) {
             uint32_t position = (y0 + w.row) * n.width + w.column;
-            window_span sh = row_spans[w.row], sw = spans[w.column];
+            float sum =
+                gather_sum(row_spans[w.row], spans[w.column], argmax, first * n.out_width, n.out_width, dy, position);
+            ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
+        }
+    }
+}
+
+/* Gradient, whole planes (see max_pooling_forward_planes): the plane's
+ * input and output gradient staged in shared memory, the argmax of every
+ * window from there, then the gather of max_pooling_grad_bands over the whole
+ * plane: the same sums in the same order. With K x K windows (K > 0) each
+ * window instead sets its bit in a mask of the element it chose, bit
+ * (oh - first) * K + (ow - first) of the windows covering the element, and
+ * each element adds the gradients of its set bits in increasing order: the
+ * same windows in the same (oh, ow) order, without scanning the others. */
+template <class V, unsigned K>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_planes(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient,
+                            bool vector_input, bool vector_gradient) {
+    typedef typename V::T T;
+    extern __shared__ uint4 staged[];
+    const plane_layout l = plane_layout_of(n, sizeof(T), true);
+    T* values = (T*)staged;
+    T* dy = (T*)((char*)staged + l.gradient);
+    uint32_t* argmax = (uint32_t*)((char*)staged + l.argmax); /* K > 0: [H * W] masks */
+    window_span* column_spans = (window_span*)((char*)staged + l.column_spans);
+    window_span* row_spans = (window_span*)((char*)staged + l.row_spans);
+    const dml_pooling_params& p = n.params;
+    const uint32_t plane_size = n.height * n.width, windows = n.out_height * n.out_width;
+    const uint32_t plane = blockIdx.x;
+    const uint64_t plane_base = (uint64_t)plane * plane_size;
+    stage_plane(values, (const T*)input + plane_base, plane_size, vector_input);
+    stage_plane(dy, (const T*)input_gradient + (uint64_t)plane * windows, windows, vector_gradient);
+    for (uint32_t x = threadIdx.x; x < n.width; x += blockDim.x)
+        column_spans[x] = covering_span(p, 2, x, n.out_width);
+    for (uint32_t y = threadIdx.x; y < n.height; y += blockDim.x)
+        row_spans[y] = covering_span(p, 1, y, n.out_height);
+    if constexpr (K > 0)
+        for (uint32_t i = threadIdx.x; i < plane_size; i += blockDim.x)
+            argmax[i] = 0;
+    __syncthreads();
+    for (row_walker w(n.out_width); w.row < n.out_height; w.next()) {
+        uint32_t position = argmax_2d<V, K>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
+                                            (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+        if constexpr (K == 0) {
+            argmax[w.row * n.out_width + w.column] = position;
+        } else if (position != ~0u) {
+            uint32_t h = position / n.width, x = position - h * n.width;
+            atomicOr(&argmax[position], 1u << ((w.row - row_spans[h].first) * K + (w.column - column_spans[x].first)));
+        }
+    }
+    __syncthreads();
+    if constexpr (K > 0) {
+        for (row_walker w(n.width); w.row < n.height; w.next()) {
+            uint32_t position = w.row * n.width + w.column;
             float sum = 0.0f;
-            for (uint32_t oh = sh.first; oh < sh.end; oh++) {
-                if (!sh.on_tap(oh)) continue;
-                for (uint32_t ow = sw.first; ow < sw.end; ow++) {
-                    if (!sw.on_tap(ow)) continue;
-                    uint32_t window = oh * n.out_width + ow;
-                    if (argmax[window - first * n.out_width] == position) sum += to_float(dy[window]);
-                }
+            for (uint32_t mask = argmax[position]; mask != 0; mask &= mask - 1) {
+                uint32_t bit = __ffs(mask) - 1;
+                sum += to_float(
+                    dy[(row_spans[w.row].first + bit / K) * n.out_width + column_spans[w.column].first + bit % K]);
             }
+            ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
+        }
+    } else {
+        for (row_walker w(n.width); w.row < n.height; w.next()) {
+            uint32_t position = w.row * n.width + w.column;
+            float sum = gather_sum(row_spans[w.row], column_spans[w.column], argmax, 0, n.out_width, dy, position);
             ((T*)output_gradient)[plane_base + position] = from_float<T>(sum);
         }
     }
@@ -701,6 +872,8 @@ HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECU
         n->blocks = grid_blocks(device, n->count);
         return S_OK;
     }
+    n->whole_planes = fits_whole_planes(*n, true);
+    if (n->whole_planes) return S_OK;
     /* Bands of about 16 elements per thread and at most 256 rows; the window
      * rows that can cover `band_rows` input rows: those o with o * stride in
      * a span of band_rows - 1 + reach. */
@@ -724,6 +897,20 @@ template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const n
     const void* dy = args->inputs[DML_POOL_INPUT_GRADIENT];
     void* dx = args->outputs[DML_POOL_OUTPUT];
     cudaStream_t stream = dml_cuda_stream(args);
+    if (n.whole_planes) {
+        const size_t plane_bytes = (size_t)n.height * n.width * sizeof(T);
+        const size_t gradient_bytes = (size_t)n.out_height * n.out_width * sizeof(T);
+        bool vector_input = aligned_to(input, 16) && plane_bytes % 16 == 0;
+        bool vector_gradient = aligned_to(dy, 16) && gradient_bytes % 16 == 0;
+        size_t shared_bytes = plane_layout_of(n, sizeof(T), true).total;
+        if (n.window_3x3)
+            max_pooling_grad_planes<V, 3>
+                <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, dy, dx, vector_input, vector_gradient);
+        else
+            max_pooling_grad_planes<V, 0>
+                <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, dy, dx, vector_input, vector_gradient);
+        return dml_cuda_check_launch("max_pooling_grad_planes");
+    }
     if (!n.tiles_exact) {
         max_pooling_grad_bands<V><<<n.blocks, kThreads, bands_shared_bytes(n), stream>>>(n, input, dy, dx);
         return dml_cuda_check_launch("max_pooling_grad_bands");

@@ -150,9 +150,18 @@ DML_CUDA_FN plane_view<T> plane_make(const void* base, const uint64_t strides[4]
     return view;
 }
 
-/* The value of an in-bounds sample (§4.3) from its X and Y taps. */
-template <class T>
-DML_CUDA_FN float sample_value(const plane_view<T>& plane, const dml_roi_axis_sample& sx, const dml_roi_axis_sample& sy,
+/* A plane of a packed NCHW tensor (fewer than 2^32 elements): 32-bit
+ * indices, and binary16 widened by the GPU's exact conversion. */
+template <class T> struct packed_plane {
+    const T* base;
+    uint32_t width;
+    __device__ float at(uint32_t y, uint32_t x) const { return dml_cuda_widen(base[y * width + x]); }
+};
+
+/* The value of an in-bounds sample (§4.3) from its X and Y taps; Plane:
+ * plane_view or packed_plane. */
+template <class Plane>
+DML_CUDA_FN float sample_value(const Plane& plane, const dml_roi_axis_sample& sx, const dml_roi_axis_sample& sy,
                                bool linear) {
     if (!linear) return plane.at(sy.first, sx.first);
     return dml_roi_bilinear(plane.at(sy.first, sx.first), plane.at(sy.first, sx.second), plane.at(sy.second, sx.first),
@@ -180,8 +189,8 @@ struct forward_problem {
 /* The value of output (oy, ox) of an imaged region: its samples in §4.4
  * order (X outer, Y inner) summed in FLOAT64 or maximised. sample_x(tx) and
  * sample_y(ty) give the samples of each axis (computed, or precomputed). */
-template <class T, class SampleX, class SampleY>
-DML_CUDA_FN float reduce_output(const dml_roi_align_params& p, const roi_region& region, const plane_view<T>& plane,
+template <class Plane, class SampleX, class SampleY>
+DML_CUDA_FN float reduce_output(const dml_roi_align_params& p, const roi_region& region, const Plane& plane,
                                 uint32_t oy, uint32_t ox, SampleX sample_x, SampleY sample_y) {
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
     double sum = 0.0;
@@ -845,14 +854,15 @@ __global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward
         __syncthreads();
         const dml_roi_axis_sample* ys = samples + count_x;
         uint32_t c_end = c0 + tasks.channel_chunk < s.channels ? c0 + tasks.channel_chunk : s.channels;
-        for (uint32_t e = threadIdx.x; e < (c_end - c0) * outputs; e += blockDim.x) {
-            uint32_t c = c0 + e / outputs, oy = e % outputs / s.out_width, ox = e % s.out_width;
-            uint64_t out = ((uint64_t)r * s.channels + c) * outputs + e % outputs;
+        for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < c_end - c0; w.next()) {
+            uint32_t c = c0 + w.outer, oy = w.middle, ox = w.inner;
+            uint64_t out = ((uint64_t)r * s.channels + c) * outputs + oy * s.out_width + ox;
             if (region.batch >= s.batch) { /* RA-12 */
                 store_value((T*)f.output, out, p.out_of_bounds_value);
                 continue;
             }
-            plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+            const uint64_t plane_size = (uint64_t)s.height * s.width;
+            packed_plane<T> plane = {(const T*)f.input + (region.batch * s.channels + c) * plane_size, s.width};
             auto sample_x = [&](uint64_t tx) { return samples[tx]; };
             auto sample_y = [&](uint64_t ty) { return ys[ty]; };
             store_value((T*)f.output, out, reduce_output(p, region, plane, oy, ox, sample_x, sample_y));
@@ -866,6 +876,7 @@ HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EX
     const dml_tensor& output = op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
     if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
+    if ((uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX) return S_FALSE; /* packed_plane's indices */
     size_t shared_bytes = ((size_t)output.sizes[2] + output.sizes[3]) * p.max_samples * sizeof(dml_roi_axis_sample);
     if (shared_bytes > 24576) return S_FALSE;
     forward_nchw_plan* n = (forward_nchw_plan*)dml_plan_state(plan, sizeof(forward_nchw_plan));
@@ -1055,7 +1066,7 @@ template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_li
             DML_UNROLL
             for (unsigned j = 0; j < kGatherChannels; j++)
                 if (c0 + j < shape.channels) {
-                    float weighted = load_value(dy, c.dy + (uint64_t)j * dy_channel) * g.average_weight;
+                    float weighted = dml_cuda_widen(dy[c.dy + (uint64_t)j * dy_channel]) * g.average_weight;
                     acc[j] += weighted * c.weight;
                 }
         }

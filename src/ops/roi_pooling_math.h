@@ -68,6 +68,13 @@ DML_HOST_DEVICE uint32_t dml_roi_pooling_clamp(__int128 value, uint32_t extent) 
 
 DML_HOST_DEVICE dml_pooled_bin dml_roi_pooled_bin(int64_t first, int64_t length, uint32_t index, uint32_t count,
                                                   uint32_t extent) {
+    if (length <= INT32_MAX) { /* the common case, exact in 64 bits (and cheaper on a GPU) */
+        uint64_t start = (uint64_t)index * (uint64_t)length / count;
+        uint64_t end = (((uint64_t)index + 1) * (uint64_t)length + count - 1) / count;
+        dml_pooled_bin bin = {dml_roi_pooling_clamp((__int128)start + first, extent),
+                              dml_roi_pooling_clamp((__int128)end + first, extent)};
+        return bin;
+    }
     __int128 start = (__int128)index * length / count + first;
     __int128 end = (((__int128)index + 1) * length + count - 1) / count + first;
     dml_pooled_bin bin = {dml_roi_pooling_clamp(start, extent), dml_roi_pooling_clamp(end, extent)};

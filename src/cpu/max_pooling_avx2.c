@@ -1004,29 +1004,47 @@ static nhwc_position nhwc_position_at(const dml_pool_view* o, uint64_t at) {
  * prefetch never faults, past the end of the tensor included. */
 enum { NHWC_PREFETCH_AHEAD = 4096 };
 
-/* The window maxima of eight channels at `image` (the image's first element
- * plus the channel offset, in bytes) over window w. */
-static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
-                                              const nhwc_window* w, uint32_t count) {
-    block_max m = {_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+/* Channels per pass over a window's taps: four vectors, whose independent
+ * compare-and-blend chains hide each other's latency and share the tap
+ * loop's address arithmetic. */
+enum { NHWC_CHUNK_VECTORS = 4, NHWC_CHUNK = 8 * NHWC_CHUNK_VECTORS };
+
+/* The window maxima over window w of `vectors` vectors of eight channels at
+ * `image` (the image's first element plus the channel offset, in bytes),
+ * the last holding `last_count` channels. Every lane takes the window's
+ * first tap, then a later tap where it wins (lanes_win): the generic order. */
+static ALWAYS_INLINE void nhwc_chunk_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
+                                         const nhwc_window* w, int vectors, uint32_t last_count, block_max* m) {
     const size_t element = g->half ? 2 : 4;
     bool first = true;
 #define NHWC_TAP(tap_offset, tap_position)                                                                             \
     do {                                                                                                               \
-        _mm_prefetch(image + (tap_offset) * (int64_t)element + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                      \
-        __m256 value_ = load_channels(image + (tap_offset) * (int64_t)element, g->half, count);                        \
-        if (first) {                                                                                                   \
-            m = (block_max){value_, _mm256_set1_epi32(tap_position), _mm256_set1_epi32(-1)};                           \
-            first = false;                                                                                             \
-        } else {                                                                                                       \
-            __m256 take_ = lanes_win(value_, m.value);                                                                 \
-            m.value = _mm256_blendv_ps(m.value, value_, take_);                                                        \
-            m.position = _mm256_castps_si256(_mm256_blendv_ps(                                                         \
-                _mm256_castsi256_ps(m.position), _mm256_castsi256_ps(_mm256_set1_epi32(tap_position)), take_));        \
+        const char* at_ = image + (tap_offset) * (int64_t)element;                                                     \
+        for (int line_ = 0; line_ < vectors * 8 * (int)element; line_ += 64)                                           \
+            _mm_prefetch(at_ + line_ + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                                              \
+        __m256i position_ = _mm256_set1_epi32(tap_position);                                                           \
+        for (int v_ = 0; v_ < vectors; v_++) {                                                                         \
+            __m256 value_ = load_channels(at_ + v_ * 8 * element, g->half, v_ == vectors - 1 ? last_count : 8);        \
+            if (first) {                                                                                               \
+                m[v_] = (block_max){value_, position_, _mm256_set1_epi32(-1)};                                         \
+                continue;                                                                                              \
+            }                                                                                                          \
+            __m256 take_ = lanes_win(value_, m[v_].value);                                                             \
+            m[v_].value = _mm256_blendv_ps(m[v_].value, value_, take_);                                                \
+            m[v_].position = _mm256_castps_si256(                                                                      \
+                _mm256_blendv_ps(_mm256_castsi256_ps(m[v_].position), _mm256_castsi256_ps(position_), take_));         \
         }                                                                                                              \
+        first = false;                                                                                                 \
     } while (0)
     FOR_EACH_NHWC_TAP(g, p, *w, NHWC_TAP);
 #undef NHWC_TAP
+}
+
+/* nhwc_chunk_max of one vector. */
+static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
+                                              const nhwc_window* w, uint32_t count) {
+    block_max m = {_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    nhwc_chunk_max(g, p, image, w, 1, count, &m);
     return m;
 }
 
@@ -1156,7 +1174,15 @@ static HRESULT run_forward_nhwc(const dml_kernel_args* args) {
                                          ow * f->idx.strides[4]) *
                                             index_element
                             : NULL;
-        for (uint32_t c = 0; c < g->channels; c += 8) {
+        uint32_t c = 0;
+        if (w.taps > 0)
+            for (; c + NHWC_CHUNK <= g->channels; c += NHWC_CHUNK) {
+                block_max m[NHWC_CHUNK_VECTORS];
+                nhwc_chunk_max(g, p, image + c * element, &w, NHWC_CHUNK_VECTORS, 8, m);
+                for (int v = 0; v < NHWC_CHUNK_VECTORS; v++)
+                    store_nhwc_block(f, image, out, idx, c + 8 * v, n, 8, &m[v], true);
+            }
+        for (; c < g->channels; c += 8) {
             uint32_t count = g->channels - c < 8 ? g->channels - c : 8;
             block_max m = nhwc_block_max(g, p, image + c * element, &w, count);
             store_nhwc_block(f, image, out, idx, c, n, count, &m, w.taps > 0);

@@ -1283,22 +1283,38 @@ static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DM
 /* Disjoint windows, channels-last: each window's taps are written once,
  * per channel +0 + dy at the argmax (the generic one-term sum) and +0 at
  * the others. */
+static ALWAYS_INLINE void write_once_chunk_nhwc(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
+                                                const char* dy, char* dx_image, const nhwc_window* w, uint32_t c,
+                                                int vectors, uint32_t last_count) {
+    const size_t element = g->half ? 2 : 4;
+    block_max m[NHWC_CHUNK_VECTORS];
+    memset(m, 0, sizeof m); /* set by the window's first tap: gcc cannot see that there is one */
+    __m256 gradient[NHWC_CHUNK_VECTORS];
+    nhwc_chunk_max(g, p, image + c * element, w, vectors, last_count, m);
+    for (int v = 0; v < vectors; v++)
+        gradient[v] = _mm256_add_ps(
+            _mm256_setzero_ps(), load_channels(dy + (c + 8 * v) * element, g->half, v == vectors - 1 ? last_count : 8));
+#define WRITE_TAP(tap_offset, tap_position)                                                                            \
+    do {                                                                                                               \
+        __m256i position_ = _mm256_set1_epi32(tap_position);                                                           \
+        for (int v_ = 0; v_ < vectors; v_++)                                                                           \
+            store_lanes(                                                                                               \
+                dx_image + ((tap_offset) + c + 8 * v_) * (int64_t)element,                                             \
+                _mm256_and_ps(gradient[v_], _mm256_castsi256_ps(_mm256_cmpeq_epi32(m[v_].position, position_))),       \
+                g->half, v_ == vectors - 1 ? last_count : 8);                                                          \
+    } while (0)
+    FOR_EACH_NHWC_TAP(g, p, *w, WRITE_TAP);
+#undef WRITE_TAP
+}
+
 static void write_once_window_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image,
                                    const char* dy, char* dx_image, const nhwc_window* w) {
     const nhwc_geometry* g = &gp->g;
-    const size_t element = g->half ? 2 : 4;
-    for (uint32_t c = 0; c < g->channels; c += 8) {
-        uint32_t count = g->channels - c < 8 ? g->channels - c : 8;
-        block_max m = nhwc_block_max(g, p, image + c * element, w, count);
-        __m256 gradient = _mm256_add_ps(_mm256_setzero_ps(), load_channels(dy + c * element, g->half, count));
-#define WRITE_TAP(tap_offset, tap_position)                                                                            \
-    store_lanes(                                                                                                       \
-        dx_image + ((tap_offset) + c) * (int64_t)element,                                                              \
-        _mm256_and_ps(gradient, _mm256_castsi256_ps(_mm256_cmpeq_epi32(m.position, _mm256_set1_epi32(tap_position)))), \
-        g->half, count)
-        FOR_EACH_NHWC_TAP(g, p, *w, WRITE_TAP);
-#undef WRITE_TAP
-    }
+    uint32_t c = 0;
+    for (; c + NHWC_CHUNK <= g->channels; c += NHWC_CHUNK)
+        write_once_chunk_nhwc(g, p, image, dy, dx_image, w, c, NHWC_CHUNK_VECTORS, 8);
+    for (; c < g->channels; c += 8)
+        write_once_chunk_nhwc(g, p, image, dy, dx_image, w, c, 1, g->channels - c < 8 ? g->channels - c : 8);
 }
 
 /* Zeroes the positions of one image that lie in no window. */

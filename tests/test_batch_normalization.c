@@ -638,11 +638,7 @@ TEST_CASE(larger_typical_layouts) {
                 p.fused_add = types[t] == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING;
                 if (!is_gradient(types[t])) p.activation = (bn_ref_activation){DML_OPERATOR_ACTIVATION_RELU, 0, 0};
                 p.nhwc = nhwc;
-                bn_run r;
-                bn_setup(&r, &p, NULL);
-                EXPECT_STATUS(bn_execute(&r, device), S_OK, NULL);
-                bn_check(&p, &r);
-                bn_free(&r);
+                bn_run_and_check(&p, device, NULL);
             }
     dmlReleaseDevice(device);
 }
@@ -1046,11 +1042,7 @@ TEST_CASE(half_precision_streamed_inference) {
     p.data_type = DML_TENSOR_DATA_TYPE_FLOAT16;
     p.activation = (bn_ref_activation){DML_OPERATOR_ACTIVATION_RELU, 0, 0};
     DMLDevice* device = test_device(0);
-    bn_run r;
-    bn_setup(&r, &p, NULL);
-    EXPECT_STATUS(bn_execute(&r, device), S_OK, NULL);
-    bn_check(&p, &r);
-    bn_free(&r);
+    bn_run_and_check(&p, device, NULL);
     dmlReleaseDevice(device);
 }
 

@@ -453,3 +453,35 @@ const char* bench_dnnl_impl(const_dnnl_primitive_desc_t pd) {
     return name;
 }
 #endif
+
+/* ---- A program over a table of shapes ---- */
+
+int bench_run_program(const bench_program* program, int argc, char** argv) {
+    bench_context ctx;
+    static const DML_TENSOR_DATA_TYPE types[2] = {DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_FLOAT16};
+    if (bench_begin(&ctx, program->title, argc, argv) == BENCH_PEER_CHILD) {
+#ifdef DML_BENCH_HAVE_ONEDNN
+        static const dnnl_data_type_t peer_types[2] = {dnnl_f32, dnnl_f16};
+        bench_dnnl dnnl;
+        bench_dnnl_init(&dnnl);
+        for (size_t shape = 0; shape < program->shapes; shape++)
+            if (bench_selected(&ctx, program->shape_name(shape)))
+                for (int t = 0; t < 2; t++)
+                    for (size_t layout = 0; layout < program->peer_layouts; layout++)
+                        program->measure_peer(&dnnl, shape, peer_types[t], layout);
+        bench_dnnl_free(&dnnl);
+#endif
+        return 0;
+    }
+    DMLDevice* device;
+    BENCH_CHECK_DML(dmlCreateDevice(NULL, &device));
+    for (size_t shape = 0; shape < program->shapes; shape++) {
+        if (!bench_selected(&ctx, program->shape_name(shape))) continue;
+        printf("%s\n", program->shape_name(shape));
+        for (int t = 0; t < 2; t++)
+            program->measure(&ctx, device, shape, types[t]);
+    }
+    dmlReleaseDevice(device);
+    bench_end(&ctx);
+    return 0;
+}

@@ -4,13 +4,15 @@
  * jobs through the public API (the implementation's name and the temporary
  * resource included), and oneDNN, the CPU peer.
  *
- * A program's main:
+ * A program's main, over a table of shapes (bench_run_program, at the end):
  *
- *     bench_context ctx;
- *     if (bench_begin(&ctx, "max pooling", argc, argv) == BENCH_PEER_CHILD) { measure oneDNN only,
- *         bench_peer_emit each row; return 0; }
- *     ... for each workload: time libdml, then bench_report against bench_peer_best(&ctx, workload, dtype) ...
- *     bench_end(&ctx);
+ *     bench_program program = {title, shapes, shape_name, measure (libdml's rows of a shape and type,
+ *                              bench_report against bench_peer_best, then bench_report_peers),
+ *                              peer_layouts, measure_peer (oneDNN's rows, bench_peer_emit)};
+ *     return bench_run_program(&program, argc, argv);
+ *
+ * or the same steps by hand: bench_begin (BENCH_PEER_CHILD: measure oneDNN
+ * only), the measurements, bench_end.
  *
  * oneDNN reads its ISA cap (ONEDNN_MAX_CPU_ISA) once per process, so its
  * rows come from child processes of the same program, one per cap
@@ -180,5 +182,28 @@ double bench_dnnl_time(const bench_dnnl* dnnl, dnnl_primitive_t primitive, int a
 /* oneDNN's name for the implementation pd chose, e.g. "jit:avx2". */
 const char* bench_dnnl_impl(const_dnnl_primitive_desc_t pd);
 #endif
+
+/* ---- A program over a table of shapes ---- */
+
+/* What a program measures, by index into its own table of shapes. Its
+ * main is bench_run_program(&program, argc, argv), which parses the
+ * arguments (bench_begin), and then:
+ * - in a peer child: measure_peer for every selected shape, FLOAT32 and
+ *   FLOAT16, and each of its peer_layouts;
+ * - otherwise: with a device of all cores, for every selected shape its
+ *   name, then measure for FLOAT32 and for FLOAT16 (libdml's rows and the
+ *   peers' rows: bench_report, bench_report_peers), and bench_end. */
+typedef struct bench_program {
+    const char* title;
+    size_t shapes;
+    const char* (*shape_name)(size_t shape); /* matched by --only, printed as the heading */
+    void (*measure)(const bench_context* ctx, DMLDevice* device, size_t shape, DML_TENSOR_DATA_TYPE type);
+#ifdef DML_BENCH_HAVE_ONEDNN
+    size_t peer_layouts;
+    void (*measure_peer)(const bench_dnnl* dnnl, size_t shape, dnnl_data_type_t type, size_t layout);
+#endif
+} bench_program;
+
+int bench_run_program(const bench_program* program, int argc, char** argv);
 
 #endif

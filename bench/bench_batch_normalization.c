@@ -203,43 +203,33 @@ static void bench_onednn(const bench_dnnl* dnnl, const bn_shape* s, dnnl_data_ty
         dnnl_memory_destroy(memories[i]);
 }
 
-static void peer_child(const bench_context* ctx) {
-    bench_dnnl dnnl;
-    bench_dnnl_init(&dnnl);
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (bench_selected(ctx, shapes[i].name))
-            for (int t = 0; t < 2; t++)
-                for (size_t l = 0; l < sizeof dnnl_layouts / sizeof dnnl_layouts[0]; l++)
-                    bench_onednn(&dnnl, &shapes[i], t ? dnnl_f16 : dnnl_f32, &dnnl_layouts[l]);
-    bench_dnnl_free(&dnnl);
+static void measure_peer(const bench_dnnl* dnnl, size_t shape, dnnl_data_type_t type, size_t layout) {
+    bench_onednn(dnnl, &shapes[shape], type, &dnnl_layouts[layout]);
 }
 #endif
 
+static const char* shape_name(size_t shape) { return shapes[shape].name; }
+
+/* The five operations of one shape and type, NCHW and channels-last, then
+ * oneDNN's rows. */
+static void measure(const bench_context* ctx, DMLDevice* device, size_t shape, DML_TENSOR_DATA_TYPE type) {
+    for (int channels_last = 0; channels_last < 2; channels_last++)
+        bench_libdml(ctx, device, &shapes[shape], type, channels_last);
+    for (int operation = 0; operation < OPERATIONS; operation++) {
+        char workload[96];
+        workload_name(workload, sizeof workload, operation, &shapes[shape]);
+        bench_report_peers(ctx, workload, bench_dtype_name(type));
+    }
+}
+
 int main(int argc, char** argv) {
-    bench_context ctx;
-    if (bench_begin(&ctx, "batch normalization", argc, argv) == BENCH_PEER_CHILD) {
+    bench_program program = {.title = "batch normalization",
+                             .shapes = sizeof shapes / sizeof shapes[0],
+                             .shape_name = shape_name,
+                             .measure = measure};
 #ifdef DML_BENCH_HAVE_ONEDNN
-        peer_child(&ctx);
+    program.peer_layouts = sizeof dnnl_layouts / sizeof dnnl_layouts[0];
+    program.measure_peer = measure_peer;
 #endif
-        return 0;
-    }
-    DMLDevice* device;
-    BENCH_CHECK_DML(dmlCreateDevice(NULL, &device));
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        if (!bench_selected(&ctx, shapes[i].name)) continue;
-        printf("%s\n", shapes[i].name);
-        for (int t = 0; t < 2; t++) {
-            DML_TENSOR_DATA_TYPE type = t ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-            for (int channels_last = 0; channels_last < 2; channels_last++)
-                bench_libdml(&ctx, device, &shapes[i], type, channels_last);
-            for (int operation = 0; operation < OPERATIONS; operation++) {
-                char workload[96];
-                workload_name(workload, sizeof workload, operation, &shapes[i]);
-                bench_report_peers(&ctx, workload, bench_dtype_name(type));
-            }
-        }
-    }
-    dmlReleaseDevice(device);
-    bench_end(&ctx);
-    return 0;
+    return bench_run_program(&program, argc, argv);
 }

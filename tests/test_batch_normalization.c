@@ -638,11 +638,7 @@ TEST_CASE(larger_typical_layouts) {
                 p.fused_add = types[t] == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING;
                 if (!is_gradient(types[t])) p.activation = (bn_ref_activation){DML_OPERATOR_ACTIVATION_RELU, 0, 0};
                 p.nhwc = nhwc;
-                bn_run r;
-                bn_setup(&r, &p, NULL);
-                EXPECT_STATUS(bn_execute(&r, device), S_OK, NULL);
-                bn_check(&p, &r);
-                bn_free(&r);
+                bn_run_and_check(&p, device, NULL);
             }
     dmlReleaseDevice(device);
 }
@@ -1034,6 +1030,20 @@ TEST_CASE(half_precision_passes) {
     for (int t = 1; t < 4; t++)
         for (int nhwc = 0; nhwc < 2; nhwc++)
             expect_same_bits_typed(types[t], DML_TENSOR_DATA_TYPE_FLOAT16, x, p_sizes, nhwc, false);
+}
+
+/* FLOAT16 inference whose output is large enough for non-temporal stores
+ * (8 MiB, STREAM_BYTES in src/cpu/batch_normalization_avx2.c): runs of
+ * 362 x 363 elements (not a multiple of 16), so that they start on 32-byte
+ * boundaries (16 halves per store) and off them (8 per store), with tails. */
+TEST_CASE(half_precision_streamed_inference) {
+    static const uint32_t x[4] = {2, 16, 362, 363}, p_sizes[4] = {1, 16, 1, 1};
+    bn_problem p = problem_4d(DML_OPERATOR_BATCH_NORMALIZATION, x, p_sizes);
+    p.data_type = DML_TENSOR_DATA_TYPE_FLOAT16;
+    p.activation = (bn_ref_activation){DML_OPERATOR_ACTIVATION_RELU, 0, 0};
+    DMLDevice* device = test_device(0);
+    bn_run_and_check(&p, device, NULL);
+    dmlReleaseDevice(device);
 }
 
 /* ---- The fused activation is deep-copied at creation (tensors.md §5) ---- */

@@ -387,6 +387,7 @@ static void fill_pooling_input(pool_run* r, const pool_case* c) {
     bool specials = test_type_is_float(c->data_type) && test_rand_range(0, 3) == 0;
     for (uint64_t i = 0; i < r->input.element_count; i++) {
         double v = few_values ? (double)test_rand_range(0, 3) : test_rand_double(-100, 100);
+        if (v == 0 && test_rand_bool()) v = -0.0; /* ties of -0 and +0: the first one wins, sign included */
         uint32_t pick = specials ? test_rand_range(0, 19) : 99;
         if (pick == 0) v = NAN;
         if (pick == 1) v = INFINITY;
@@ -721,6 +722,33 @@ TEST_CASE(disjoint_window_gradients_match_generic_bit_for_bit) {
         }
         fit_output_sizes(&c);
         expect_generic_bits(devices[i % 2], generic, &c, channels_last);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
+/* The channels-last paths: channel counts around their chunks of four
+ * vectors (1 to 80: tails of 1 to 7 channels, whole chunks, single vectors
+ * after them), odd and even widths, padding on every side, half of the
+ * cases with 3x3/2 windows (the benchmarks' shape), 4-D and 5-D, FLOAT32
+ * and FLOAT16, every operator, one and two threads. */
+TEST_CASE(channels_last_paths_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    const DML_OPERATOR_TYPE types[4] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
+                                        DML_OPERATOR_MAX_POOLING_GRAD};
+    static const uint32_t channels[] = {1, 7, 8, 9, 24, 31, 32, 33, 40, 63, 64, 67, 80};
+    for (int i = 0; i < 200 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = i % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        pool_case c = fast_path_case(types[i % 4], type, true);
+        c.input_sizes[1] = c.output_sizes[1] = channels[test_rand_range(0, sizeof channels / sizeof *channels - 1)];
+        if (test_rand_bool()) {
+            for (uint32_t d = 0; d < c.rank - 2; d++)
+                set_window(&c, d, 3, 2);
+            fit_output_sizes(&c);
+        }
+        expect_generic_bits(devices[i % 2], generic, &c, true);
     }
     dmlReleaseDevice(devices[0]);
     dmlReleaseDevice(devices[1]);

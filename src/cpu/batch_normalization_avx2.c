@@ -387,6 +387,17 @@ HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t 
                      const group_lanes* v) {
     bool stream = stream_at(half, a->stream, a->y, index);
     uint64_t t = 0;
+    if (half && stream && (uintptr_t)((uint16_t*)a->y + index) % 32 == 0) /* 16 halves per 32-byte store */
+        for (; t + 16 <= length; t += 16) {
+            prefetch_stream(half, a->x, index + t, end);
+            prefetch_stream(half, a->fused_add, index + t, end);
+            __m128i low = _mm256_cvtps_ph(activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, 8, v)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m128i high =
+                _mm256_cvtps_ph(activate(&a->activation, forward8(half, a->x, a->fused_add, index + t + 8, 8, v)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm256_stream_si256((__m256i*)((uint16_t*)a->y + index + t), _mm256_set_m128i(high, low));
+        }
     for (; t + 8 <= length; t += 8) {
         if (t % 16 == 0) {
             prefetch_stream(half, a->x, index + t, end);

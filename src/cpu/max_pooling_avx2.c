@@ -1004,29 +1004,52 @@ static nhwc_position nhwc_position_at(const dml_pool_view* o, uint64_t at) {
  * prefetch never faults, past the end of the tensor included. */
 enum { NHWC_PREFETCH_AHEAD = 4096 };
 
-/* The window maxima of eight channels at `image` (the image's first element
- * plus the channel offset, in bytes) over window w. */
-static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
-                                              const nhwc_window* w, uint32_t count) {
-    block_max m = {_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+/* Channels per pass over a window's taps: four vectors, whose independent
+ * compare-and-blend chains hide each other's latency and share the tap
+ * loop's address arithmetic. */
+enum { NHWC_CHUNK_VECTORS = 4, NHWC_CHUNK = 8 * NHWC_CHUNK_VECTORS };
+
+/* Channels per task of the gradient (whole pixels of most layers: each
+ * pass over an image reads whole cache lines), and per sum of its gather
+ * step (eight vectors, kept in registers). */
+enum { NHWC_GRAD_CHUNK = 256, NHWC_GATHER = 64 };
+
+/* The window maxima over window w of `vectors` vectors of eight channels at
+ * `image` (the image's first element plus the channel offset, in bytes),
+ * the last holding `last_count` channels. Every lane takes the window's
+ * first tap, then a later tap where it wins (lanes_win): the generic order. */
+static ALWAYS_INLINE void nhwc_chunk_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
+                                         const nhwc_window* w, int vectors, uint32_t last_count, block_max* m) {
     const size_t element = g->half ? 2 : 4;
     bool first = true;
 #define NHWC_TAP(tap_offset, tap_position)                                                                             \
     do {                                                                                                               \
-        _mm_prefetch(image + (tap_offset) * (int64_t)element + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                      \
-        __m256 value_ = load_channels(image + (tap_offset) * (int64_t)element, g->half, count);                        \
-        if (first) {                                                                                                   \
-            m = (block_max){value_, _mm256_set1_epi32(tap_position), _mm256_set1_epi32(-1)};                           \
-            first = false;                                                                                             \
-        } else {                                                                                                       \
-            __m256 take_ = lanes_win(value_, m.value);                                                                 \
-            m.value = _mm256_blendv_ps(m.value, value_, take_);                                                        \
-            m.position = _mm256_castps_si256(_mm256_blendv_ps(                                                         \
-                _mm256_castsi256_ps(m.position), _mm256_castsi256_ps(_mm256_set1_epi32(tap_position)), take_));        \
+        const char* at_ = image + (tap_offset) * (int64_t)element;                                                     \
+        for (int line_ = 0; line_ < vectors * 8 * (int)element; line_ += 64)                                           \
+            _mm_prefetch(at_ + line_ + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                                              \
+        __m256i position_ = _mm256_set1_epi32(tap_position);                                                           \
+        for (int v_ = 0; v_ < vectors; v_++) {                                                                         \
+            __m256 value_ = load_channels(at_ + v_ * 8 * element, g->half, v_ == vectors - 1 ? last_count : 8);        \
+            if (first) {                                                                                               \
+                m[v_] = (block_max){value_, position_, _mm256_set1_epi32(-1)};                                         \
+                continue;                                                                                              \
+            }                                                                                                          \
+            __m256 take_ = lanes_win(value_, m[v_].value);                                                             \
+            m[v_].value = _mm256_blendv_ps(m[v_].value, value_, take_);                                                \
+            m[v_].position = _mm256_castps_si256(                                                                      \
+                _mm256_blendv_ps(_mm256_castsi256_ps(m[v_].position), _mm256_castsi256_ps(position_), take_));         \
         }                                                                                                              \
+        first = false;                                                                                                 \
     } while (0)
     FOR_EACH_NHWC_TAP(g, p, *w, NHWC_TAP);
 #undef NHWC_TAP
+}
+
+/* nhwc_chunk_max of one vector. */
+static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
+                                              const nhwc_window* w, uint32_t count) {
+    block_max m = {_mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    nhwc_chunk_max(g, p, image, w, 1, count, &m);
     return m;
 }
 
@@ -1156,7 +1179,15 @@ static HRESULT run_forward_nhwc(const dml_kernel_args* args) {
                                          ow * f->idx.strides[4]) *
                                             index_element
                             : NULL;
-        for (uint32_t c = 0; c < g->channels; c += 8) {
+        uint32_t c = 0;
+        if (w.taps > 0)
+            for (; c + NHWC_CHUNK <= g->channels; c += NHWC_CHUNK) {
+                block_max m[NHWC_CHUNK_VECTORS];
+                nhwc_chunk_max(g, p, image + c * element, &w, NHWC_CHUNK_VECTORS, 8, m);
+                for (int v = 0; v < NHWC_CHUNK_VECTORS; v++)
+                    store_nhwc_block(f, image, out, idx, c + 8 * v, n, 8, &m[v], true);
+            }
+        for (; c < g->channels; c += 8) {
             uint32_t count = g->channels - c < 8 ? g->channels - c : 8;
             block_max m = nhwc_block_max(g, p, image + c * element, &w, count);
             store_nhwc_block(f, image, out, idx, c, n, count, &m, w.taps > 0);
@@ -1169,23 +1200,40 @@ const dml_impl dml_cpu_max_pooling_avx2_nhwc = {"max_pooling/avx2/nhwc", DML_ISA
                                                 run_forward_nhwc};
 
 /* The gradient, channels-last: tasks of (image, chunk of channels), each
- * visiting its windows in increasing output order; for each window the
- * argmax per lane, then every tap adds InputGradient where it is the argmax
- * (and +0 elsewhere, which leaves a sum that starts at +0 bit-identical),
- * into a FLOAT32 accumulator of the chunk in the temporary resource. */
-enum { NHWC_GRAD_CHUNK = 64 }; /* channels per task */
-
+ * writing every element of its part of OutputGradient once, input row by
+ * input row: per lane +0 plus, in increasing output order, InputGradient of
+ * each window that contains the element and whose argmax it is. That is
+ * the generic kernel's sum bit for bit (it adds in the same order; the +0
+ * skipped for the other windows leaves a sum that started at +0 unchanged),
+ * with no accumulator to clear, re-read and copy. The argmax positions of
+ * the output rows an input row needs are computed once into a band in the
+ * temporary resource, slot (od % band_d, oh % band_h): the output rows whose
+ * windows contain an input row are consecutive up to that many, so they
+ * never share a slot. */
 typedef struct nhwc_grad_plan {
     nhwc_geometry g;
     dml_pool_view grad_out;
-    bool write_once;   /* disjoint windows: write_once_window_nhwc, no accumulator */
+    bool write_once;   /* disjoint windows: write_once_window_nhwc, no band */
     bool uncovered[3]; /* write_once: some coordinate of D, H, W lies in no window */
     int64_t windows;   /* write_once: N * OD * OH * OW */
     uint32_t chunks;   /* per image */
+    uint32_t pitch;    /* int32 per output position in a band row: the chunk rounded up to 8 */
+    uint32_t band_d, band_h;
+    uint64_t band_tags; /* bytes of the band's slot tags, 64-aligned; the rows follow */
+    uint64_t band_size; /* bytes per thread */
     int64_t tasks;
-    uint64_t acc_size; /* floats per task: D * H * W * chunk */
     int threads;
 } nhwc_grad_plan;
+
+/* The most band rows a task keeps; windows that need more (tall windows
+ * over small strides) decline to the generic kernel. */
+enum { NHWC_MAX_BAND_SLOTS = 64 };
+
+/* How many consecutive output coordinates along `dim` can have windows
+ * containing one input coordinate. */
+static uint32_t windows_per_coordinate(const dml_pooling_params* p, uint32_t dim) {
+    return (uint32_t)((uint64_t)(p->window[dim] - 1) * p->dilations[dim] / p->strides[dim] + 1);
+}
 
 static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
                               dml_plan* plan) {
@@ -1196,21 +1244,26 @@ static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DM
     if (!nhwc_geometry_init(&gp.g, op, &op->inputs[DML_POOL_INPUT_GRADIENT].tensor, &output_gradient, 1))
         return S_FALSE;
     gp.grad_out = dml_pool_view_5d(output_gradient);
+    const dml_pooling_params* p = op->params;
+    const dml_pool_view* o = &gp.g.out;
     uint32_t chunk = gp.g.channels < NHWC_GRAD_CHUNK ? gp.g.channels : NHWC_GRAD_CHUNK;
     gp.chunks = (gp.g.channels + chunk - 1) / chunk;
+    gp.pitch = (chunk + 7) / 8 * 8;
     gp.tasks = (int64_t)gp.g.in.sizes[0] * gp.chunks;
+    gp.band_d = windows_per_coordinate(p, 0);
+    gp.band_h = windows_per_coordinate(p, 1);
+    uint64_t slots = (uint64_t)gp.band_d * gp.band_h;
+    gp.band_tags = (slots * sizeof(int64_t) + 63) / 64 * 64;
+    gp.band_size = gp.band_tags + slots * o->sizes[4] * gp.pitch * sizeof(int32_t);
     uint64_t plane = (uint64_t)gp.g.in.sizes[2] * gp.g.in.sizes[3] * gp.g.in.sizes[4];
-    gp.acc_size = plane * chunk;
-    const dml_pooling_params* p = op->params;
-    uint64_t cost = gp.acc_size + (uint64_t)gp.g.out.sizes[2] * gp.g.out.sizes[3] * gp.g.out.sizes[4] * chunk *
-                                      p->window[0] * p->window[1] * p->window[2];
+    uint64_t cost = plane * chunk + (uint64_t)o->sizes[2] * o->sizes[3] * o->sizes[4] * chunk * p->window[0] *
+                                        p->window[1] * p->window[2];
     gp.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp.tasks,
                                      dml_cpu_items_per_thread(cost, DML_CPU_MIN_WORK_PER_THREAD));
     /* Disjoint windows over the same spatial strides in Input and OutputGradient: write once. */
     gp.write_once = disjoint_windows(p) && gp.grad_out.strides[2] == gp.g.in.strides[2] &&
                     gp.grad_out.strides[3] == gp.g.in.strides[3] && gp.grad_out.strides[4] == gp.g.in.strides[4];
     if (gp.write_once) {
-        const dml_pool_view* o = &gp.g.out;
         for (uint32_t dim = 0; dim < 3; dim++)
             gp.uncovered[dim] = some_coordinate_in_no_window(p, dim, gp.g.in.sizes[2 + dim], o->sizes[2 + dim]);
         gp.windows = (int64_t)o->sizes[0] * o->sizes[2] * o->sizes[3] * o->sizes[4];
@@ -1219,32 +1272,49 @@ static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DM
             dml_cpu_items_per_thread((uint64_t)gp.g.channels * p->window[0] * p->window[1] * p->window[2],
                                      DML_CPU_MIN_WORK_PER_THREAD));
     }
+    if (!gp.write_once && slots > NHWC_MAX_BAND_SLOTS) return S_FALSE;
     nhwc_grad_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
     *state = gp;
-    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * gp.acc_size * sizeof(float);
+    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * gp.band_size;
     return S_OK;
 }
 
 /* Disjoint windows, channels-last: each window's taps are written once,
  * per channel +0 + dy at the argmax (the generic one-term sum) and +0 at
  * the others. */
+static ALWAYS_INLINE void write_once_chunk_nhwc(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
+                                                const char* dy, char* dx_image, const nhwc_window* w, uint32_t c,
+                                                int vectors, uint32_t last_count) {
+    const size_t element = g->half ? 2 : 4;
+    block_max m[NHWC_CHUNK_VECTORS];
+    memset(m, 0, sizeof m); /* set by the window's first tap: gcc cannot see that there is one */
+    __m256 gradient[NHWC_CHUNK_VECTORS];
+    nhwc_chunk_max(g, p, image + c * element, w, vectors, last_count, m);
+    for (int v = 0; v < vectors; v++)
+        gradient[v] = _mm256_add_ps(
+            _mm256_setzero_ps(), load_channels(dy + (c + 8 * v) * element, g->half, v == vectors - 1 ? last_count : 8));
+#define WRITE_TAP(tap_offset, tap_position)                                                                            \
+    do {                                                                                                               \
+        __m256i position_ = _mm256_set1_epi32(tap_position);                                                           \
+        for (int v_ = 0; v_ < vectors; v_++)                                                                           \
+            store_lanes(                                                                                               \
+                dx_image + ((tap_offset) + c + 8 * v_) * (int64_t)element,                                             \
+                _mm256_and_ps(gradient[v_], _mm256_castsi256_ps(_mm256_cmpeq_epi32(m[v_].position, position_))),       \
+                g->half, v_ == vectors - 1 ? last_count : 8);                                                          \
+    } while (0)
+    FOR_EACH_NHWC_TAP(g, p, *w, WRITE_TAP);
+#undef WRITE_TAP
+}
+
 static void write_once_window_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image,
                                    const char* dy, char* dx_image, const nhwc_window* w) {
     const nhwc_geometry* g = &gp->g;
-    const size_t element = g->half ? 2 : 4;
-    for (uint32_t c = 0; c < g->channels; c += 8) {
-        uint32_t count = g->channels - c < 8 ? g->channels - c : 8;
-        block_max m = nhwc_block_max(g, p, image + c * element, w, count);
-        __m256 gradient = _mm256_add_ps(_mm256_setzero_ps(), load_channels(dy + c * element, g->half, count));
-#define WRITE_TAP(tap_offset, tap_position)                                                                            \
-    store_lanes(                                                                                                       \
-        dx_image + ((tap_offset) + c) * (int64_t)element,                                                              \
-        _mm256_and_ps(gradient, _mm256_castsi256_ps(_mm256_cmpeq_epi32(m.position, _mm256_set1_epi32(tap_position)))), \
-        g->half, count)
-        FOR_EACH_NHWC_TAP(g, p, *w, WRITE_TAP);
-#undef WRITE_TAP
-    }
+    uint32_t c = 0;
+    for (; c + NHWC_CHUNK <= g->channels; c += NHWC_CHUNK)
+        write_once_chunk_nhwc(g, p, image, dy, dx_image, w, c, NHWC_CHUNK_VECTORS, 8);
+    for (; c < g->channels; c += 8)
+        write_once_chunk_nhwc(g, p, image, dy, dx_image, w, c, 1, g->channels - c < 8 ? g->channels - c : 8);
 }
 
 /* Zeroes the positions of one image that lie in no window. */
@@ -1296,65 +1366,140 @@ static void write_once_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* 
     }
 }
 
-static void grad_nhwc_task(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args,
-                           int64_t task, float* acc) {
+/* The output coordinates along `dim` whose windows contain input
+ * coordinate x are among [first, end), increasing; windows_contain says
+ * which (a dilated window skips coordinates). */
+typedef struct window_span {
+    uint32_t first, end;
+} window_span;
+
+static window_span windows_containing(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out_size) {
+    int64_t padded = (int64_t)x + p->start_padding[dim], stride = p->strides[dim];
+    int64_t lowest = padded - (int64_t)(p->window[dim] - 1) * p->dilations[dim]; /* window start of the last tap */
+    window_span s;
+    s.first = lowest <= 0 ? 0 : (uint32_t)((lowest + stride - 1) / stride);
+    int64_t end = padded / stride + 1;
+    s.end = end < out_size ? (uint32_t)end : out_size;
+    if (s.first > s.end) s.first = s.end;
+    return s;
+}
+
+static ALWAYS_INLINE bool windows_contain(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out) {
+    int64_t offset = (int64_t)x + p->start_padding[dim] - (int64_t)out * p->strides[dim];
+    return p->dilations[dim] == 1 || offset % p->dilations[dim] == 0;
+}
+
+/* The argmax positions of output row (od, oh) of one task's chunk, one
+ * band row: pitch int32 per output column. */
+static void nhwc_argmax_row(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* chunk_image,
+                            uint32_t width, uint32_t od, uint32_t oh, int32_t* row) {
     const nhwc_geometry* g = &gp->g;
-    size_t element = g->half ? 2 : 4;
+    const size_t element = g->half ? 2 : 4;
+    for (uint32_t ow = 0; ow < g->out.sizes[4]; ow++) {
+        nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
+        if (w.taps == 0) continue; /* contains no input element: never read */
+        uint32_t c = 0;
+        for (; c + NHWC_CHUNK <= width; c += NHWC_CHUNK) {
+            block_max m[NHWC_CHUNK_VECTORS];
+            memset(m, 0, sizeof m); /* set by the window's first tap: gcc cannot see that there is one */
+            nhwc_chunk_max(g, p, chunk_image + c * element, &w, NHWC_CHUNK_VECTORS, 8, m);
+            for (int v = 0; v < NHWC_CHUNK_VECTORS; v++)
+                _mm256_storeu_si256((__m256i*)(row + (uint64_t)ow * gp->pitch + c + 8 * v), m[v].position);
+        }
+        for (; c < width; c += 8) {
+            block_max m = nhwc_block_max(g, p, chunk_image + c * element, &w, width - c < 8 ? width - c : 8);
+            _mm256_storeu_si256((__m256i*)(row + (uint64_t)ow * gp->pitch + c), m.position);
+        }
+    }
+}
+
+/* OutputGradient of `vectors` vectors of eight channels (the last holding
+ * last_count) from channel c of a task's chunk (dy_chunk and dx at c) at
+ * input position (d, h, w): per lane +0
+ * plus InputGradient of each window containing it whose argmax it is, in
+ * increasing output order. band_rows[i * band_h + j]: the band row of the
+ * i-th and j-th output coordinates of spans sd and sh. */
+static ALWAYS_INLINE void nhwc_gather_position(const nhwc_grad_plan* gp, const dml_pooling_params* p,
+                                               const char* dy_chunk, const int32_t* const* band_rows, uint32_t c,
+                                               window_span sd, window_span sh, uint32_t d, uint32_t h, uint32_t w,
+                                               int vectors, uint32_t last_count, char* dx) {
+    const nhwc_geometry* g = &gp->g;
+    const dml_pool_view* o = &g->out;
+    const size_t element = g->half ? 2 : 4;
+    __m256i position = _mm256_set1_epi32((int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4] + w));
+    __m256 sum[NHWC_GATHER / 8];
+    for (int v = 0; v < vectors; v++)
+        sum[v] = _mm256_setzero_ps();
+    window_span sw = windows_containing(p, 2, w, o->sizes[4]);
+    for (uint32_t od = sd.first; od < sd.end; od++) {
+        if (!windows_contain(p, 0, d, od)) continue;
+        for (uint32_t oh = sh.first; oh < sh.end; oh++) {
+            if (!windows_contain(p, 1, h, oh)) continue;
+            const int32_t* row = band_rows[(od - sd.first) * gp->band_h + (oh - sh.first)];
+            for (uint32_t ow = sw.first; ow < sw.end; ow++) {
+                if (!windows_contain(p, 2, w, ow)) continue;
+                const int32_t* argmax = row + (uint64_t)ow * gp->pitch + c;
+                const char* dy = dy_chunk + (od * o->strides[2] + oh * o->strides[3] + ow * o->strides[4]) * element;
+                for (int v = 0; v < vectors; v++) {
+                    __m256 chosen = _mm256_castsi256_ps(
+                        _mm256_cmpeq_epi32(_mm256_loadu_si256((const __m256i*)(argmax + 8 * v)), position));
+                    __m256 gradient = load_channels(dy + 8 * v * element, g->half, v == vectors - 1 ? last_count : 8);
+                    sum[v] = _mm256_add_ps(sum[v], _mm256_and_ps(gradient, chosen));
+                }
+            }
+        }
+    }
+    for (int v = 0; v < vectors; v++)
+        store_lanes(dx + 8 * v * element, sum[v], g->half, v == vectors - 1 ? last_count : 8);
+}
+
+static void grad_nhwc_task(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args,
+                           int64_t task, char* band) {
+    const nhwc_geometry* g = &gp->g;
+    const dml_pool_view* o = &g->out;
+    const dml_pool_view* x = &gp->grad_out;
+    const size_t element = g->half ? 2 : 4;
     uint32_t n = (uint32_t)((uint64_t)task / gp->chunks);
     uint32_t c0 = (uint32_t)((uint64_t)task % gp->chunks) * NHWC_GRAD_CHUNK;
     uint32_t width = g->channels - c0 < NHWC_GRAD_CHUNK ? g->channels - c0 : NHWC_GRAD_CHUNK;
-    uint32_t pitch = gp->g.channels < NHWC_GRAD_CHUNK ? gp->g.channels : NHWC_GRAD_CHUNK; /* acc floats per position */
-    const char* image = (const char*)args->inputs[DML_POOL_INPUT] + n * g->in.strides[0] * element;
-    const char* dy_image = (const char*)args->inputs[DML_POOL_INPUT_GRADIENT] + n * g->out.strides[0] * element;
-    memset(acc, 0, gp->acc_size * sizeof *acc);
-    const dml_pool_view* o = &g->out;
-    for (uint32_t od = 0; od < o->sizes[2]; od++)
-        for (uint32_t oh = 0; oh < o->sizes[3]; oh++)
-            for (uint32_t ow = 0; ow < o->sizes[4]; ow++) {
-                nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
-                if (w.taps == 0) continue; /* an all-padding window: no gradient */
-                const char* dy = dy_image + (od * o->strides[2] + oh * o->strides[3] + ow * o->strides[4]) * element;
-                for (uint32_t c = 0; c < width; c += 8) {
-                    uint32_t count = width - c < 8 ? width - c : 8;
-                    block_max m = nhwc_block_max(g, p, image + (c0 + c) * element, &w, count);
-                    __m256 gradient = load_channels(dy + (c0 + c) * element, g->half, count);
-#define NHWC_ADD(tap_offset, tap_position)                                                                             \
-    do {                                                                                                               \
-        (void)(tap_offset);                                                                                            \
-        __m256 chosen_ = _mm256_castsi256_ps(_mm256_cmpeq_epi32(m.position, _mm256_set1_epi32(tap_position)));         \
-        float* at_ = acc + (uint64_t)(tap_position)*pitch + c;                                                         \
-        __m256 sum_ = _mm256_add_ps(load_channels((const char*)at_, false, count), _mm256_and_ps(gradient, chosen_));  \
-        if (count == 8) {                                                                                              \
-            _mm256_storeu_ps(at_, sum_);                                                                               \
-        } else {                                                                                                       \
-            float lanes_[8];                                                                                           \
-            _mm256_storeu_ps(lanes_, sum_);                                                                            \
-            memcpy(at_, lanes_, count * sizeof *lanes_);                                                               \
-        }                                                                                                              \
-    } while (0)
-                    FOR_EACH_NHWC_TAP(g, p, w, NHWC_ADD);
-#undef NHWC_ADD
+    const char* chunk_image = (const char*)args->inputs[DML_POOL_INPUT] + (n * g->in.strides[0] + c0) * element;
+    const char* dy_chunk = (const char*)args->inputs[DML_POOL_INPUT_GRADIENT] + (n * o->strides[0] + c0) * element;
+    char* dx_chunk = (char*)args->outputs[DML_POOL_OUTPUT] + (n * x->strides[0] + c0) * element;
+    int64_t* tags = (int64_t*)band; /* the output row (od * OH + oh) in each slot, -1: none */
+    int32_t* rows = (int32_t*)(band + gp->band_tags);
+    const uint64_t row_size = (uint64_t)o->sizes[4] * gp->pitch;
+    for (uint32_t slot = 0; slot < gp->band_d * gp->band_h; slot++)
+        tags[slot] = -1;
+    const int32_t* band_rows[NHWC_MAX_BAND_SLOTS]; /* of the current input row's spans of windows */
+    for (uint32_t d = 0; d < g->in.sizes[2]; d++) {
+        window_span sd = windows_containing(p, 0, d, o->sizes[2]);
+        for (uint32_t h = 0; h < g->in.sizes[3]; h++) {
+            window_span sh = windows_containing(p, 1, h, o->sizes[3]);
+            for (uint32_t od = sd.first; od < sd.end; od++)
+                for (uint32_t oh = sh.first; oh < sh.end; oh++) {
+                    uint32_t slot = od % gp->band_d * gp->band_h + oh % gp->band_h;
+                    int64_t tag = (int64_t)od * o->sizes[3] + oh;
+                    int32_t* row = rows + slot * row_size;
+                    if (tags[slot] != tag && windows_contain(p, 0, d, od) && windows_contain(p, 1, h, oh)) {
+                        nhwc_argmax_row(gp, p, chunk_image, width, od, oh, row);
+                        tags[slot] = tag;
+                    }
+                    band_rows[(od - sd.first) * gp->band_h + (oh - sh.first)] = row;
                 }
-            }
-    char* dx_image = (char*)args->outputs[DML_POOL_OUTPUT] + n * gp->grad_out.strides[0] * element;
-    const dml_pool_view* x = &gp->grad_out;
-    uint64_t position = 0;
-    for (uint32_t d = 0; d < g->in.sizes[2]; d++)
-        for (uint32_t h = 0; h < g->in.sizes[3]; h++)
-            for (uint32_t w = 0; w < g->in.sizes[4]; w++, position++) {
-                char* dx = dx_image + (d * x->strides[2] + h * x->strides[3] + w * x->strides[4] + c0) * element;
-                const float* sum = acc + position * pitch;
-                if (!g->half) {
-                    memcpy(dx, sum, width * sizeof *sum);
-                    continue;
-                }
+            char* dx_row = dx_chunk + (d * x->strides[2] + h * x->strides[3]) * element;
+            for (uint32_t w = 0; w < g->in.sizes[4]; w++) {
+                char* dx = dx_row + w * x->strides[4] * element;
                 uint32_t c = 0;
-                for (; c + 8 <= width; c += 8)
-                    _mm_storeu_si128((__m128i*)((uint16_t*)dx + c),
-                                     _mm256_cvtps_ph(_mm256_loadu_ps(sum + c), _MM_FROUND_TO_NEAREST_INT));
-                for (; c < width; c++)
-                    ((uint16_t*)dx)[c] = dml_float_to_half(sum[c]);
+                for (; c + NHWC_GATHER <= width; c += NHWC_GATHER)
+                    nhwc_gather_position(gp, p, dy_chunk + c * element, band_rows, c, sd, sh, d, h, w, NHWC_GATHER / 8,
+                                         8, dx + c * element);
+                if (c < width)
+                    nhwc_gather_position(gp, p, dy_chunk + c * element, band_rows, c, sd, sh, d, h, w,
+                                         (int)(width - c + 7) / 8, (width - c) % 8 ? (width - c) % 8 : 8,
+                                         dx + c * element);
             }
+        }
+    }
 }
 
 static HRESULT run_grad_nhwc(const dml_kernel_args* args) {
@@ -1364,13 +1509,13 @@ static HRESULT run_grad_nhwc(const dml_kernel_args* args) {
         write_once_nhwc(gp, p, args);
         return S_OK;
     }
-    float* scratch = args->temporary;
+    char* scratch = args->temporary;
 #pragma omp parallel num_threads(gp->threads)
     {
         int thread = dml_cpu_thread_index();
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < gp->tasks; task++)
-            grad_nhwc_task(gp, p, args, task, scratch + (size_t)thread * gp->acc_size);
+            grad_nhwc_task(gp, p, args, task, scratch + (size_t)thread * gp->band_size);
     }
     return S_OK;
 }

@@ -926,7 +926,7 @@ HRESULT run_forward_nchw(const dml_kernel_args* args) {
  *      to {R, OH, OW, C} in the workspace (a position's channels contiguous);
  *   2. exclusive scan: offsets;                   3. place the contributions
  *      (any order within a pixel);                4. sort each pixel's list by key;
- *   5. per pixel, a warp sums the list for 256 channels (lanes across the
+ *   5. per pixel, a warp sums the list for 128 channels (lanes across the
  *      channels: each term's loads are one coalesced row of the transposed
  *      gradient), and a block stores 32 pixels' results through shared memory
  *      as rows of 32 contiguous elements.
@@ -941,7 +941,10 @@ struct contribution {
 };
 
 constexpr unsigned kGatherPixels = 32; /* pixels per phase-5 task: a warp's row of stores (a lane each) */
-constexpr unsigned kLaneChannels = 8;  /* channels per lane in phase 5: c0 + lane + 32 j */
+/* Channels per lane in phase 5 (c0 + lane + 32 j): 4 leaves room for 3
+ * blocks a multiprocessor (80 registers); 8 (2 blocks) and 2 were slower on
+ * an H100. */
+constexpr unsigned kLaneChannels = 4;
 constexpr unsigned kGatherChannels = 32 * kLaneChannels;
 constexpr unsigned kGatherBatch = 4;    /* terms whose loads are in flight together */
 constexpr unsigned kTransposeTile = 32; /* phase 1: tiles of 32 channels x 32 positions */

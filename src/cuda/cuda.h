@@ -61,6 +61,29 @@ HRESULT dml_cuda_check_launch(const char* kernel_name);
  * never more than the items need. */
 unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned threads);
 
+/* Unrolled on the device (arrays indexed by the loop then stay in
+ * registers); for host and device functions, which a host build replays. */
+#ifdef __CUDA_ARCH__
+#define DML_UNROLL _Pragma("unroll")
+#else
+#define DML_UNROLL
+#endif
+
+/* The blocks of `kernel` (`threads` threads, `shared_bytes` of dynamic
+ * shared memory) that the device's multiprocessors hold at once: the grid of
+ * a persistent kernel, whose blocks loop over tasks. 0 if the query fails. */
+template <class Kernel>
+unsigned dml_cuda_resident_blocks(const DMLDevice* device, Kernel kernel, unsigned threads, size_t shared_bytes) {
+    dml_cuda_device_guard guard(device);
+    int per_multiprocessor = 0;
+    if (guard.status() != cudaSuccess || cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                             &per_multiprocessor, kernel, (int)threads, shared_bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (unsigned)per_multiprocessor * (unsigned)dml_cuda_state(device)->multiprocessors;
+}
+
 /* A 4-D tensor stored packed in NCHW order (the layout class of the
  * "<kernel>/cuda/nchw" fast paths). */
 static inline bool dml_cuda_packed_nchw(const dml_tensor& t) {

@@ -49,12 +49,6 @@ constexpr unsigned kThreads = 256;
  * are thin loops around them, and tests/test_cuda_roi_replay.cu replays
  * them on the host against the CPU backend (CI has no GPU). */
 #define DML_CUDA_FN __host__ __device__
-/* Unrolled on the device (the channel arrays then stay in registers). */
-#ifdef __CUDA_ARCH__
-#define DML_UNROLL _Pragma("unroll")
-#else
-#define DML_UNROLL
-#endif
 
 __device__ uint64_t grid_start() { return (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ uint64_t grid_step() { return (uint64_t)gridDim.x * blockDim.x; }
@@ -186,33 +180,46 @@ struct forward_problem {
     uint64_t count; /* output elements */
 };
 
-/* The value of output (oy, ox) of an imaged region: its samples in §4.4
- * order (X outer, Y inner) summed in FLOAT64 or maximised. sample_x(tx) and
- * sample_y(ty) give the samples of each axis (computed, or precomputed). */
-template <class Plane, class SampleX, class SampleY>
-DML_CUDA_FN float reduce_output(const dml_roi_align_params& p, const roi_region& region, const Plane& plane,
-                                uint32_t oy, uint32_t ox, SampleX sample_x, SampleY sample_y) {
+/* The values of output (oy, ox) of an imaged region in K planes at once
+ * (their loads are independent, so a thread keeps 4 K in flight): each
+ * plane's samples in §4.4 order (X outer, Y inner) summed in FLOAT64 or
+ * maximised. sample_x(tx) and sample_y(ty) give the samples of each axis
+ * (computed, or precomputed); Plane: plane_view or packed_plane. */
+template <unsigned K, class Plane, class SampleX, class SampleY>
+DML_CUDA_FN __forceinline__ void reduce_outputs(const dml_roi_align_params& p, const roi_region& region,
+                                                const Plane planes[K], uint32_t oy, uint32_t ox, SampleX sample_x,
+                                                SampleY sample_y, float results[K]) {
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
-    double sum = 0.0;
-    float best = 0.0f;
+    double sum[K];
+    float best[K];
+    DML_UNROLL
+    for (unsigned j = 0; j < K; j++) {
+        sum[j] = 0.0;
+        best[j] = 0.0f;
+    }
     bool first = true;
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
         dml_roi_axis_sample sx = sample_x(tx);
         for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
             dml_roi_axis_sample sy = sample_y(ty);
-            /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
-            float value =
-                sx.outside || sy.outside ? p.out_of_bounds_value : sample_value(plane, sx, sy, p.interpolation_linear);
-            if (p.reduction_max) {
-                bool take = first || dml_nan_aware_greater(value, best);
-                best = take ? value : best;
-                first = false;
-            } else {
-                sum += value;
+            bool outside = sx.outside || sy.outside;
+            DML_UNROLL
+            for (unsigned j = 0; j < K; j++) {
+                /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
+                float value = outside ? p.out_of_bounds_value : sample_value(planes[j], sx, sy, p.interpolation_linear);
+                if (p.reduction_max) {
+                    bool take = first || dml_nan_aware_greater(value, best[j]);
+                    best[j] = take ? value : best[j];
+                } else {
+                    sum[j] += value;
+                }
             }
+            first = false;
         }
     }
-    return p.reduction_max ? best : dml_roi_average(sum, &region.x, &region.y);
+    DML_UNROLL
+    for (unsigned j = 0; j < K; j++)
+        results[j] = p.reduction_max ? best[j] : dml_roi_average(sum[j], &region.x, &region.y);
 }
 
 template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
@@ -226,10 +233,12 @@ template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, ui
         store_value((T*)f.output, out, p.out_of_bounds_value);
         return;
     }
-    plane_view<T> plane = plane_make<T>(f.input, f.in_strides, region.batch, c);
+    plane_view<T> plane[1] = {plane_make<T>(f.input, f.in_strides, region.batch, c)};
     auto sample_x = [&](uint64_t tx) { return dml_roi_axis_sample_at(&region.x, tx, &p); };
     auto sample_y = [&](uint64_t ty) { return dml_roi_axis_sample_at(&region.y, ty, &p); };
-    store_value((T*)f.output, out, reduce_output(p, region, plane, oy, ox, sample_x, sample_y));
+    float value[1];
+    reduce_outputs<1>(p, region, plane, oy, ox, sample_x, sample_y, value);
+    store_value((T*)f.output, out, value[0]);
 }
 
 template <class T> __global__ void roi_align_forward(const forward_problem f) {
@@ -865,7 +874,9 @@ __global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward
             packed_plane<T> plane = {(const T*)f.input + (region.batch * s.channels + c) * plane_size, s.width};
             auto sample_x = [&](uint64_t tx) { return samples[tx]; };
             auto sample_y = [&](uint64_t ty) { return ys[ty]; };
-            store_value((T*)f.output, out, reduce_output(p, region, plane, oy, ox, sample_x, sample_y));
+            float value[1];
+            reduce_outputs<1>(p, region, &plane, oy, ox, sample_x, sample_y, value);
+            store_value((T*)f.output, out, value[0]);
         }
     }
 }
@@ -911,20 +922,32 @@ HRESULT run_forward_nchw(const dml_kernel_args* args) {
  * (r, oy, ox, tx, ty, tap: the key below), then every (pixel, channel) sums
  * its list in FLOAT64: the strided gather's terms in its order, the same bits.
  * One cooperative launch, phases separated by grid-wide barriers:
- *   1. count the contributions per pixel;        2. exclusive scan: offsets;
- *   3. place them (any order within a pixel);     4. sort each pixel's list by key;
- *   5. per (pixel, channel) sum the list and store.
+ *   1. count the contributions per pixel, and transpose the output gradient
+ *      to {R, OH, OW, C} in the workspace (a position's channels contiguous);
+ *   2. exclusive scan: offsets;                   3. place the contributions
+ *      (any order within a pixel);                4. sort each pixel's list by key;
+ *   5. per pixel, a warp sums the list for 128 channels (lanes across the
+ *      channels: each term's loads are one coalesced row of the transposed
+ *      gradient), and a block stores 32 pixels' results through shared memory
+ *      as rows of 32 contiguous elements.
  * Deterministic: counts and offsets are exact, and the sorted lists do not
  * depend on the order atomics placed them in. */
 
 struct contribution {
-    uint32_t key;   /* ((((r OH + oy) OW + ox) sX + lx) sY + ly) taps + tap: the CPU's order */
-    uint32_t pixel; /* n H W + y W + x */
-    uint32_t dy;    /* offset of dy[r, 0, oy, ox] */
-    float weight;   /* the tap's weight (1 for NEAREST_NEIGHBOR) */
+    uint32_t key;      /* ((((r OH + oy) OW + ox) sX + lx) sY + ly) taps + tap: the CPU's order */
+    uint32_t pixel;    /* n H W + y W + x */
+    uint32_t position; /* (r OH + oy) OW + ox: the row of the transposed output gradient */
+    float weight;      /* the tap's weight (1 for NEAREST_NEIGHBOR) */
 };
 
-constexpr unsigned kGatherChannels = 16; /* channels per thread in phase 5 */
+constexpr unsigned kGatherPixels = 32; /* pixels per phase-5 task: a warp's row of stores (a lane each) */
+/* Channels per lane in phase 5 (c0 + lane + 32 j): 4 leaves room for 3
+ * blocks a multiprocessor (80 registers); 8 (2 blocks) and 2 were slower on
+ * an H100. */
+constexpr unsigned kLaneChannels = 4;
+constexpr unsigned kGatherChannels = 32 * kLaneChannels;
+constexpr unsigned kGatherBatch = 4;    /* terms whose loads are in flight together */
+constexpr unsigned kTransposeTile = 32; /* phase 1: tiles of 32 channels x 32 positions */
 
 struct listed_problem {
     dml_roi_align_params params;
@@ -940,10 +963,11 @@ struct listed_problem {
     uint32_t* cursors;                    /* [pixels] */
     uint32_t* block_sums;                 /* [grid] */
     contribution *placed, *sorted;        /* [samples * taps] */
+    void* transposed;                     /* [R OH OW, C] elements of the output gradient */
     uint32_t pixel_tiles, channel_groups; /* phase 5's tasks */
 };
 
-/* Visits the contributions of sample s (in the key order): visit(key, pixel, dy, weight). */
+/* Visits the contributions of sample s (in the key order): visit(key, pixel, position, weight). */
 template <class T, class Visit>
 __device__ void for_each_contribution(const listed_problem& g, uint64_t s, Visit visit) {
     const align_shape& shape = g.shape;
@@ -964,17 +988,17 @@ __device__ void for_each_contribution(const listed_problem& g, uint64_t s, Visit
     if (sy.outside) return;
     uint32_t key = (uint32_t)(s * g.taps);
     uint32_t image = (uint32_t)region.batch * shape.height * shape.width;
-    uint32_t dy = (uint32_t)(((uint64_t)r * shape.channels * shape.out_height + oy) * shape.out_width + ox);
+    uint32_t position = (uint32_t)(((uint64_t)r * shape.out_height + oy) * shape.out_width + ox);
     if (!p.interpolation_linear) {
-        visit(key, image + sy.first * shape.width + sx.first, dy, 1.0f);
+        visit(key, image + sy.first * shape.width + sx.first, position, 1.0f);
         return;
     }
     float weights[4];
     dml_roi_bilinear_weights(sx.fraction, sy.fraction, weights);
-    visit(key, image + sy.first * shape.width + sx.first, dy, weights[0]);
-    visit(key + 1, image + sy.first * shape.width + sx.second, dy, weights[1]);
-    visit(key + 2, image + sy.second * shape.width + sx.first, dy, weights[2]);
-    visit(key + 3, image + sy.second * shape.width + sx.second, dy, weights[3]);
+    visit(key, image + sy.first * shape.width + sx.first, position, weights[0]);
+    visit(key + 1, image + sy.first * shape.width + sx.second, position, weights[1]);
+    visit(key + 2, image + sy.second * shape.width + sx.first, position, weights[2]);
+    visit(key + 3, image + sy.second * shape.width + sx.second, position, weights[3]);
 }
 
 /* Phase 2: offsets[0..pixels] = exclusive scan of the counts; each block
@@ -1018,7 +1042,107 @@ __device__ void scan_offsets(const listed_problem& g, cooperative_groups::grid_g
     }
 }
 
+/* Phase 1: the output gradient {R, C, OH OW} as {R, OH OW, C}, in tiles of
+ * 32 x 32 through shared memory (reads and writes in rows of 32). T's bits
+ * are copied. */
+template <class T> __device__ void transpose_output_gradient(const listed_problem& g, float* staging) {
+    T* tile = (T*)staging; /* [channel][position], rows padded by one */
+    const align_shape& s = g.shape;
+    const uint32_t positions = s.out_height * s.out_width;
+    const uint32_t position_tiles = (positions + kTransposeTile - 1) / kTransposeTile;
+    const uint32_t channel_tiles = (s.channels + kTransposeTile - 1) / kTransposeTile;
+    const uint64_t tasks = (uint64_t)s.roi_count * channel_tiles * position_tiles;
+    const uint32_t column = threadIdx.x % kTransposeTile, first_row = threadIdx.x / kTransposeTile;
+    const uint32_t row_step = blockDim.x / kTransposeTile;
+    for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+        const uint32_t p0 = (uint32_t)(task % position_tiles) * kTransposeTile;
+        const uint64_t rest = task / position_tiles;
+        const uint32_t c0 = (uint32_t)(rest % channel_tiles) * kTransposeTile, r = (uint32_t)(rest / channel_tiles);
+        const T* source = (const T*)g.input_gradient + (uint64_t)r * s.channels * positions;
+        T* target = (T*)g.transposed + (uint64_t)r * positions * s.channels;
+        for (uint32_t row = first_row; row < kTransposeTile; row += row_step) /* row: a channel */
+            if (c0 + row < s.channels && p0 + column < positions)
+                tile[row * (kTransposeTile + 1) + column] = source[(uint64_t)(c0 + row) * positions + p0 + column];
+        __syncthreads();
+        for (uint32_t row = first_row; row < kTransposeTile; row += row_step) /* row: a position */
+            if (p0 + row < positions && c0 + column < s.channels)
+                target[(uint64_t)(p0 + row) * s.channels + c0 + column] = tile[column * (kTransposeTile + 1) + row];
+        __syncthreads();
+    }
+}
+
+/* Phase 5. Task: kGatherPixels consecutive pixels (n H W + y W + x) and
+ * kGatherChannels channels from c0. Each warp takes pixels of the task in
+ * turn; its lanes sum the pixel's sorted list, lane l channels c0 + l + 32 j,
+ * in FLOAT64 (the strided gather's terms in its order: the same bits). The
+ * lanes load 32 list entries at once and pass them round by shuffles, and
+ * the terms' loads go kGatherBatch at a time. */
+template <class T> __device__ void gather_listed(const listed_problem& g, float* staging) {
+    const align_shape& s = g.shape;
+    const uint32_t plane = s.height * s.width, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const uint32_t warps = blockDim.x / 32;
+    const T* transposed = (const T*)g.transposed;
+    for (uint64_t task = blockIdx.x; task < (uint64_t)g.pixel_tiles * g.channel_groups; task += gridDim.x) {
+        const uint32_t p0 = (uint32_t)(task % g.pixel_tiles) * kGatherPixels;
+        const uint32_t c0 = (uint32_t)(task / g.pixel_tiles) * kGatherChannels;
+        uint32_t channel[kLaneChannels]; /* this lane's channels, those past C clamped (loaded, not stored) */
+        DML_UNROLL
+        for (unsigned j = 0; j < kLaneChannels; j++) {
+            uint32_t c = c0 + lane + 32 * j;
+            channel[j] = c < s.channels ? c : s.channels - 1;
+        }
+        for (uint32_t i = warp; i < kGatherPixels; i += warps) {
+            double acc[kLaneChannels];
+            DML_UNROLL
+            for (unsigned j = 0; j < kLaneChannels; j++)
+                acc[j] = 0.0;
+            const uint32_t pixel = p0 + i;
+            const uint32_t begin = pixel < g.pixels ? g.offsets[pixel] : 0;
+            const uint32_t end = pixel < g.pixels ? g.offsets[pixel + 1] : 0;
+            for (uint32_t base = begin; base < end; base += 32) {
+                const uint32_t count = end - base < 32 ? end - base : 32;
+                contribution mine = g.sorted[base + (lane < count ? lane : 0)];
+                for (uint32_t k = 0; k < count; k += kGatherBatch) {
+                    float values[kGatherBatch][kLaneChannels], weights[kGatherBatch];
+                    DML_UNROLL
+                    for (unsigned u = 0; u < kGatherBatch; u++) {
+                        /* k + u <= 31; past `count`, lanes hold entry `base` (loaded, not added). */
+                        uint32_t position = __shfl_sync(0xFFFFFFFFu, mine.position, k + u);
+                        weights[u] = __shfl_sync(0xFFFFFFFFu, mine.weight, k + u);
+                        const T* row = transposed + (uint64_t)position * s.channels;
+                        DML_UNROLL
+                        for (unsigned j = 0; j < kLaneChannels; j++)
+                            values[u][j] = dml_cuda_widen(row[channel[j]]);
+                    }
+                    DML_UNROLL
+                    for (unsigned u = 0; u < kGatherBatch; u++) {
+                        if (k + u >= count) break;
+                        DML_UNROLL
+                        for (unsigned j = 0; j < kLaneChannels; j++) {
+                            float weighted = values[u][j] * g.average_weight;
+                            acc[j] += weighted * weights[u];
+                        }
+                    }
+                }
+            }
+            DML_UNROLL
+            for (unsigned j = 0; j < kLaneChannels; j++) /* rounded to FLOAT32 as the CPU rounds */
+                staging[(lane + 32 * j) * (kGatherPixels + 1) + i] = (float)acc[j];
+        }
+        __syncthreads();
+        /* A warp stores a row: one channel, the task's pixels (kGatherPixels == 32). */
+        const uint32_t pixel = p0 + lane;
+        if (pixel < g.pixels) {
+            T* image = (T*)g.output_gradient + (uint64_t)(pixel / plane) * s.channels * plane + pixel % plane;
+            for (uint32_t row = warp; row < kGatherChannels && c0 + row < s.channels; row += warps)
+                store_value(image, (uint64_t)(c0 + row) * plane, staging[row * (kGatherPixels + 1) + lane]);
+        }
+        __syncthreads();
+    }
+}
+
 template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_problem g) {
+    __shared__ float staging[kGatherChannels * (kGatherPixels + 1)]; /* phases 1 and 5 */
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     const uint64_t start = grid_start(), step = grid_step();
     for (uint64_t i = start; i <= g.pixels; i += step) {
@@ -1029,13 +1153,14 @@ template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_li
     for (uint64_t s = start; s < g.samples; s += step)
         for_each_contribution<T>(g, s,
                                  [&](uint32_t, uint32_t pixel, uint32_t, float) { atomicAdd(&g.offsets[pixel], 1u); });
+    transpose_output_gradient<T>(g, staging);
     grid.sync();
     scan_offsets(g, grid);
     grid.sync();
     for (uint64_t s = start; s < g.samples; s += step)
-        for_each_contribution<T>(g, s, [&](uint32_t key, uint32_t pixel, uint32_t dy, float weight) {
+        for_each_contribution<T>(g, s, [&](uint32_t key, uint32_t pixel, uint32_t position, float weight) {
             uint32_t slot = g.offsets[pixel] + atomicAdd(&g.cursors[pixel], 1u);
-            g.placed[slot] = {key, pixel, dy, weight};
+            g.placed[slot] = {key, pixel, position, weight};
         });
     grid.sync();
     /* Each contribution's rank among its pixel's (keys are distinct). */
@@ -1048,41 +1173,14 @@ template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_li
         g.sorted[begin + rank] = c;
     }
     grid.sync();
-    /* Tasks: (channel group, tile of kThreads pixels); a thread sums one
-     * pixel's list for kGatherChannels channels in FLOAT64. */
-    const align_shape& shape = g.shape;
-    uint32_t plane = shape.height * shape.width, dy_channel = shape.out_height * shape.out_width;
-    for (uint64_t task = blockIdx.x; task < (uint64_t)g.pixel_tiles * g.channel_groups; task += gridDim.x) {
-        uint32_t pixel = (uint32_t)(task % g.pixel_tiles) * kThreads + threadIdx.x;
-        uint32_t c0 = (uint32_t)(task / g.pixel_tiles) * kGatherChannels;
-        if (pixel >= g.pixels) continue;
-        double acc[kGatherChannels];
-        DML_UNROLL
-        for (unsigned j = 0; j < kGatherChannels; j++)
-            acc[j] = 0.0;
-        const T* dy = (const T*)g.input_gradient + (uint64_t)c0 * dy_channel;
-        for (uint32_t k = g.offsets[pixel]; k < g.offsets[pixel + 1]; k++) {
-            contribution c = g.sorted[k];
-            DML_UNROLL
-            for (unsigned j = 0; j < kGatherChannels; j++)
-                if (c0 + j < shape.channels) {
-                    float weighted = dml_cuda_widen(dy[c.dy + (uint64_t)j * dy_channel]) * g.average_weight;
-                    acc[j] += weighted * c.weight;
-                }
-        }
-        uint32_t n = pixel / plane, at = pixel % plane;
-        DML_UNROLL
-        for (unsigned j = 0; j < kGatherChannels; j++)
-            if (c0 + j < shape.channels)
-                store_value((T*)g.output_gradient, ((uint64_t)n * shape.channels + c0 + j) * plane + at, (float)acc[j]);
-    }
+    gather_listed<T>(g, staging);
 }
 
 /* What the plan fixes: the launch and the temporary's layout. */
 struct listed_plan {
     listed_problem shape_only; /* pointers unset */
     unsigned blocks;
-    uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes;
+    uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes, transposed_bytes;
 };
 
 template <class T> cudaError_t listed_blocks_per_multiprocessor(int* blocks) {
@@ -1139,14 +1237,17 @@ HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXE
     g.average_weight = dml_roi_average_weight(&x, &y);
     g.samples = samples;
     g.pixels = (uint32_t)pixels;
-    g.pixel_tiles = (uint32_t)((pixels + kThreads - 1) / kThreads);
+    g.pixel_tiles = (uint32_t)((pixels + kGatherPixels - 1) / kGatherPixels);
     g.channel_groups = (s.channels + kGatherChannels - 1) / kGatherChannels;
     lp->blocks = (unsigned)per_multiprocessor * (unsigned)dml_cuda_state(device)->multiprocessors;
     lp->offsets_bytes = align_up((pixels + 1) * sizeof(uint32_t));
     lp->cursors_bytes = align_up(pixels * sizeof(uint32_t));
     lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));
     lp->list_bytes = list_bytes;
-    plan->temporary_size = lp->offsets_bytes + lp->cursors_bytes + lp->sums_bytes + 2 * list_bytes;
+    const uint64_t element = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
+    lp->transposed_bytes = align_up((uint64_t)s.roi_count * s.out_height * s.out_width * s.channels * element);
+    plan->temporary_size =
+        lp->offsets_bytes + lp->cursors_bytes + lp->sums_bytes + 2 * list_bytes + lp->transposed_bytes;
     return S_OK;
 }
 
@@ -1167,6 +1268,7 @@ HRESULT run_grad_listed(const dml_kernel_args* args) {
     g.block_sums = (uint32_t*)(scratch + lp.offsets_bytes + lp.cursors_bytes);
     g.placed = (contribution*)(scratch + lp.offsets_bytes + lp.cursors_bytes + lp.sums_bytes);
     g.sorted = (contribution*)((char*)g.placed + lp.list_bytes);
+    g.transposed = (char*)g.sorted + lp.list_bytes;
     void* kernel_args[] = {&g};
     bool is_half = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel =

@@ -32,6 +32,49 @@ struct roi_pooling_problem {
 __host__ __device__ float load_value(const float* base, uint64_t offset) { return base[offset]; }
 __host__ __device__ float load_value(const uint16_t* base, uint64_t offset) { return dml_half_to_float(base[offset]); }
 
+/* An element as FLOAT32 for the comparison: binary16 by the GPU's exact
+ * conversion on the device, by the software one on the host (same numbers). */
+__host__ __device__ inline float widen(float value) { return value; }
+__host__ __device__ inline float widen(uint16_t half) {
+#ifdef __CUDA_ARCH__
+    return dml_cuda_widen(half);
+#else
+    return dml_half_to_float(half);
+#endif
+}
+
+/* The max of one bin of K planes at once (the loads of the K planes are
+ * independent, so a thread keeps K in flight): best[j] becomes a copy of the
+ * first maximal element of plane j in increasing (y, x) order, or +0.0 for an
+ * empty bin (RP-3). at(j, y, x) returns plane j's element. */
+template <unsigned K, class T, class At>
+__host__ __device__ __forceinline__ void bin_max(dml_pooled_bin rows, dml_pooled_bin columns, At at, T best[K]) {
+    float best_value[K];
+    DML_UNROLL
+    for (unsigned j = 0; j < K; j++) {
+        best[j] = T(0);
+        best_value[j] = 0.0f;
+    }
+    bool first = true;
+    for (uint32_t y = rows.start; y < rows.end; y++) {
+        for (uint32_t x = columns.start; x < columns.end; x++) {
+            T values[K];
+            DML_UNROLL
+            for (unsigned j = 0; j < K; j++)
+                values[j] = at(j, y, x);
+            DML_UNROLL
+            for (unsigned j = 0; j < K; j++) {
+                float value = widen(values[j]);
+                if (first || dml_nan_aware_greater(value, best_value[j])) {
+                    best[j] = values[j];
+                    best_value[j] = value;
+                }
+            }
+            first = false;
+        }
+    }
+}
+
 /* Output element i; T: float or uint16_t (binary16 bits). A host and device
  * function: the kernel is a loop around it, and a host build can replay it
  * (tests/test_cuda_roi_replay.cu). */
@@ -55,24 +98,14 @@ template <class T> __host__ __device__ void pool_element(const roi_pooling_probl
         rows = dml_roi_pooled_bin(region.y1, region.height, ph, p.pooled_height, f.height);
         columns = dml_roi_pooled_bin(region.x1, region.width, pw, p.pooled_width, f.width);
     }
-    uint64_t plane = region.batch * f.in_strides[0] + c * f.in_strides[1];
-    bool found = false;
-    float best = 0.0f;
-    uint64_t best_offset = 0;
-    for (uint32_t y = rows.start; y < rows.end; y++) {
-        for (uint32_t x = columns.start; x < columns.end; x++) {
-            uint64_t offset = plane + y * f.in_strides[2] + x * f.in_strides[3];
-            float value = load_value(input, offset);
-            if (!found || dml_nan_aware_greater(value, best)) {
-                found = true;
-                best = value;
-                best_offset = offset;
-            }
-        }
-    }
+    const T* plane = input + region.batch * f.in_strides[0] + c * f.in_strides[1];
+    T best[1];
+    bin_max<1>(
+        rows, columns,
+        [&](unsigned, uint32_t y, uint32_t x) { return plane[y * f.in_strides[2] + x * f.in_strides[3]]; }, best);
     uint64_t out = r * f.out_strides[0] + c * f.out_strides[1] + ph * f.out_strides[2] + pw * f.out_strides[3];
     /* A copy of the winning element's bits; +0.0 for an empty bin or an invalid ROI (RP-3, RP-5). */
-    ((T*)f.output)[out] = found ? input[best_offset] : T(0);
+    ((T*)f.output)[out] = best[0];
 }
 
 template <class T> __global__ void roi_pooling_kernel(const roi_pooling_problem f) {
@@ -120,94 +153,88 @@ HRESULT run_roi_pooling(const dml_kernel_args* args) {
 }
 
 /* ---- "roi_pooling/cuda/nchw": packed NCHW input and output ----
- * One block per (ROI, chunk of channels). The ROI's region and bins (the
- * divisions of roi_pooling_math.h) are computed once into shared memory.
- * The max over a bin is then taken in two passes through shared memory:
- * (1) for each row of the ROI's box and each column bin, the first maximal
- * element of the row's columns (threads along the rows: neighbouring threads
- * read neighbouring input); (2) for each output, the first maximal of those
- * over the bin's rows (threads along the outputs: coalesced writes). The
- * first maximum over rows of each row's first maximum is the first maximum
- * in increasing (y, x) order, as dml_nan_aware_greater is a strict weak order
- * (NaN below every number): the same bits as pool_element. */
+ * A persistent grid; block tasks are (ROI, chunk of channels). The ROI's
+ * bins (the divisions of roi_pooling_math.h) are computed once per task into
+ * shared memory, one task ahead: warp 0 computes the next task's bins while
+ * the other warps pool the current one. Each thread then takes one (ph, pw)
+ * of kChannelsPerThread channels, c, c + groups, c + 2 groups, ... of the
+ * chunk, so that a warp's stores are contiguous and a thread has that many
+ * independent loads in flight; bin_max scans the bin as pool_element does,
+ * so the bits are the same. */
+
+constexpr unsigned kChannelsPerThread = 4;
 
 struct nchw_plan {
     roi_pooling_problem shape_only; /* pointers unset */
-    dml_cuda_roi_tasks tasks;
-    uint32_t bins_bytes;          /* pooled_height + pooled_width bins, 16-byte aligned */
-    uint32_t row_maxima_capacity; /* elements; holds at least one channel's height * pooled_width */
+    uint32_t rois;
+    uint32_t groups; /* threads per (ph, pw) of a task; a task has groups * kChannelsPerThread channels */
+    uint32_t chunks; /* tasks per ROI */
+    unsigned blocks;
 };
+
+/* Task `task`'s bins into bins[0, PH + PW) (rows, then columns) and its image
+ * into *batch; run by the threads of one warp. */
+template <class T>
+__device__ void task_bins(const roi_pooling_problem& f, const nchw_plan& n, uint64_t task, dml_pooled_bin* bins,
+                          uint32_t* batch) {
+    const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
+    const uint32_t r = (uint32_t)(task / n.chunks), lane = threadIdx.x % 32;
+    float values[5];
+    for (uint32_t k = 0; k < 5; k++)
+        values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
+    dml_pooled_region region = dml_roi_pooled_region(values, f.batch, f.params.spatial_scale);
+    for (uint32_t i = lane; i < PH + PW; i += 32) {
+        dml_pooled_bin bin = {0, 0};
+        if (region.valid)
+            bin = i < PH ? dml_roi_pooled_bin(region.y1, region.height, i, PH, f.height)
+                         : dml_roi_pooled_bin(region.x1, region.width, i - PH, PW, f.width);
+        bins[i] = bin;
+    }
+    if (lane == 0) *batch = region.batch;
+}
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_problem f, const nchw_plan n) {
-    extern __shared__ __align__(16) unsigned char shared[];
-    dml_pooled_bin* bins = (dml_pooled_bin*)shared; /* rows [0, PH), then columns [PH, PH + PW) */
-    T* row_maxima = (T*)(shared + n.bins_bytes);    /* [channel][box row][column bin] */
-    __shared__ uint32_t region_batch;
+    extern __shared__ dml_pooled_bin bins[]; /* two buffers of PH + PW bins */
+    __shared__ uint32_t batch[2];
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
-    const uint32_t bins_per_channel = PH * PW;
-    const dml_cuda_roi_tasks& t = n.tasks;
-    const uint64_t tasks = (uint64_t)(f.count / ((uint64_t)f.channels * bins_per_channel)) * t.chunks;
-    const uint64_t plane_size = (uint64_t)f.height * f.width;
-    for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
-        uint32_t r = (uint32_t)(task / t.chunks), c0 = (uint32_t)(task % t.chunks) * t.channel_chunk;
-        __syncthreads(); /* the previous task is done with bins and row_maxima */
-        if (threadIdx.x < PH + PW) {
-            float values[5];
-            for (uint32_t k = 0; k < 5; k++)
-                values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
-            dml_pooled_region region = dml_roi_pooled_region(values, f.batch, f.params.spatial_scale);
-            for (uint32_t i = threadIdx.x; i < PH + PW; i += blockDim.x) {
-                dml_pooled_bin bin = {0, 0};
-                if (region.valid)
-                    bin = i < PH ? dml_roi_pooled_bin(region.y1, region.height, i, PH, f.height)
-                                 : dml_roi_pooled_bin(region.x1, region.width, i - PH, PW, f.width);
-                bins[i] = bin;
+    const uint32_t per_channel = PH * PW, chunk = n.groups * kChannelsPerThread;
+    const uint64_t tasks = (uint64_t)n.rois * n.chunks;
+    const uint32_t plane_size = f.height * f.width;
+    if (blockIdx.x < tasks && threadIdx.x < 32) task_bins<T>(f, n, blockIdx.x, bins, &batch[0]);
+    __syncthreads();
+    unsigned buffer = 0;
+    for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x, buffer ^= 1) {
+        const dml_pooled_bin* current = bins + buffer * (PH + PW);
+        if (task + gridDim.x < tasks && threadIdx.x < 32)
+            task_bins<T>(f, n, task + gridDim.x, bins + (buffer ^ 1) * (PH + PW), &batch[buffer ^ 1]);
+        const uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * chunk;
+        const uint32_t c_last = (c0 + chunk < f.channels ? c0 + chunk : f.channels) - 1;
+        const T* planes = (const T*)f.input + (uint64_t)batch[buffer] * f.channels * plane_size;
+        T* out = (T*)f.output + (uint64_t)r * f.channels * per_channel;
+        for (dml_cuda_block_walker w(PW, PH); w.outer < n.groups; w.next()) {
+            const T* plane[kChannelsPerThread];
+            DML_UNROLL
+            for (unsigned j = 0; j < kChannelsPerThread; j++) {
+                uint32_t c = c0 + w.outer + j * n.groups;
+                plane[j] = planes + (uint64_t)(c < c_last ? c : c_last) * plane_size; /* past C: read, not stored */
             }
-            if (threadIdx.x == 0) region_batch = region.batch;
-        }
-        __syncthreads();
-        /* Bin bounds never decrease with the bin index: the box of rows is
-         * [first bin's start, last bin's end), at most the input's height. */
-        const uint32_t box_top = bins[0].start, box_rows = bins[PH - 1].end - box_top;
-        const uint32_t per_channel = box_rows * PW;
-        const uint32_t c_end = c0 + t.channel_chunk < f.channels ? c0 + t.channel_chunk : f.channels;
-        /* Channels at a time: as many as row_maxima holds, in equal parts. */
-        const uint32_t fit = per_channel == 0 ? c_end - c0 : n.row_maxima_capacity / per_channel;
-        const uint32_t parts = (c_end - c0 + fit - 1) / fit, step = (c_end - c0 + parts - 1) / parts;
-        for (uint32_t c_first = c0; c_first < c_end; c_first += step) {
-            const uint32_t count = c_first + step < c_end ? step : c_end - c_first;
-            const T* planes = (const T*)f.input + ((uint64_t)region_batch * f.channels + c_first) * plane_size;
-            if (c_first != c0) __syncthreads(); /* pass 2 of the previous channels is done with row_maxima */
-            for (dml_cuda_block_walker w(PW, box_rows ? box_rows : 1); per_channel != 0 && w.outer < count; w.next()) {
-                dml_pooled_bin columns = bins[PH + w.inner];
-                const T* row = planes + w.outer * plane_size + (uint64_t)(box_top + w.middle) * f.width;
-                T best = T(0);
-                for (uint32_t x = columns.start; x < columns.end; x++) {
-                    T value = row[x];
-                    if (x == columns.start || dml_nan_aware_greater(dml_cuda_widen(value), dml_cuda_widen(best)))
-                        best = value;
-                }
-                row_maxima[(w.outer * box_rows + w.middle) * PW + w.inner] = best;
-            }
-            __syncthreads();
-            T* out = (T*)f.output + ((uint64_t)r * f.channels + c_first) * bins_per_channel;
-            for (dml_cuda_block_walker w(PW, PH); w.outer < count; w.next()) {
-                dml_pooled_bin rows = bins[w.middle], columns = bins[PH + w.inner];
-                /* +0.0 for an empty bin or an invalid ROI (RP-3, RP-5). */
-                T best = T(0);
-                if (columns.start < columns.end) {
-                    const uint32_t first_row = w.outer * box_rows - box_top; /* + y: the row in row_maxima */
-                    for (uint32_t y = rows.start; y < rows.end; y++) {
-                        T value = row_maxima[(first_row + y) * PW + w.inner];
-                        if (y == rows.start || dml_nan_aware_greater(dml_cuda_widen(value), dml_cuda_widen(best)))
-                            best = value;
-                    }
-                }
-                out[(w.outer * PH + w.middle) * PW + w.inner] = best;
+            T best[kChannelsPerThread];
+            bin_max<kChannelsPerThread>(
+                current[w.middle], current[PH + w.inner],
+                [&](unsigned j, uint32_t y, uint32_t x) { return plane[j][y * f.width + x]; }, best);
+            DML_UNROLL
+            for (unsigned j = 0; j < kChannelsPerThread; j++) {
+                uint32_t c = c0 + w.outer + j * n.groups;
+                if (c <= c_last) out[(uint64_t)c * per_channel + w.middle * PW + w.inner] = best[j];
             }
         }
+        __syncthreads(); /* the next task's bins are in; this task's buffer is free */
     }
+}
+
+size_t nchw_shared_bytes(const roi_pooling_problem& f) {
+    return 2 * ((size_t)f.params.pooled_height + f.params.pooled_width) * sizeof(dml_pooled_bin);
 }
 
 HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
@@ -216,22 +243,31 @@ HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_
     const dml_tensor& output = op->outputs[DML_ROI_POOLING_OUTPUT].tensor;
     if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
     const dml_roi_pooling_params& p = *(const dml_roi_pooling_params*)op->params;
-    const size_t element = input.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
-    const size_t bins_bytes = (((size_t)p.pooled_height + p.pooled_width) * sizeof(dml_pooled_bin) + 15) & ~(size_t)15;
-    /* Room for the row maxima of several channels, at least of one whole-height box. */
-    const size_t one_channel = (size_t)input.sizes[2] * p.pooled_width * element;
-    const size_t row_maxima_bytes = one_channel > 24576 ? one_channel : 24576;
-    if (bins_bytes + row_maxima_bytes > 48 * 1024 || (uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX)
-        return S_FALSE;
+    if ((uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX) return S_FALSE; /* 32-bit offsets in a plane */
+    if (2 * ((uint64_t)p.pooled_height + p.pooled_width) * sizeof(dml_pooled_bin) > 32768) return S_FALSE;
     nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
     dml_kernel_args shapes_only = {};
     shapes_only.op = op;
     shapes_only.device = device;
     n->shape_only = roi_pooling_problem_make(&shapes_only);
-    n->tasks = dml_cuda_plan_roi_tasks(device, output.sizes[0], input.sizes[1], p.pooled_height * p.pooled_width, 2048);
-    n->bins_bytes = (uint32_t)bins_bytes;
-    n->row_maxima_capacity = (uint32_t)(row_maxima_bytes / element);
+    const uint32_t channels = input.sizes[1];
+    const uint64_t per_channel = (uint64_t)p.pooled_height * p.pooled_width;
+    /* As many (ph, pw, group) threads as fit one pass of the block, and no
+     * more groups than the channels need. */
+    uint32_t groups = per_channel >= kThreads ? 1 : (uint32_t)(kThreads / per_channel);
+    uint32_t needed = (channels + kChannelsPerThread - 1) / kChannelsPerThread;
+    n->groups = groups < needed ? groups : needed;
+    uint32_t chunk = n->groups * kChannelsPerThread;
+    n->rois = output.sizes[0];
+    n->chunks = (channels + chunk - 1) / chunk;
+    uint64_t tasks = (uint64_t)n->rois * n->chunks;
+    const size_t shared_bytes = nchw_shared_bytes(n->shape_only);
+    uint64_t resident = input.type == DML_TENSOR_DATA_TYPE_FLOAT16
+                            ? dml_cuda_resident_blocks(device, roi_pooling_nchw<uint16_t>, kThreads, shared_bytes)
+                            : dml_cuda_resident_blocks(device, roi_pooling_nchw<float>, kThreads, shared_bytes);
+    if (resident == 0) return S_FALSE; /* the strided kernel then */
+    n->blocks = (unsigned)(tasks < resident ? tasks : resident);
     return S_OK;
 }
 
@@ -244,12 +280,11 @@ HRESULT run_nchw(const dml_kernel_args* args) {
     f.rois = args->inputs[DML_ROI_POOLING_ROI];
     f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
     cudaStream_t stream = dml_cuda_stream(args);
-    const bool half = args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    const size_t shared_bytes = n.bins_bytes + (size_t)n.row_maxima_capacity * (half ? 2 : 4);
-    if (half)
-        roi_pooling_nchw<uint16_t><<<n.tasks.blocks, kThreads, shared_bytes, stream>>>(f, n);
+    const size_t shared_bytes = nchw_shared_bytes(f);
+    if (args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
+        roi_pooling_nchw<uint16_t><<<n.blocks, kThreads, shared_bytes, stream>>>(f, n);
     else
-        roi_pooling_nchw<float><<<n.tasks.blocks, kThreads, shared_bytes, stream>>>(f, n);
+        roi_pooling_nchw<float><<<n.blocks, kThreads, shared_bytes, stream>>>(f, n);
     return dml_cuda_check_launch("roi_pooling_nchw");
 }
 

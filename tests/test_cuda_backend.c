@@ -890,7 +890,8 @@ TEST_CASE(cuda_batch_normalization_large) {
  * and the other operators'; inference with parameters per channel or, at
  * times, a scalar Variance, decision BN-5). NCHW: planes whose H*W is a multiple of 8 (vector loads
  * for both types), 4 mod 8, 2 mod 4 and odd (element loads), a plane of one
- * element, several images per apply block with a partial last block.
+ * element, several images per apply task with a partial last task, more
+ * tasks than the cooperative grid has blocks (several per block).
  * Channels-last: channel counts that are multiples of 8, of 4 only, odd,
  * more than 64 vectors (several column blocks), rows fewer and more than
  * the row ranges. FLOAT32 and FLOAT16, FusedAdd and random activations;
@@ -902,10 +903,10 @@ TEST_CASE(cuda_batch_normalization_packed_layouts) {
         uint32_t x[4];
         bool nhwc;
     } shapes[] = {
-        {{4, 32, 56, 56}, false},  {{2, 3, 70, 61}, false}, {{5, 7, 9, 9}, false},   {{1, 1, 64, 64}, false},
-        {{3, 17, 1, 1}, false},    {{33, 2, 8, 16}, false}, {{7, 3, 30, 22}, false}, {{4, 64, 30, 30}, true},
-        {{2, 12, 9, 7}, true},     {{3, 37, 5, 11}, true},  {{2, 520, 3, 5}, true},  {{1, 3, 40, 41}, true},
-        {{16, 256, 14, 14}, true},
+        {{4, 32, 56, 56}, false}, {{2, 3, 70, 61}, false},   {{5, 7, 9, 9}, false},   {{1, 1, 64, 64}, false},
+        {{3, 17, 1, 1}, false},   {{33, 2, 8, 16}, false},   {{7, 3, 30, 22}, false}, {{16, 128, 56, 56}, false},
+        {{4, 64, 30, 30}, true},  {{2, 12, 9, 7}, true},     {{3, 37, 5, 11}, true},  {{2, 520, 3, 5}, true},
+        {{1, 3, 40, 41}, true},   {{16, 256, 14, 14}, true},
     };
     static const DML_OPERATOR_TYPE types[4] = {
         DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,

@@ -460,11 +460,28 @@ static const char* cuda_implementation_of(DMLDevice* cuda, const DML_OPERATOR_DE
 
 /* Spatial geometry of a packed NCHW case: windows that tile the input
  * exactly (2x2 / 2 with widths that are and are not multiples of 4, or k x k
- * / k), or any geometry (overlap, padding, dilation); at times planes tall
- * and narrow enough that the gradient's gather splits them into bands. */
+ * / k), 3x3 windows with strides 2 and start padding 1 (the stem pooling of
+ * ResNet-like models; planes of even, at times odd, sizes), or any geometry
+ * (overlap, padding, dilation); at times planes tall and narrow enough that
+ * the gradient's gather splits them into bands. */
 static void nchw_geometry(pool_case* c) {
-    uint32_t shape = test_rand_range(0, 3);
-    if (shape == 3) {
+    uint32_t shape = test_rand_range(0, 4);
+    if (shape == 4) {
+        c->rank = 4;
+        c->in_sizes[0] = c->out_sizes[0] = test_rand_range(1, 3);
+        c->in_sizes[1] = c->out_sizes[1] = test_rand_range(1, 5);
+        bool odd = test_rand_range(0, 4) == 0;
+        for (int i = 0; i < 2; i++) {
+            c->window[i] = 3;
+            c->strides[i] = 2;
+            c->dilations[i] = 1;
+            c->start_padding[i] = 1;
+            c->end_padding[i] = test_rand_range(0, 2);
+            c->in_sizes[2 + i] = 2 * test_rand_range(1, 30) + (odd && i == 1);
+            c->out_sizes[2 + i] = output_size(c->in_sizes[2 + i], c->window[i], c->strides[i], c->dilations[i],
+                                              c->start_padding[i], c->end_padding[i]);
+        }
+    } else if (shape == 3) {
         random_geometry(c, 4, true, 23);
         for (int i = 0; i < 2; i++) /* strides near 2^32 leave 32-bit coordinates: the strided kernel's */
             if (c->strides[i] > 3) {

@@ -344,6 +344,7 @@ struct nchw_plan {
     uint32_t band_rows, band_windows; /* gather form: input rows per block, window rows it needs */
     bool whole_planes;                /* one block per plane, staged in shared memory (plane_layout_of) */
     bool window_3x3;                  /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
+    bool grad_3x3_stride_2;           /* also strides 2, start padding 1, even H and W: max_pooling_grad_3x3s2 */
     uint64_t count;                   /* threads' work items of the kernel that runs */
     unsigned blocks;
 };
@@ -560,8 +561,8 @@ __host__ __device__ plane_layout plane_layout_of(const nchw_plan& n, size_t elem
     size_t windows = (size_t)n.out_height * n.out_width;
     l.gradient = round_up_16((size_t)n.height * n.width * element);
     l.argmax = l.gradient + (gradient ? round_up_16(windows * element) : 0);
-    /* The argmax of every window, or with 3x3 windows which windows chose each element (below). */
-    size_t selections = n.window_3x3 ? (size_t)n.height * n.width : windows;
+    /* The argmax of every window, or with other 3x3 windows which windows chose each element (below). */
+    size_t selections = n.window_3x3 && !n.grad_3x3_stride_2 ? (size_t)n.height * n.width : windows;
     l.column_spans = l.argmax + (gradient ? round_up_16(selections * sizeof(uint32_t)) : 0);
     l.row_spans = l.column_spans + (gradient ? round_up_16(n.width * sizeof(window_span)) : 0);
     l.total = l.row_spans + (gradient ? n.height * sizeof(window_span) : 0);
@@ -851,6 +852,66 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* Gradient of 3x3 windows with strides 2 and start padding 1 over planes of
+ * even H and W, whole planes (see max_pooling_grad_planes): thread (a, b)
+ * finds the argmax of window (a, b), then sums the gradients of the input
+ * quad at rows 2a, 2a + 1 and columns 2b, 2b + 1. Only windows a, a + 1
+ * (rows) and b, b + 1 (columns) cover the quad; visited in increasing
+ * (oh, ow), each adds its gradient to the element it chose: the sums and the
+ * order of max_pooling_grad_planes, without its masks, atomics and divisions,
+ * and the quad stored as two pairs (`pair_stores`: OutputGradient aligned to
+ * two elements; else four elements). */
+template <class V>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_3x3s2(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient,
+                           bool vector_input, bool vector_gradient, bool pair_stores) {
+    typedef typename V::T T;
+    extern __shared__ uint4 staged[];
+    const plane_layout l = plane_layout_of(n, sizeof(T), true);
+    T* values = (T*)staged;
+    T* dy = (T*)((char*)staged + l.gradient);
+    uint32_t* argmax = (uint32_t*)((char*)staged + l.argmax); /* [OH * OW] */
+    const uint32_t plane_size = n.height * n.width, windows = n.out_height * n.out_width;
+    const uint64_t plane_base = (uint64_t)blockIdx.x * plane_size;
+    stage_plane(values, (const T*)input + plane_base, plane_size, vector_input);
+    stage_plane(dy, (const T*)input_gradient + (uint64_t)blockIdx.x * windows, windows, vector_gradient);
+    __syncthreads();
+    for (row_walker w(n.out_width); w.row < n.out_height; w.next())
+        argmax[w.row * n.out_width + w.column] =
+            argmax_2d<V, 3>(values, n, 2 * (int32_t)w.row - 1, 2 * (int32_t)w.column - 1);
+    __syncthreads();
+    T* dx = (T*)output_gradient + plane_base;
+    for (row_walker q(n.width / 2); q.row < n.height / 2; q.next()) {
+        uint32_t top_left = 2 * q.row * n.width + 2 * q.column;
+        float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* the quad in row-major order */
+#pragma unroll
+        for (uint32_t k = 0; k < 4; k++) {
+            uint32_t oh = q.row + k / 2, ow = q.column + k % 2;
+            if (oh >= n.out_height || ow >= n.out_width) continue;
+            uint32_t window = oh * n.out_width + ow;
+            uint32_t chosen = argmax[window] - top_left; /* huge unless inside the quad's rows (~0u too) */
+            float gradient = to_float(dy[window]);
+            if (chosen == 0)
+                sums[0] += gradient;
+            else if (chosen == 1)
+                sums[1] += gradient;
+            else if (chosen == n.width)
+                sums[2] += gradient;
+            else if (chosen == n.width + 1)
+                sums[3] += gradient;
+        }
+        pair_of<T> top = {{from_float<T>(sums[0]), from_float<T>(sums[1])}};
+        pair_of<T> bottom = {{from_float<T>(sums[2]), from_float<T>(sums[3])}};
+        if (pair_stores) {
+            *(pair_of<T>*)(dx + top_left) = top;
+            *(pair_of<T>*)(dx + top_left + n.width) = bottom;
+        } else {
+            dx[top_left] = top.v[0], dx[top_left + 1] = top.v[1];
+            dx[top_left + n.width] = bottom.v[0], dx[top_left + n.width + 1] = bottom.v[1];
+        }
+    }
+}
+
 /* Shared memory of max_pooling_grad_bands. */
 size_t bands_shared_bytes(const nchw_plan& n) {
     return ((size_t)n.width + n.band_rows) * sizeof(window_span) +
@@ -872,8 +933,11 @@ HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECU
         n->blocks = grid_blocks(device, n->count);
         return S_OK;
     }
+    n->grad_3x3_stride_2 = n->window_3x3 && p.strides[1] == 2 && p.strides[2] == 2 && p.start_padding[1] == 1 &&
+                           p.start_padding[2] == 1 && n->height % 2 == 0 && n->width % 2 == 0;
     n->whole_planes = fits_whole_planes(*n, true);
     if (n->whole_planes) return S_OK;
+    n->grad_3x3_stride_2 = false; /* the other kernels' shared memory layout */
     /* Bands of about 16 elements per thread and at most 256 rows; the window
      * rows that can cover `band_rows` input rows: those o with o * stride in
      * a span of band_rows - 1 + reach. */
@@ -903,6 +967,11 @@ template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const n
         bool vector_input = aligned_to(input, 16) && plane_bytes % 16 == 0;
         bool vector_gradient = aligned_to(dy, 16) && gradient_bytes % 16 == 0;
         size_t shared_bytes = plane_layout_of(n, sizeof(T), true).total;
+        if (n.grad_3x3_stride_2) {
+            max_pooling_grad_3x3s2<V><<<n.planes, kThreads, shared_bytes, stream>>>(
+                n, input, dy, dx, vector_input, vector_gradient, aligned_to(dx, 2 * sizeof(T)));
+            return dml_cuda_check_launch("max_pooling_grad_3x3s2");
+        }
         if (n.window_3x3)
             max_pooling_grad_planes<V, 3>
                 <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, dy, dx, vector_input, vector_gradient);

@@ -943,9 +943,9 @@ HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return batc
  * the parameters. TemporaryResource: the chunk partials, 16 bytes per chunk
  * of each channel. */
 
-constexpr unsigned kVectorBytes = 16;     /* per vector load and store */
-constexpr int kBatch = 4;                 /* vectors in flight per thread in the apply pass */
-constexpr uint32_t kApplyElements = 8192; /* per apply task: several tasks per block in the fused kernel */
+constexpr unsigned kVectorBytes = 16;      /* per vector load and store */
+constexpr int kBatch = 4;                  /* vectors in flight per thread in the apply pass */
+constexpr uint32_t kApplyElements = 32768; /* per apply task: few merges of the partials per block */
 
 /* What the per-group values and the element math need, from the description. */
 struct group_rules {

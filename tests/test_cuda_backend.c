@@ -460,11 +460,28 @@ static const char* cuda_implementation_of(DMLDevice* cuda, const DML_OPERATOR_DE
 
 /* Spatial geometry of a packed NCHW case: windows that tile the input
  * exactly (2x2 / 2 with widths that are and are not multiples of 4, or k x k
- * / k), or any geometry (overlap, padding, dilation); at times planes tall
- * and narrow enough that the gradient's gather splits them into bands. */
+ * / k), 3x3 windows with strides 2 and start padding 1 (the stem pooling of
+ * ResNet-like models; planes of even, at times odd, sizes), or any geometry
+ * (overlap, padding, dilation); at times planes tall and narrow enough that
+ * the gradient's gather splits them into bands. */
 static void nchw_geometry(pool_case* c) {
-    uint32_t shape = test_rand_range(0, 3);
-    if (shape == 3) {
+    uint32_t shape = test_rand_range(0, 4);
+    if (shape == 4) {
+        c->rank = 4;
+        c->in_sizes[0] = c->out_sizes[0] = test_rand_range(1, 3);
+        c->in_sizes[1] = c->out_sizes[1] = test_rand_range(1, 5);
+        bool odd = test_rand_range(0, 4) == 0;
+        for (int i = 0; i < 2; i++) {
+            c->window[i] = 3;
+            c->strides[i] = 2;
+            c->dilations[i] = 1;
+            c->start_padding[i] = 1;
+            c->end_padding[i] = test_rand_range(0, 2);
+            c->in_sizes[2 + i] = 2 * test_rand_range(1, 30) + (odd && i == 1);
+            c->out_sizes[2 + i] = output_size(c->in_sizes[2 + i], c->window[i], c->strides[i], c->dilations[i],
+                                              c->start_padding[i], c->end_padding[i]);
+        }
+    } else if (shape == 3) {
         random_geometry(c, 4, true, 23);
         for (int i = 0; i < 2; i++) /* strides near 2^32 leave 32-bit coordinates: the strided kernel's */
             if (c->strides[i] > 3) {
@@ -809,16 +826,37 @@ static void bn_random_sizes(bn_case* c, uint64_t max_elements) {
     }
 }
 
+static const DML_OPERATOR_TYPE bn_types[4] = {
+    DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING, DML_OPERATOR_BATCH_NORMALIZATION_GRAD,
+    DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+
+static void bn_print_identical(uint64_t identical, uint64_t compared) {
+    printf("note: %" PRIu64 " of %" PRIu64 " compared output elements are bit-identical on CPU and CUDA\n", identical,
+           compared);
+}
+
+/* A packed 4-D case (NCHW, or NHWC) whose parameters are all per channel. */
+static bn_case* bn_channel_case(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_type, const uint32_t x[4],
+                                bool nhwc) {
+    bn_case* c = calloc(1, sizeof *c);
+    c->type = type;
+    c->data_type = data_type;
+    c->rank = 4;
+    memcpy(c->x, x, 4 * sizeof *x);
+    for (int k = 0; k < 4; k++)
+        for (uint32_t i = 0; i < 4; i++)
+            c->p[k][i] = i == 1 ? x[1] : 1;
+    c->nhwc = nhwc;
+    return c;
+}
+
 TEST_CASE(cuda_batch_normalization_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    static const DML_OPERATOR_TYPE types[4] = {
-        DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
-        DML_OPERATOR_BATCH_NORMALIZATION_GRAD, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
     uint64_t compared = 0, identical = 0;
     for (int iteration = 0; iteration < 400 && !test_case_failed(); iteration++) {
         bn_case* c = calloc(1, sizeof *c);
-        c->type = types[iteration % 4];
+        c->type = bn_types[iteration % 4];
         c->data_type = (iteration / 4) % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
         c->rank = test_rand_range(1, 8);
         bn_random_sizes(c, test_rand_range(0, 3) == 0 ? 60000 : 5000);
@@ -836,8 +874,7 @@ TEST_CASE(cuda_batch_normalization_matches_cpu) {
         bn_compare(cpu, cuda, c, &compared, &identical);
         free(c);
     }
-    printf("note: %" PRIu64 " of %" PRIu64 " compared output elements are bit-identical on CPU and CUDA\n", identical,
-           compared);
+    bn_print_identical(identical, compared);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
@@ -858,30 +895,18 @@ TEST_CASE(cuda_batch_normalization_large) {
         {{8, 64, 56, 56}, true, DML_TENSOR_DATA_TYPE_FLOAT32},
         {{3, 5, 333, 71}, false, DML_TENSOR_DATA_TYPE_FLOAT32},
     };
-    static const DML_OPERATOR_TYPE types[4] = {
-        DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
-        DML_OPERATOR_BATCH_NORMALIZATION_GRAD, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
     uint64_t compared = 0, identical = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
-            bn_case* c = calloc(1, sizeof *c);
-            c->type = types[t];
-            c->data_type = shapes[s].type;
-            c->rank = 4;
-            memcpy(c->x, shapes[s].x, sizeof shapes[s].x);
-            for (int k = 0; k < 4; k++)
-                for (uint32_t i = 0; i < 4; i++)
-                    c->p[k][i] = i == 1 ? c->x[1] : 1;
+            bn_case* c = bn_channel_case(bn_types[t], shapes[s].type, shapes[s].x, shapes[s].nhwc);
             c->epsilon = 1e-5f;
             c->fused_add = c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING;
             if (!bn_is_gradient(c->type)) c->activation = DML_OPERATOR_ACTIVATION_RELU;
-            c->nhwc = shapes[s].nhwc;
             bn_build(c);
             bn_compare(cpu, cuda, c, &compared, &identical);
             free(c);
         }
-    printf("note: %" PRIu64 " of %" PRIu64 " compared output elements are bit-identical on CPU and CUDA\n", identical,
-           compared);
+    bn_print_identical(identical, compared);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
@@ -890,7 +915,8 @@ TEST_CASE(cuda_batch_normalization_large) {
  * and the other operators'; inference with parameters per channel or, at
  * times, a scalar Variance, decision BN-5). NCHW: planes whose H*W is a multiple of 8 (vector loads
  * for both types), 4 mod 8, 2 mod 4 and odd (element loads), a plane of one
- * element, several images per apply block with a partial last block.
+ * element, several images per apply task with a partial last task, more
+ * tasks than the cooperative grid has blocks (several per block).
  * Channels-last: channel counts that are multiples of 8, of 4 only, odd,
  * more than 64 vectors (several column blocks), rows fewer and more than
  * the row ranges. FLOAT32 and FLOAT16, FusedAdd and random activations;
@@ -902,31 +928,22 @@ TEST_CASE(cuda_batch_normalization_packed_layouts) {
         uint32_t x[4];
         bool nhwc;
     } shapes[] = {
-        {{4, 32, 56, 56}, false},  {{2, 3, 70, 61}, false}, {{5, 7, 9, 9}, false},   {{1, 1, 64, 64}, false},
-        {{3, 17, 1, 1}, false},    {{33, 2, 8, 16}, false}, {{7, 3, 30, 22}, false}, {{4, 64, 30, 30}, true},
-        {{2, 12, 9, 7}, true},     {{3, 37, 5, 11}, true},  {{2, 520, 3, 5}, true},  {{1, 3, 40, 41}, true},
-        {{16, 256, 14, 14}, true},
+        {{4, 32, 56, 56}, false}, {{2, 3, 70, 61}, false},   {{5, 7, 9, 9}, false},   {{1, 1, 64, 64}, false},
+        {{3, 17, 1, 1}, false},   {{33, 2, 8, 16}, false},   {{7, 3, 30, 22}, false}, {{4, 768, 64, 64}, false},
+        {{4, 64, 30, 30}, true},  {{2, 12, 9, 7}, true},     {{3, 37, 5, 11}, true},  {{2, 520, 3, 5}, true},
+        {{1, 3, 40, 41}, true},   {{16, 256, 14, 14}, true},
     };
-    static const DML_OPERATOR_TYPE types[4] = {
-        DML_OPERATOR_BATCH_NORMALIZATION, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
-        DML_OPERATOR_BATCH_NORMALIZATION_GRAD, DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
     uint64_t compared = 0, identical = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0] && !test_case_failed(); s++)
         for (int t = 0; t < 4; t++)
             for (int half = 0; half < 2; half++) {
-                bn_case* c = calloc(1, sizeof *c);
-                c->type = types[t];
-                c->data_type = half ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-                c->rank = 4;
-                memcpy(c->x, shapes[s].x, sizeof shapes[s].x);
-                for (int k = 0; k < 4; k++)
-                    for (uint32_t i = 0; i < 4; i++)
-                        c->p[k][i] = i == 1 ? c->x[1] : 1;
+                bn_case* c =
+                    bn_channel_case(bn_types[t], half ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32,
+                                    shapes[s].x, shapes[s].nhwc);
                 if (c->type == DML_OPERATOR_BATCH_NORMALIZATION && s % 2) c->p[1][1] = 1; /* a scalar Variance */
                 c->epsilon = (float)test_rand_double(1e-5, 1e-2);
                 c->fused_add = c->type == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING && test_rand_bool();
                 if (!bn_is_gradient(c->type)) bn_random_activation(c);
-                c->nhwc = shapes[s].nhwc;
                 bn_build(c);
                 const char* name = cuda_implementation_of(cuda, &c->op);
                 const char* expected = c->nhwc ? "/cuda/nhwc" : "/cuda/nchw";
@@ -934,8 +951,7 @@ TEST_CASE(cuda_batch_normalization_packed_layouts) {
                 bn_compare(cpu, cuda, c, &compared, &identical);
                 free(c);
             }
-    printf("note: %" PRIu64 " of %" PRIu64 " compared output elements are bit-identical on CPU and CUDA\n", identical,
-           compared);
+    bn_print_identical(identical, compared);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
@@ -971,14 +987,8 @@ TEST_CASE(cuda_batch_normalization_run_to_run) {
                                                DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
     for (int t = 0; t < 2; t++)
         for (int adversarial = 0; adversarial < 2; adversarial++) {
-            bn_case* c = calloc(1, sizeof *c);
-            c->type = types[t];
-            c->data_type = DML_TENSOR_DATA_TYPE_FLOAT32;
-            c->rank = 4;
             const uint32_t x[4] = {16, 1, 512, 512};
-            memcpy(c->x, x, sizeof x);
-            for (uint32_t i = 0; i < 4; i++)
-                c->p[0][i] = 1;
+            bn_case* c = bn_channel_case(types[t], DML_TENSOR_DATA_TYPE_FLOAT32, x, false);
             c->epsilon = 1e-5f;
             c->fused_add = t == 0;
             if (t == 0) c->activation = DML_OPERATOR_ACTIVATION_GELU;

@@ -43,6 +43,7 @@
 #include "cuda.h"
 
 /* After the project's headers: its `half` type would shadow their parameters. */
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
 namespace {
@@ -913,29 +914,38 @@ HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return batc
 /* ---- Packed NCHW fast paths ("/cuda/nchw") ----
  *
  * TRAINING, GRAD and TRAINING_GRAD of a rank-4 input stored packed in NCHW
- * order and reduced over N, H and W (one group per channel), in two launches:
+ * order and reduced over N, H and W (one group per channel), in one
+ * cooperative launch (bn_nchw_fused) of as many blocks as the GPU holds at
+ * once, so that a grid-wide barrier can separate its two phases (one launch:
+ * half the host time of two):
  *
- * 1. Partials, in one read: a block per chunk of kThreads * kItems
- *    consecutive elements m = n * HW + hw of one channel, loaded 16 bytes at a
+ * 1. Partials, in one read: tasks of kThreads * kItems consecutive elements
+ *    m = n * HW + hw of one channel (the chunks depend on the problem alone,
+ *    never on the grid), taken by the blocks in turn, loaded 16 bytes at a
  *    time where HW and the bindings allow it (else one element). TRAINING
  *    keeps the chunk's values in registers for the two-pass (mean, M2)
  *    partial; the GRADs sum dy and dy * (x - Mean). FLOAT64 sums in a fixed
  *    order, then a fixed block tree.
- * 2. Apply: a block per run of whole planes of one channel. Its first warp
- *    merges the channel's chunk partials in a fixed order (lanes take chunks
- *    in turn, then a fixed shuffle tree), so that every block of a channel
- *    derives the same values and no third launch or atomic is needed; the
- *    block that starts at image 0 writes the per-channel outputs. Then the
- *    element-wise pass with the generic kernels' arithmetic, vectorized, the
- *    first loads issued before the merge so that its latency hides.
+ * 2. Apply, after the barrier: tasks of a few whole planes of one channel, in
+ *    the reverse order of the partials' chunks, so that the planes read last
+ *    (still in L2) are read again first; the output is stored and the input
+ *    read with the evict-first hint, so that they do not push the rest of the
+ *    partials' data out of L2. The task's first warp merges the channel's
+ *    chunk partials in a fixed order (lanes take chunks in turn, then a fixed
+ *    shuffle tree), so that every task of a channel derives the same values
+ *    with no atomic; the task that starts at image 0 writes the per-channel
+ *    outputs. Then the element-wise pass with the generic kernels'
+ *    arithmetic, vectorized, the first loads issued before the merge so that
+ *    its latency hides.
  *
  * BATCH_NORMALIZATION (inference, parameters per channel or scalar) is the
- * apply pass alone, its values from the parameters. TemporaryResource: the
- * chunk partials, 16 bytes per chunk of each channel. */
+ * apply pass alone (bn_nchw_inference, a block per task), its values from
+ * the parameters. TemporaryResource: the chunk partials, 16 bytes per chunk
+ * of each channel. */
 
-constexpr unsigned kVectorBytes = 16; /* per vector load and store */
-constexpr int kBatch = 4;             /* vectors in flight per thread in the apply pass */
-constexpr uint32_t kApplyElements = 32768;
+constexpr unsigned kVectorBytes = 16;      /* per vector load and store */
+constexpr int kBatch = 4;                  /* vectors in flight per thread in the apply pass */
+constexpr uint32_t kApplyElements = 32768; /* per apply task: few merges of the partials per block */
 
 /* What the per-group values and the element math need, from the description. */
 struct group_rules {
@@ -944,14 +954,16 @@ struct group_rules {
     dml_activation activation;
     bool training;  /* TRAINING_GRAD (else GRAD) */
     bool inference; /* BATCH_NORMALIZATION: values from the parameters, no reduction */
+    bool forward;   /* BATCH_NORMALIZATION or TRAINING (else the GRADs) */
 };
 
 struct nchw_plan {
-    uint32_t channels, images, plane; /* C, N, HW */
-    fast_divider plane_divider;       /* HW */
-    bool vectorizable;                /* HW a multiple of the elements in kVectorBytes */
-    uint32_t chunk, chunks;           /* elements per partial chunk, chunks per channel */
-    uint32_t images_per_block, image_blocks;
+    uint32_t channels, images, plane;        /* C, N, HW */
+    fast_divider plane_divider;              /* HW */
+    bool vectorizable;                       /* HW a multiple of the elements in kVectorBytes */
+    uint32_t chunk, chunks;                  /* elements per partial chunk, chunks per channel */
+    uint32_t images_per_block, image_blocks; /* apply tasks: image_blocks per channel */
+    uint32_t fused_blocks[2];                /* bn_nchw_fused's grid: [0] element loads, [1] vector loads */
     group_rules rules;
 };
 
@@ -984,6 +996,42 @@ __device__ __forceinline__ void store_vector(void* base, uint32_t offset, const 
     ((vector_of<typename V::T, W>*)base)[offset / W] = v;
 }
 
+/* W consecutive elements from `offset` as stored (converted when used:
+ * half the registers for FLOAT16), and W elements stored, with the
+ * evict-first cache hint (data used once: its lines leave L2 before others). */
+template <class V, int W>
+__device__ __forceinline__ vector_of<typename V::T, W> load_stored_once(const void* base, uint32_t offset) {
+    typedef vector_of<typename V::T, W> vector;
+    vector v;
+    if constexpr (sizeof(vector) == 16) {
+        uint4 bits = __ldcs((const uint4*)base + offset / W);
+        memcpy(&v, &bits, sizeof v);
+    } else if constexpr (W == 1) {
+        v.v[0] = __ldcs((const typename V::T*)base + offset);
+    } else {
+        v = ((const vector*)base)[offset / W];
+    }
+    return v;
+}
+
+template <class V, int W>
+__device__ __forceinline__ void store_vector_once(void* base, uint32_t offset, const typename V::T* values) {
+    typedef vector_of<typename V::T, W> vector;
+    vector v;
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        v.v[i] = values[i];
+    if constexpr (sizeof(vector) == 16) {
+        uint4 bits;
+        memcpy(&bits, &v, sizeof bits);
+        __stcs((uint4*)base + offset / W, bits);
+    } else if constexpr (W == 1) {
+        __stcs((typename V::T*)base + offset, values[0]);
+    } else {
+        ((vector*)base)[offset / W] = v;
+    }
+}
+
 /* The offset of element m = n * HW + hw of channel c. */
 __device__ __forceinline__ uint32_t nchw_offset(const nchw_plan& n, uint32_t c, uint32_t m) {
     uint32_t image = divide(n.plane_divider, m);
@@ -1006,24 +1054,24 @@ __device__ double block_sum(double value, double* warp_sums) {
     return total;
 }
 
-/* This block's chunk: channel c, elements [begin, begin + length). */
+/* A partials task: channel c, elements [begin, begin + length). */
 struct nchw_chunk {
     uint32_t c, chunk, begin, length;
 };
 
-__device__ __forceinline__ nchw_chunk chunk_of_block(const nchw_plan& n) {
+__device__ __forceinline__ nchw_chunk chunk_of_task(const nchw_plan& n, uint32_t task) {
     nchw_chunk k;
-    k.c = blockIdx.x / n.chunks;
-    k.chunk = blockIdx.x % n.chunks;
+    k.c = task / n.chunks;
+    k.chunk = task % n.chunks;
     k.begin = k.chunk * n.chunk;
     k.length = min_u32(n.chunk, n.images * n.plane - k.begin);
     return k;
 }
 
+/* TRAINING's partial of one task; warp_sums: kThreads / 32 in shared memory. */
 template <class V, int W>
-__global__ void __launch_bounds__(kThreads) bn_nchw_statistics_partials(const nchw_plan n, const bn_bindings p) {
-    __shared__ double warp_sums[kThreads / 32];
-    nchw_chunk k = chunk_of_block(n);
+__device__ void statistics_partial(const nchw_plan& n, const bn_bindings& p, uint32_t task, double* warp_sums) {
+    nchw_chunk k = chunk_of_task(n, task);
     float values[kItems]; /* elements (threadIdx.x + i * kThreads) * W + e of the chunk */
     double sum = 0;
 #pragma unroll
@@ -1054,10 +1102,10 @@ __global__ void __launch_bounds__(kThreads) bn_nchw_statistics_partials(const nc
     if (threadIdx.x == 0) p.partials[(uint64_t)k.c * n.chunks + k.chunk] = make_double2(mean, m2);
 }
 
+/* The GRADs' partial of one task, likewise. */
 template <class V, int W>
-__global__ void __launch_bounds__(kThreads) bn_nchw_gradient_partials(const nchw_plan n, const bn_bindings p) {
-    __shared__ double warp_sums[kThreads / 32];
-    nchw_chunk k = chunk_of_block(n);
+__device__ void gradient_partial(const nchw_plan& n, const bn_bindings& p, uint32_t task, double* warp_sums) {
+    nchw_chunk k = chunk_of_task(n, task);
     uint32_t parameter_offsets[5];
     view_offsets(n.rules.parameters, k.c, parameter_offsets);
     double mean = (double)load<V>(p.in[0], parameter_offsets[0]);
@@ -1082,15 +1130,16 @@ __global__ void __launch_bounds__(kThreads) bn_nchw_gradient_partials(const nchw
     if (threadIdx.x == 0) p.partials[(uint64_t)k.c * n.chunks + k.chunk] = make_double2(sdy, sdyxc);
 }
 
-/* The apply block's channel and planes, and its per-channel values. */
+/* An apply task: channel c and its planes. */
 struct nchw_planes {
-    uint32_t c, first_image, vectors; /* vectors: W-element vectors of the block's planes */
+    uint32_t c, first_image, vectors; /* vectors: W-element vectors of the task's planes */
 };
 
-template <int W> __device__ __forceinline__ nchw_planes planes_of_block(const nchw_plan& n) {
+template <int W>
+__device__ __forceinline__ nchw_planes planes_of(const nchw_plan& n, uint32_t c, uint32_t image_block) {
     nchw_planes b;
-    b.c = blockIdx.x % n.channels; /* neighbouring blocks: neighbouring planes in memory */
-    b.first_image = blockIdx.x / n.channels * n.images_per_block;
+    b.c = c;
+    b.first_image = image_block * n.images_per_block;
     b.vectors = min_u32(n.images_per_block, n.images - b.first_image) * (n.plane / W);
     return b;
 }
@@ -1169,11 +1218,11 @@ __device__ __forceinline__ void apply_in_batches(const nchw_plan& n, const nchw_
     } while (first < b.vectors);
 }
 
+/* The forward apply of one task; channel: 3 doubles in shared memory (mean,
+ * factor, bias). */
 template <class V, int W>
-__global__ void __launch_bounds__(kThreads) bn_nchw_forward_apply(const nchw_plan n, const bn_bindings p) {
-    __shared__ double channel[3]; /* mean, factor, bias */
-    nchw_planes b = planes_of_block<W>(n);
-    float x[kBatch][W], add[kBatch][W];
+__device__ void forward_apply(const nchw_plan& n, const bn_bindings& p, const nchw_planes& b, double* channel) {
+    vector_of<typename V::T, W> x[kBatch], add[kBatch];
     auto prologue = [&]() {
         if (threadIdx.x >= 32) return;
         if (n.rules.inference) {
@@ -1187,25 +1236,26 @@ __global__ void __launch_bounds__(kThreads) bn_nchw_forward_apply(const nchw_pla
                                 b.first_image == 0, channel);
     };
     auto load_batch = [&](int i, uint32_t offset) {
-        load_vector<V, W>(p.input, offset, x[i]);
-        if (p.second != NULL) load_vector<V, W>(p.second, offset, add[i]);
+        x[i] = load_stored_once<V, W>(p.input, offset);
+        if (p.second != NULL) add[i] = load_stored_once<V, W>(p.second, offset);
     };
     auto finish = [&](int i, uint32_t offset) {
         typename V::T y[W];
 #pragma unroll
         for (int e = 0; e < W; e++)
-            y[e] = V::from_float(forward_element((double)x[i][e], channel[0], channel[1], channel[2], p.second != NULL,
-                                                 p.second != NULL ? (double)add[i][e] : 0.0, n.rules.activation));
-        store_vector<V, W>(p.output, offset, y);
+            y[e] = V::from_float(
+                forward_element((double)V::to_float(x[i].v[e]), channel[0], channel[1], channel[2], p.second != NULL,
+                                p.second != NULL ? (double)V::to_float(add[i].v[e]) : 0.0, n.rules.activation));
+        store_vector_once<V, W>(p.output, offset, y);
     };
     apply_in_batches<W>(n, b, prologue, load_batch, finish);
 }
 
+/* The backward apply of one task; channel: 4 doubles in shared memory
+ * (Mean, k, u, w as in bn_gradient_finalize). */
 template <class V, int W>
-__global__ void __launch_bounds__(kThreads) bn_nchw_backward_apply(const nchw_plan n, const bn_bindings p) {
-    __shared__ double channel[4]; /* Mean, k, u, w as in bn_gradient_finalize */
-    nchw_planes b = planes_of_block<W>(n);
-    float x[kBatch][W], dy[kBatch][W];
+__device__ void backward_apply(const nchw_plan& n, const bn_bindings& p, const nchw_planes& b, double* channel) {
+    vector_of<typename V::T, W> x[kBatch], dy[kBatch];
     auto prologue = [&]() {
         if (threadIdx.x >= 32) return;
         double2 sums = merge_channel_sums(n, p.partials, b.c);
@@ -1214,18 +1264,48 @@ __global__ void __launch_bounds__(kThreads) bn_nchw_backward_apply(const nchw_pl
                                  sums.y, (double)(n.images * n.plane), b.first_image == 0, channel);
     };
     auto load_batch = [&](int i, uint32_t offset) {
-        if (n.rules.training) load_vector<V, W>(p.input, offset, x[i]);
-        load_vector<V, W>(p.second, offset, dy[i]);
+        if (n.rules.training) x[i] = load_stored_once<V, W>(p.input, offset);
+        dy[i] = load_stored_once<V, W>(p.second, offset);
     };
     auto finish = [&](int i, uint32_t offset) {
         typename V::T dx[W];
 #pragma unroll
         for (int e = 0; e < W; e++)
-            dx[e] = V::from_double(backward_element(n.rules.training ? (double)x[i][e] : 0.0, (double)dy[i][e], channel,
-                                                    n.rules.training));
-        store_vector<V, W>(p.output, offset, dx);
+            dx[e] = V::from_double(backward_element(n.rules.training ? (double)V::to_float(x[i].v[e]) : 0.0,
+                                                    (double)V::to_float(dy[i].v[e]), channel, n.rules.training));
+        store_vector_once<V, W>(p.output, offset, dx);
     };
     apply_in_batches<W>(n, b, prologue, load_batch, finish);
+}
+
+template <class V, int W>
+__global__ void __launch_bounds__(kThreads) bn_nchw_inference(const nchw_plan n, const bn_bindings p) {
+    __shared__ double channel[3];
+    /* Neighbouring blocks: neighbouring planes in memory. */
+    forward_apply<V, W>(n, p, planes_of<W>(n, blockIdx.x % n.channels, blockIdx.x / n.channels), channel);
+}
+
+/* TRAINING (Forward) or the GRADs; launched cooperatively, every block resident. */
+template <class V, int W, bool Forward>
+__global__ void __launch_bounds__(kThreads, 4) bn_nchw_fused(const nchw_plan n, const bn_bindings p) {
+    __shared__ double shared[kThreads / 32]; /* the partials' warp sums, then the apply's channel values */
+    for (uint32_t task = blockIdx.x; task < n.channels * n.chunks; task += gridDim.x) {
+        if (Forward)
+            statistics_partial<V, W>(n, p, task, shared);
+        else
+            gradient_partial<V, W>(n, p, task, shared);
+    }
+    cooperative_groups::this_grid().sync(); /* every partial written and visible */
+    uint32_t tasks = n.channels * n.image_blocks;
+    for (uint32_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+        uint32_t reversed = tasks - 1 - task; /* channel-major, as the partials' chunks */
+        nchw_planes b = planes_of<W>(n, reversed / n.image_blocks, reversed % n.image_blocks);
+        if (Forward)
+            forward_apply<V, W>(n, p, b, shared);
+        else
+            backward_apply<V, W>(n, p, b, shared);
+        __syncthreads(); /* the next task's merge rewrites shared */
+    }
 }
 
 /* ---- Packed NHWC fast paths ("/cuda/nhwc") ----
@@ -1397,7 +1477,7 @@ __global__ void __launch_bounds__(kThreads) bn_nhwc_apply(const nhwc_plan n, con
 
 /* ---- Host side of the fast paths ---- */
 
-group_rules make_group_rules(const dml_batch_norm_params* params, const dml_tensor* const parameters[5],
+group_rules make_group_rules(const dml_batch_norm_params* params, const dml_tensor* const parameters[5], bool forward,
                              bool training) {
     group_rules rules;
     rules.parameters = parameter_view<5>(parameters);
@@ -1405,6 +1485,7 @@ group_rules make_group_rules(const dml_batch_norm_params* params, const dml_tens
     rules.activation = params->activation;
     rules.training = training;
     rules.inference = false;
+    rules.forward = forward;
     return rules;
 }
 
@@ -1437,11 +1518,38 @@ bool in_layout(const dml_tensor& input, const dml_tensor* const same_layout[2], 
     return true;
 }
 
+/* bn_nchw_fused's grid for element (W = 1) or vector loads: as many blocks
+ * as the GPU holds at once (the grid-wide barrier needs every block
+ * resident), no more than the larger phase has tasks; 0 when the GPU cannot
+ * launch it cooperatively. */
+template <class V, int W> HRESULT fused_grid(const DMLDevice* device, const nchw_plan& n, uint32_t* blocks) {
+    const void* kernel =
+        n.rules.forward ? (const void*)bn_nchw_fused<V, W, true> : (const void*)bn_nchw_fused<V, W, false>;
+    int cooperative = 0, per_multiprocessor = 0;
+    cudaError_t error =
+        cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, dml_cuda_state(device)->ordinal);
+    if (error == cudaSuccess)
+        error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kThreads, 0);
+    if (error != cudaSuccess) return dml_cuda_kernel_error(error, "planning bn_nchw_fused");
+    uint64_t resident = cooperative ? (uint64_t)per_multiprocessor * dml_cuda_state(device)->multiprocessors : 0;
+    uint64_t tasks = (uint64_t)n.channels * (n.chunks > n.image_blocks ? n.chunks : n.image_blocks);
+    *blocks = (uint32_t)(resident < tasks ? resident : tasks);
+    return S_OK;
+}
+
+template <class V> HRESULT plan_fused_grids(const DMLDevice* device, nchw_plan& n) {
+    dml_cuda_device_guard guard(device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    constexpr int vector = kVectorBytes / sizeof(typename V::T);
+    HRESULT status = fused_grid<V, 1>(device, n, &n.fused_blocks[0]);
+    return FAILED(status) ? status : fused_grid<V, vector>(device, n, &n.fused_blocks[1]);
+}
+
 /* The packed NCHW plan when the input and every tensor of `same_layout`
  * (absent ones skipped) are packed NCHW (the callers check the reduction or
  * the parameters' shapes); S_FALSE declines. */
-HRESULT plan_nchw(const dml_tensor& input, const dml_tensor* const same_layout[2], const group_rules& rules,
-                  dml_plan* plan) {
+HRESULT plan_nchw(const DMLDevice* device, const dml_tensor& input, const dml_tensor* const same_layout[2],
+                  const group_rules& rules, dml_plan* plan) {
     if (!in_layout(input, same_layout, dml_cuda_packed_nchw)) return S_FALSE;
     nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
@@ -1463,7 +1571,9 @@ HRESULT plan_nchw(const dml_tensor& input, const dml_tensor* const same_layout[2
     n->image_blocks = (n->images + n->images_per_block - 1) / n->images_per_block;
     n->rules = rules;
     plan->temporary_size = rules.inference ? 0 : (uint64_t)n->channels * n->chunks * sizeof(double2);
-    return S_OK;
+    if (rules.inference) return S_OK;
+    DML_TRY(is_half(&input) ? plan_fused_grids<f16_type>(device, *n) : plan_fused_grids<f32_type>(device, *n));
+    return n->fused_blocks[0] > 0 && n->fused_blocks[1] > 0 ? S_OK : S_FALSE;
 }
 
 nhwc_shape make_nhwc_shape(uint32_t columns) {
@@ -1475,8 +1585,8 @@ nhwc_shape make_nhwc_shape(uint32_t columns) {
 }
 
 /* As plan_nchw, for packed NHWC tensors. */
-HRESULT plan_nhwc(const dml_tensor& input, const dml_tensor* const same_layout[2], const group_rules& rules,
-                  dml_plan* plan) {
+HRESULT plan_nhwc(const DMLDevice*, const dml_tensor& input, const dml_tensor* const same_layout[2],
+                  const group_rules& rules, dml_plan* plan) {
     if (!in_layout(input, same_layout, packed_nhwc)) return S_FALSE;
     nhwc_plan* n = (nhwc_plan*)dml_plan_state(plan, sizeof(nhwc_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
@@ -1507,21 +1617,14 @@ bool use_vectors(bool vectorizable, const bn_bindings& p) {
 template <class V, int W> HRESULT launch_nchw(const dml_kernel_args* args, const bn_bindings& p, bool forward) {
     const nchw_plan& n = *DML_PLAN_STATE(args, nchw_plan);
     cudaStream_t stream = dml_cuda_stream(args);
-    unsigned partial_blocks = n.channels * n.chunks, apply_blocks = n.channels * n.image_blocks;
     if (n.rules.inference) {
-        bn_nchw_forward_apply<V, W><<<apply_blocks, kThreads, 0, stream>>>(n, p);
-        return dml_cuda_check_launch("bn_nchw_forward_apply");
+        bn_nchw_inference<V, W><<<n.channels * n.image_blocks, kThreads, 0, stream>>>(n, p);
+        return dml_cuda_check_launch("bn_nchw_inference");
     }
-    if (forward) {
-        bn_nchw_statistics_partials<V, W><<<partial_blocks, kThreads, 0, stream>>>(n, p);
-        DML_TRY(dml_cuda_check_launch("bn_nchw_statistics_partials"));
-        bn_nchw_forward_apply<V, W><<<apply_blocks, kThreads, 0, stream>>>(n, p);
-        return dml_cuda_check_launch("bn_nchw_forward_apply");
-    }
-    bn_nchw_gradient_partials<V, W><<<partial_blocks, kThreads, 0, stream>>>(n, p);
-    DML_TRY(dml_cuda_check_launch("bn_nchw_gradient_partials"));
-    bn_nchw_backward_apply<V, W><<<apply_blocks, kThreads, 0, stream>>>(n, p);
-    return dml_cuda_check_launch("bn_nchw_backward_apply");
+    void* kernel_args[2] = {const_cast<nchw_plan*>(&n), const_cast<bn_bindings*>(&p)};
+    const void* kernel = forward ? (const void*)bn_nchw_fused<V, W, true> : (const void*)bn_nchw_fused<V, W, false>;
+    cudaError_t error = cudaLaunchCooperativeKernel(kernel, n.fused_blocks[W > 1], kThreads, kernel_args, 0, stream);
+    return error == cudaSuccess ? S_OK : dml_cuda_kernel_error(error, "CUDA kernel bn_nchw_fused");
 }
 
 template <class V, int W> HRESULT launch_nhwc(const dml_kernel_args* args, const bn_bindings& p, bool forward) {
@@ -1557,10 +1660,10 @@ HRESULT launch_fast_path(const dml_kernel_args* args, const bn_bindings& p, bool
 }
 
 /* plan_nchw or plan_nhwc. */
-typedef HRESULT (*layout_planner)(const dml_tensor& input, const dml_tensor* const same_layout[2],
-                                  const group_rules& rules, dml_plan* plan);
+typedef HRESULT (*layout_planner)(const DMLDevice* device, const dml_tensor& input,
+                                  const dml_tensor* const same_layout[2], const group_rules& rules, dml_plan* plan);
 
-HRESULT plan_training_as(const DMLOperator* op, layout_planner planner, dml_plan* plan) {
+HRESULT plan_training_as(const DMLOperator* op, const DMLDevice* device, layout_planner planner, dml_plan* plan) {
     const dml_tensor* scale = &op->inputs[DML_BN_TRAINING_SCALE].tensor;
     const dml_tensor* same_layout[2] = {&op->inputs[DML_BN_TRAINING_FUSED_ADD].tensor,
                                         &op->outputs[DML_BN_TRAINING_OUTPUT].tensor};
@@ -1570,10 +1673,11 @@ HRESULT plan_training_as(const DMLOperator* op, layout_planner planner, dml_plan
     const dml_batch_norm_params* params = (const dml_batch_norm_params*)op->params;
     const dml_tensor& input = op->inputs[DML_BN_TRAINING_INPUT].tensor;
     if (!reduced_over_nhw(params, input)) return S_FALSE;
-    return planner(input, same_layout, make_group_rules(params, parameters, false), plan);
+    return planner(device, input, same_layout, make_group_rules(params, parameters, true, false), plan);
 }
 
-HRESULT plan_gradient_as(const DMLOperator* op, bool training, layout_planner planner, dml_plan* plan) {
+HRESULT plan_gradient_as(const DMLOperator* op, const DMLDevice* device, bool training, layout_planner planner,
+                         dml_plan* plan) {
     const dml_tensor* same_layout[2] = {&op->inputs[DML_BN_GRAD_INPUT_GRADIENT].tensor,
                                         &op->outputs[DML_BN_GRAD_OUTPUT_GRADIENT].tensor};
     const dml_tensor* parameters[5] = {&op->inputs[DML_BN_GRAD_MEAN].tensor, &op->inputs[DML_BN_GRAD_VARIANCE].tensor,
@@ -1583,11 +1687,11 @@ HRESULT plan_gradient_as(const DMLOperator* op, bool training, layout_planner pl
     const dml_batch_norm_params* params = (const dml_batch_norm_params*)op->params;
     const dml_tensor& input = op->inputs[DML_BN_GRAD_INPUT].tensor;
     if (!reduced_over_nhw(params, input)) return S_FALSE;
-    return planner(input, same_layout, make_group_rules(params, parameters, training), plan);
+    return planner(device, input, same_layout, make_group_rules(params, parameters, false, training), plan);
 }
 
 /* BATCH_NORMALIZATION with every parameter per channel or a scalar. */
-HRESULT plan_inference_as(const DMLOperator* op, layout_planner planner, dml_plan* plan) {
+HRESULT plan_inference_as(const DMLOperator* op, const DMLDevice* device, layout_planner planner, dml_plan* plan) {
     const dml_batch_norm_params* params = (const dml_batch_norm_params*)op->params;
     const dml_tensor& input = op->inputs[DML_BN_INPUT].tensor;
     if (input.rank != 4) return S_FALSE;
@@ -1607,8 +1711,9 @@ HRESULT plan_inference_as(const DMLOperator* op, layout_planner planner, dml_pla
     rules.epsilon = params->epsilon;
     rules.activation = params->activation;
     rules.inference = true;
+    rules.forward = true;
     const dml_tensor* same_layout[2] = {&op->outputs[DML_BN_OUTPUT].tensor, &op->outputs[DML_BN_OUTPUT].tensor};
-    return planner(input, same_layout, rules, plan);
+    return planner(device, input, same_layout, rules, plan);
 }
 
 /* The bindings of a dispatch; the NHWC values of the element-wise pass
@@ -1651,11 +1756,11 @@ bn_bindings inference_bindings(const dml_kernel_args* args) {
     return p;
 }
 
-HRESULT plan_inference_nchw(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    return plan_inference_as(op, plan_nchw, plan);
+HRESULT plan_inference_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_inference_as(op, device, plan_nchw, plan);
 }
-HRESULT plan_inference_nhwc(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    return plan_inference_as(op, plan_nhwc, plan);
+HRESULT plan_inference_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_inference_as(op, device, plan_nhwc, plan);
 }
 HRESULT run_inference_nchw(const dml_kernel_args* args) {
     return launch_fast_path(args, inference_bindings(args), true, false);
@@ -1664,23 +1769,23 @@ HRESULT run_inference_nhwc(const dml_kernel_args* args) {
     return launch_fast_path(args, inference_bindings(args), true, true);
 }
 
-HRESULT plan_training_nchw(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    return plan_training_as(op, plan_nchw, plan);
+HRESULT plan_training_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_training_as(op, device, plan_nchw, plan);
 }
-HRESULT plan_training_nhwc(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    return plan_training_as(op, plan_nhwc, plan);
+HRESULT plan_training_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_training_as(op, device, plan_nhwc, plan);
 }
-HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    return plan_gradient_as(op, false, plan_nchw, plan);
+HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_gradient_as(op, device, false, plan_nchw, plan);
 }
-HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    return plan_gradient_as(op, false, plan_nhwc, plan);
+HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_gradient_as(op, device, false, plan_nhwc, plan);
 }
-HRESULT plan_training_grad_nchw(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    return plan_gradient_as(op, true, plan_nchw, plan);
+HRESULT plan_training_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_gradient_as(op, device, true, plan_nchw, plan);
 }
-HRESULT plan_training_grad_nhwc(const DMLOperator* op, const DMLDevice*, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    return plan_gradient_as(op, true, plan_nhwc, plan);
+HRESULT plan_training_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_gradient_as(op, device, true, plan_nhwc, plan);
 }
 
 HRESULT run_training_nchw(const dml_kernel_args* args) {

@@ -87,13 +87,43 @@ __device__ window_max scan_window(const typename V::T* plane, const dml_pool_vie
     return result;
 }
 
-/* Logical coordinates {n, c, d, h, w} of element `index` of a 5-D view. */
-__device__ void coords_5d(const dml_pool_view& view, uint32_t index, uint32_t coords[5]) {
+/* The order in which a kernel's threads visit the elements of a 5-D view:
+ * dims[0] the slowest, dims[4] the fastest, by the strides of the tensor
+ * the kernel writes (largest first, ties in logical order), so that
+ * neighbouring threads write neighbouring elements: a channels-last tensor
+ * gets its channels across threads (coalesced) rather than C apart. */
+struct visit_order {
+    uint32_t dims[5];
+};
+
+visit_order visit_order_of(const dml_pool_view& written) {
+    visit_order order = {{0, 1, 2, 3, 4}};
+    for (int i = 1; i < 5; i++)
+        for (int j = i; j > 0 && written.strides[order.dims[j - 1]] < written.strides[order.dims[j]]; j--) {
+            uint32_t dim = order.dims[j];
+            order.dims[j] = order.dims[j - 1];
+            order.dims[j - 1] = dim;
+        }
+    return order;
+}
+
+/* Logical coordinates {n, c, d, h, w} of the index-th element of a 5-D view
+ * in the visit order. */
+__device__ void coords_5d(const dml_pool_view& view, const visit_order& order, uint32_t index, uint32_t coords[5]) {
     for (int i = 4; i > 0; i--) {
-        coords[i] = index % view.sizes[i];
-        index /= view.sizes[i];
+        uint32_t dim = order.dims[i];
+        coords[dim] = index % view.sizes[dim];
+        index /= view.sizes[dim];
     }
-    coords[0] = index;
+    coords[order.dims[0]] = index;
+}
+
+/* The inverse: the index in the visit order of the element at `coords`. */
+__device__ uint64_t index_5d(const dml_pool_view& view, const visit_order& order, const uint64_t coords[5]) {
+    uint64_t index = 0;
+    for (int i = 0; i < 5; i++)
+        index = index * view.sizes[order.dims[i]] + coords[order.dims[i]];
+    return index;
 }
 
 __device__ uint64_t grid_start() { return (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; }
@@ -104,6 +134,7 @@ __device__ uint64_t grid_step() { return (uint64_t)gridDim.x * blockDim.x; }
 struct forward_problem {
     dml_pooling_params params;
     dml_pool_view in, out, idx;
+    visit_order order; /* of the outputs */
     const void* input;
     void* output;
     void* indices; /* NULL when OutputIndicesTensor is absent */
@@ -115,7 +146,7 @@ template <class V> __global__ void max_pooling_forward(const forward_problem f) 
     typedef typename V::T T;
     for (uint64_t i = grid_start(); i < f.count; i += grid_step()) {
         uint32_t o[5];
-        coords_5d(f.out, (uint32_t)i, o);
+        coords_5d(f.out, f.order, (uint32_t)i, o);
         const T* plane = (const T*)f.input + o[0] * f.in.strides[0] + o[1] * f.in.strides[1];
         dml_pool_taps r[3];
         for (int dim = 0; dim < 3; dim++)
@@ -148,10 +179,11 @@ template <class V> HRESULT launch_forward(const dml_kernel_args* args, const for
 struct grad_problem {
     dml_pooling_params params;
     dml_pool_view in, grad_in, grad_out;
+    visit_order windows, elements; /* of the InputGradient (and argmax) and OutputGradient elements */
     const void* input;
     const void* input_gradient;
     void* output_gradient;
-    uint32_t* argmax;      /* per window, packed over grad_in's sizes; all ones: all padding */
+    uint32_t* argmax;      /* per window, in the windows' visit order; all ones: all padding */
     uint64_t window_count; /* InputGradient elements */
     uint64_t count;        /* OutputGradient elements */
 };
@@ -160,7 +192,7 @@ template <class V> __global__ void max_pooling_argmax(const grad_problem g) {
     typedef typename V::T T;
     for (uint64_t i = grid_start(); i < g.window_count; i += grid_step()) {
         uint32_t o[5];
-        coords_5d(g.grad_in, (uint32_t)i, o);
+        coords_5d(g.grad_in, g.windows, (uint32_t)i, o);
         const T* plane = (const T*)g.input + o[0] * g.in.strides[0] + o[1] * g.in.strides[1];
         dml_pool_taps r[3];
         for (int dim = 0; dim < 3; dim++)
@@ -214,9 +246,8 @@ template <class V> __global__ void max_pooling_gather(const grad_problem g) {
     const dml_pool_view& gi = g.grad_in;
     for (uint64_t i = grid_start(); i < g.count; i += grid_step()) {
         uint32_t x[5];
-        coords_5d(g.in, (uint32_t)i, x);
+        coords_5d(g.in, g.elements, (uint32_t)i, x);
         uint32_t position = (x[2] * g.in.sizes[3] + x[3]) * g.in.sizes[4] + x[4];
-        uint64_t plane = (uint64_t)x[0] * gi.sizes[1] + x[1];
         const T* dy = (const T*)g.input_gradient + x[0] * gi.strides[0] + x[1] * gi.strides[1];
         cover_range cd = covering_outputs(g.params, 0, x[2], gi.sizes[2]);
         cover_range ch = covering_outputs(g.params, 1, x[3], gi.sizes[3]);
@@ -227,10 +258,10 @@ template <class V> __global__ void max_pooling_gather(const grad_problem g) {
             if (!on_tap(g.params, 0, x[2], od)) continue;
             for (int64_t oh = ch.first; oh <= ch.last; oh++) {
                 if (!on_tap(g.params, 1, x[3], oh)) continue;
-                uint64_t row = (plane * gi.sizes[2] + (uint64_t)od) * gi.sizes[3] + (uint64_t)oh;
                 for (int64_t ow = cw.first; ow <= cw.last; ow++) {
                     if (!on_tap(g.params, 2, x[4], ow)) continue;
-                    if (g.argmax[row * gi.sizes[4] + (uint64_t)ow] != position) continue;
+                    const uint64_t window[5] = {x[0], x[1], (uint64_t)od, (uint64_t)oh, (uint64_t)ow};
+                    if (g.argmax[index_5d(gi, g.windows, window)] != position) continue;
                     sum += to_float(dy[od * gi.strides[2] + oh * gi.strides[3] + ow * gi.strides[4]]);
                 }
             }
@@ -276,6 +307,7 @@ HRESULT run_forward(const dml_kernel_args* args) {
         f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
     }
     f.count = element_count(f.out);
+    f.order = visit_order_of(f.out);
     switch (op->inputs[DML_POOL_INPUT].tensor.type) {
     case DML_TENSOR_DATA_TYPE_FLOAT32: return launch_forward<f32_type>(args, f);
     case DML_TENSOR_DATA_TYPE_FLOAT16: return launch_forward<f16_type>(args, f);
@@ -315,6 +347,8 @@ HRESULT run_grad(const dml_kernel_args* args) {
     g.output_gradient = args->outputs[DML_POOL_OUTPUT];
     g.window_count = element_count(g.grad_in);
     g.count = element_count(g.in);
+    g.windows = visit_order_of(g.grad_in);
+    g.elements = visit_order_of(g.grad_out);
     g.argmax = (uint32_t*)args->temporary;
     bool half = op->inputs[DML_POOL_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     return half ? launch_grad<f16_type>(args, g) : launch_grad<f32_type>(args, g);
@@ -344,6 +378,7 @@ struct nchw_plan {
     uint32_t band_rows, band_windows; /* gather form: input rows per block, window rows it needs */
     bool whole_planes;                /* one block per plane, staged in shared memory (plane_layout_of) */
     bool window_3x3;                  /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
+    bool window_3x3_stride_2;         /* also strides 2, start padding 1, even H and W (argmax_3x3_stride_2) */
     uint64_t count;                   /* threads' work items of the kernel that runs */
     unsigned blocks;
 };
@@ -381,6 +416,8 @@ nchw_plan* plan_nchw(const dml_tensor& input, const dml_tensor& pooled, const dm
     n->tiles_exact = tiles_dimension(p, 1, n->height, n->out_height) && tiles_dimension(p, 2, n->width, n->out_width);
     n->whole_planes = false;
     n->window_3x3 = p.window[1] == 3 && p.window[2] == 3 && p.dilations[1] == 1 && p.dilations[2] == 1;
+    n->window_3x3_stride_2 = n->window_3x3 && p.strides[1] == 2 && p.strides[2] == 2 && p.start_padding[1] == 1 &&
+                             p.start_padding[2] == 1 && n->height % 2 == 0 && n->width % 2 == 0;
     n->tiles_2x2 = n->tiles_exact && p.window[1] == 2 && p.window[2] == 2 && n->width % 4 == 0;
     return n;
 }
@@ -424,6 +461,40 @@ __device__ uint32_t argmax_2d(const typename V::T* plane, const nchw_plan& n, in
         }
     }
     return position;
+}
+
+/* The first maximal tap and its value, as argmax_2d<V, 3> finds them (the
+ * same scan and comparisons), of window (a, b) with strides 2 and start
+ * padding 1 on a plane of even width: per row, the taps of columns 2b and
+ * 2b + 1 are one aligned pair load. Position all ones (value -inf) when no
+ * tap is inside the input. */
+template <class V> struct tap_max {
+    uint32_t position;
+    typename V::T value;
+};
+
+template <class V>
+__device__ __forceinline__ tap_max<V> argmax_3x3_stride_2(const typename V::T* plane, const nchw_plan& n, uint32_t a,
+                                                          uint32_t b) {
+    typedef typename V::T T;
+    tap_max<V> best = {~0u, V::lowest()};
+    auto visit = [&](T value, uint32_t position) {
+        if (best.position == ~0u || V::greater(value, best.value)) best = {position, value};
+    };
+    uint32_t left = 2 * b - 1, right = 2 * b; /* columns; left wraps to all ones for b = 0 */
+#pragma unroll
+    for (int32_t kh = 0; kh < 3; kh++) {
+        int32_t h = 2 * (int32_t)a - 1 + kh;
+        if (h < 0 || h >= (int32_t)n.height) continue;
+        uint32_t row = (uint32_t)h * n.width;
+        if (left < n.width) visit(plane[row + left], row + left);
+        if (right < n.width) { /* then right + 1 < W too: W is even */
+            pair_of<T> pair = *(const pair_of<T>*)(plane + row + right);
+            visit(pair.v[0], row + right);
+            visit(pair.v[1], row + right + 1);
+        }
+    }
+    return best;
 }
 
 template <class I> __device__ void store_index(void* indices, uint64_t at, uint64_t plane_base, uint32_t position) {
@@ -560,8 +631,8 @@ __host__ __device__ plane_layout plane_layout_of(const nchw_plan& n, size_t elem
     size_t windows = (size_t)n.out_height * n.out_width;
     l.gradient = round_up_16((size_t)n.height * n.width * element);
     l.argmax = l.gradient + (gradient ? round_up_16(windows * element) : 0);
-    /* The argmax of every window, or with 3x3 windows which windows chose each element (below). */
-    size_t selections = n.window_3x3 ? (size_t)n.height * n.width : windows;
+    /* The argmax of every window, or with other 3x3 windows which windows chose each element (below). */
+    size_t selections = n.window_3x3 && !n.window_3x3_stride_2 ? (size_t)n.height * n.width : windows;
     l.column_spans = l.argmax + (gradient ? round_up_16(selections * sizeof(uint32_t)) : 0);
     l.row_spans = l.column_spans + (gradient ? round_up_16(n.width * sizeof(window_span)) : 0);
     l.total = l.row_spans + (gradient ? n.height * sizeof(window_span) : 0);
@@ -593,11 +664,17 @@ __global__ void __launch_bounds__(kThreads)
     stage_plane(values, (const T*)input + plane_base, plane_size, vector);
     __syncthreads();
     for (row_walker w(n.out_width); w.row < n.out_height; w.next()) {
-        uint32_t position = argmax_2d<V, K>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
+        tap_max<V> best;
+        if (K == 3 && n.window_3x3_stride_2) {
+            best = argmax_3x3_stride_2<V>(values, n, w.row, w.column);
+        } else {
+            best.position = argmax_2d<V, K>(values, n, (int32_t)(w.row * p.strides[1]) - (int32_t)p.start_padding[1],
                                             (int32_t)(w.column * p.strides[2]) - (int32_t)p.start_padding[2]);
+            best.value = best.position == ~0u ? V::lowest() : values[best.position];
+        }
         uint64_t out = (uint64_t)plane * windows + w.row * n.out_width + w.column;
-        ((T*)output)[out] = position == ~0u ? V::lowest() : values[position];
-        if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, position);
+        ((T*)output)[out] = best.value;
+        if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, best.position);
     }
 }
 
@@ -851,6 +928,65 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* Gradient of 3x3 windows with strides 2 and start padding 1 over planes of
+ * even H and W, whole planes (see max_pooling_grad_planes): thread (a, b)
+ * finds the argmax of window (a, b), then sums the gradients of the input
+ * quad at rows 2a, 2a + 1 and columns 2b, 2b + 1. Only windows a, a + 1
+ * (rows) and b, b + 1 (columns) cover the quad; visited in increasing
+ * (oh, ow), each adds its gradient to the element it chose: the sums and the
+ * order of max_pooling_grad_planes, without its masks, atomics and divisions,
+ * and the quad stored as two pairs (`pair_stores`: OutputGradient aligned to
+ * two elements; else four elements). */
+template <class V>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_3x3s2(const nchw_plan n, const void* input, const void* input_gradient, void* output_gradient,
+                           bool vector_input, bool vector_gradient, bool pair_stores) {
+    typedef typename V::T T;
+    extern __shared__ uint4 staged[];
+    const plane_layout l = plane_layout_of(n, sizeof(T), true);
+    T* values = (T*)staged;
+    T* dy = (T*)((char*)staged + l.gradient);
+    uint32_t* argmax = (uint32_t*)((char*)staged + l.argmax); /* [OH * OW] */
+    const uint32_t plane_size = n.height * n.width, windows = n.out_height * n.out_width;
+    const uint64_t plane_base = (uint64_t)blockIdx.x * plane_size;
+    stage_plane(values, (const T*)input + plane_base, plane_size, vector_input);
+    stage_plane(dy, (const T*)input_gradient + (uint64_t)blockIdx.x * windows, windows, vector_gradient);
+    __syncthreads();
+    for (row_walker w(n.out_width); w.row < n.out_height; w.next())
+        argmax[w.row * n.out_width + w.column] = argmax_3x3_stride_2<V>(values, n, w.row, w.column).position;
+    __syncthreads();
+    T* dx = (T*)output_gradient + plane_base;
+    for (row_walker q(n.width / 2); q.row < n.height / 2; q.next()) {
+        uint32_t top_left = 2 * q.row * n.width + 2 * q.column;
+        float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* the quad in row-major order */
+#pragma unroll
+        for (uint32_t k = 0; k < 4; k++) {
+            uint32_t oh = q.row + k / 2, ow = q.column + k % 2;
+            if (oh >= n.out_height || ow >= n.out_width) continue;
+            uint32_t window = oh * n.out_width + ow;
+            uint32_t chosen = argmax[window] - top_left; /* huge unless inside the quad's rows (~0u too) */
+            float gradient = to_float(dy[window]);
+            if (chosen == 0)
+                sums[0] += gradient;
+            else if (chosen == 1)
+                sums[1] += gradient;
+            else if (chosen == n.width)
+                sums[2] += gradient;
+            else if (chosen == n.width + 1)
+                sums[3] += gradient;
+        }
+        pair_of<T> top = {{from_float<T>(sums[0]), from_float<T>(sums[1])}};
+        pair_of<T> bottom = {{from_float<T>(sums[2]), from_float<T>(sums[3])}};
+        if (pair_stores) {
+            *(pair_of<T>*)(dx + top_left) = top;
+            *(pair_of<T>*)(dx + top_left + n.width) = bottom;
+        } else {
+            dx[top_left] = top.v[0], dx[top_left + 1] = top.v[1];
+            dx[top_left + n.width] = bottom.v[0], dx[top_left + n.width + 1] = bottom.v[1];
+        }
+    }
+}
+
 /* Shared memory of max_pooling_grad_bands. */
 size_t bands_shared_bytes(const nchw_plan& n) {
     return ((size_t)n.width + n.band_rows) * sizeof(window_span) +
@@ -903,6 +1039,11 @@ template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const n
         bool vector_input = aligned_to(input, 16) && plane_bytes % 16 == 0;
         bool vector_gradient = aligned_to(dy, 16) && gradient_bytes % 16 == 0;
         size_t shared_bytes = plane_layout_of(n, sizeof(T), true).total;
+        if (n.window_3x3_stride_2) {
+            max_pooling_grad_3x3s2<V><<<n.planes, kThreads, shared_bytes, stream>>>(
+                n, input, dy, dx, vector_input, vector_gradient, aligned_to(dx, 2 * sizeof(T)));
+            return dml_cuda_check_launch("max_pooling_grad_3x3s2");
+        }
         if (n.window_3x3)
             max_pooling_grad_planes<V, 3>
                 <<<n.planes, kThreads, shared_bytes, stream>>>(n, input, dy, dx, vector_input, vector_gradient);

@@ -829,6 +829,18 @@ static void expect_same_bits(const uint64_t* fast, const uint64_t* generic, uint
         }
 }
 
+/* The forward of `device` gives the bits of the generic kernel's. */
+static void expect_forward_of_generic(DMLDevice* device, DMLDevice* generic, const align_problem* p, const char* what) {
+    uint64_t position = test_rand_position(); /* both runs draw the same layouts */
+    align_run fast = run_forward(device, p);
+    test_rand_seek(position);
+    align_run slow = run_forward(generic, p);
+    if (SUCCEEDED(fast.status) && SUCCEEDED(slow.status))
+        expect_same_bits(fast.output_bits, slow.output_bits, output_count(p), what);
+    align_run_free(&fast);
+    align_run_free(&slow);
+}
+
 /* Every implementation of this ISA level gives the generic kernel's bits
  * (the determinism contract), and the reference's values, on problems wide
  * enough for full 8-channel vectors and their tails. */
@@ -844,14 +856,7 @@ TEST_CASE(wide_random_bit_identical_to_generic) {
         describe(&p, text, sizeof text, gradient ? "wide gradient" : "wide forward");
         if (!gradient) {
             check_forward(device, &p, "wide forward");
-            uint64_t position = test_rand_position(); /* both runs draw the same layouts */
-            align_run fast = run_forward(device, &p);
-            test_rand_seek(position);
-            align_run slow = run_forward(generic, &p);
-            if (SUCCEEDED(fast.status) && SUCCEEDED(slow.status))
-                expect_same_bits(fast.output_bits, slow.output_bits, output_count(&p), text);
-            align_run_free(&fast);
-            align_run_free(&slow);
+            expect_forward_of_generic(device, generic, &p, text);
         } else {
             uint32_t outputs = test_rand_range(1, 3);
             bool want_dx = outputs & 1, want_droi = outputs & 2;
@@ -896,11 +901,7 @@ TEST_CASE(streamed_forward_bit_identical_to_generic) {
         char text[512];
         describe(&p, text, sizeof text, "streamed forward");
         check_forward(device, &p, text);
-        align_run fast = run_forward(device, &p), slow = run_forward(generic, &p);
-        if (SUCCEEDED(fast.status) && SUCCEEDED(slow.status))
-            expect_same_bits(fast.output_bits, slow.output_bits, output_count(&p), text);
-        align_run_free(&fast);
-        align_run_free(&slow);
+        expect_forward_of_generic(device, generic, &p, text);
         align_data_free(&d);
     }
     dmlReleaseDevice(device);

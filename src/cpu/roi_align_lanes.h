@@ -863,24 +863,20 @@ static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DM
 
 static HRESULT run_grad(const dml_kernel_args* args) {
     const grad_plan* plan = DML_PLAN_STATE(args, grad_plan);
-    const DMLOperator* op = args->op;
-    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
-    const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
-    const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
-    const dml_tensor* roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor;
+    roi_align_grad_tensors t = roi_align_grad_tensors_of(args->op);
     grad_problem g = {
-        .dims = roi_align_grad_dims(op, args),
-        .input_gradient = tensor_view_make(input_gradient, args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT]),
+        .dims = roi_align_grad_dims(args->op, args),
+        .input_gradient = tensor_view_make(t.input_gradient, args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT]),
+        .roi_gradient_row_stride = t.roi_gradient_row_stride,
+        .roi_gradient_column_stride = t.roi_gradient_column_stride,
     };
-    if (input->present) g.input = tensor_view_make(input, args->inputs[DML_ROI_ALIGN_GRAD_INPUT]);
-    if (output_gradient->present) {
-        g.output_gradient = tensor_view_make(output_gradient, args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT]);
+    if (t.input->present) g.input = tensor_view_make(t.input, args->inputs[DML_ROI_ALIGN_GRAD_INPUT]);
+    if (t.output_gradient->present) {
+        g.output_gradient = tensor_view_make(t.output_gradient, args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT]);
         compute_feature_gradient(&g, plan, args->temporary);
     }
-    if (roi_gradient->present) {
+    if (t.roi_gradient->present) {
         g.roi_gradient = args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT];
-        g.roi_gradient_row_stride = roi_gradient->strides[roi_gradient->rank - 2];
-        g.roi_gradient_column_stride = roi_gradient->strides[roi_gradient->rank - 1];
         compute_box_gradient(&g, plan, args->temporary);
     }
     return S_OK;

@@ -93,6 +93,27 @@ static inline roi_align_dims roi_align_forward_dims(const dml_kernel_args* args)
     return d;
 }
 
+/* ROI_ALIGN_GRAD's tensors (`present` says which were given) and the
+ * strides of the ROI gradient's rows [x1, y1, x2, y2], whatever its rank. */
+typedef struct roi_align_grad_tensors {
+    const dml_tensor *input, *input_gradient, *output_gradient, *roi_gradient;
+    uint64_t roi_gradient_row_stride, roi_gradient_column_stride;
+} roi_align_grad_tensors;
+
+static inline roi_align_grad_tensors roi_align_grad_tensors_of(const DMLOperator* op) {
+    roi_align_grad_tensors t = {
+        .input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor,
+        .input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor,
+        .output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor,
+        .roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor,
+    };
+    if (t.roi_gradient->present) {
+        t.roi_gradient_row_stride = t.roi_gradient->strides[t.roi_gradient->rank - 2];
+        t.roi_gradient_column_stride = t.roi_gradient->strides[t.roi_gradient->rank - 1];
+    }
+    return t;
+}
+
 /* ROI_ALIGN_GRAD; with args NULL (at compile time) the shapes alone. N, H, W
  * come from InputTensor when present, else from OutputGradientTensor (§3). */
 static inline roi_align_dims roi_align_grad_dims(const DMLOperator* op, const dml_kernel_args* args) {

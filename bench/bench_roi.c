@@ -334,8 +334,10 @@ static void run_peer(const bench_context* ctx, double* peer_seconds) {
 int main(int argc, char** argv) {
     bench_context ctx;
     if (bench_begin(&ctx, "ROI pooling and ROI align", argc, argv) == BENCH_PEER_CHILD) return 0; /* no oneDNN peer */
+    /* libdml's threads are the peer's (OMP_NUM_THREADS; a device's default is every core). */
+    DML_DEVICE_DESC device_desc = {.Backend = DML_BACKEND_CPU, .ThreadCount = (UINT)ctx.threads};
     DMLDevice* device;
-    BENCH_CHECK_DML(dmlCreateDevice(NULL, &device));
+    BENCH_CHECK_DML(dmlCreateDevice(&device_desc, &device));
     double peer_seconds[WORKLOAD_COUNT] = {0};
     if (getenv("DML_BENCH_NO_PEER")) /* profiling libdml alone */
         printf("DML_BENCH_NO_PEER set: torchvision not run\n");

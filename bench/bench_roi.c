@@ -1,6 +1,8 @@
 /* ROI pooling and the ROI align family on the CPU: libdml against
- * torchvision (bench/peer_torchvision.py, run by /usr/bin/python3 in the
- * same run; skipped with a message where torchvision is missing).
+ * torchvision (bench/peer_torchvision.py in the same run, by the first of
+ * $DML_BENCH_PYTHON, /usr/bin/python3 (Debian's python3-torchvision) and the
+ * python3 on PATH (e.g. a venv of torch from pip) that imports torchvision;
+ * skipped with a message, and the peer's reason, where none does).
  *
  * Workloads of BENCHMARKS.md (roi_pool, roi_align_fwd, roi_align_grad) in
  * FLOAT32 and FLOAT16, NCHW and channels-last, every reduction and
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "../src/core/half.h"
 #include "bench.h"
@@ -66,8 +69,9 @@ static const workload workloads[] = {
 };
 enum { WORKLOAD_COUNT = sizeof workloads / sizeof workloads[0] };
 
-static const char* const kind_names[] = {"roi_pool", "roi_align_fwd", "roi_align_grad features",
-                                         "roi_align_grad features+boxes"};
+/* The first word of a row's description is its operator (bench_report):
+ * the gradient's two workloads are different operations. */
+static const char* const kind_names[] = {"roi_pool", "roi_align_fwd", "roi_align_grad", "roi_align_grad_boxes"};
 
 /* ---- Data ---- */
 
@@ -282,38 +286,58 @@ static bool selected(const bench_context* ctx, const workload* wl) {
     return bench_selected(ctx, describe(wl, text, sizeof text));
 }
 
-/* Runs the peer on every selected workload it has; peer_seconds[i] stays 0 elsewhere. */
-static void run_peer(const bench_context* ctx, double* peer_seconds) {
+/* Runs the peer with `python` on every selected workload it has;
+ * peer_seconds[i] stays 0 elsewhere. Prints the peer's versions line ('# ...');
+ * its reasons for failing go to stderr. Returns the script's exit status (3:
+ * this python cannot import torchvision; -1: not run). */
+static int run_peer_with(const bench_context* ctx, const char* python, double* peer_seconds) {
     char command[8192];
-    int length = snprintf(command, sizeof command, "/usr/bin/python3 %s/peer_torchvision.py %d", DML_BENCH_SOURCE_DIR,
-                          ctx->threads);
+    int length =
+        snprintf(command, sizeof command, "%s %s/peer_torchvision.py %d", python, DML_BENCH_SOURCE_DIR, ctx->threads);
     char tokens[WORKLOAD_COUNT][128];
     for (int i = 0; i < WORKLOAD_COUNT; i++) {
         tokens[i][0] = 0;
         if (selected(ctx, &workloads[i]) && peer_token(&workloads[i], tokens[i], sizeof tokens[i]))
             length += snprintf(command + length, sizeof command - (size_t)length, " %s", tokens[i]);
     }
+    fflush(stdout);
     FILE* peer = popen(command, "r");
+    if (peer == NULL) return -1;
     char line[256];
-    int lines = 0;
-    while (peer && fgets(line, sizeof line, peer)) {
+    while (fgets(line, sizeof line, peer)) {
         char token[128];
         double ms;
+        if (line[0] == '#') printf("torchvision peer:%s", line + 1);
         if (sscanf(line, "%127s %lf", token, &ms) != 2) continue;
-        lines++;
         for (int i = 0; i < WORKLOAD_COUNT; i++)
             if (strcmp(tokens[i], token) == 0) peer_seconds[i] = ms * 1e-3;
     }
-    int status = peer ? pclose(peer) : -1;
-    if (lines == 0)
-        printf("torchvision not available (status %d): no peer ratios (apt-get install python3-torchvision)\n", status);
+    int status = pclose(peer);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The peer with the first python that imports torchvision. */
+static void run_peer(const bench_context* ctx, double* peer_seconds) {
+    const char* pythons[] = {getenv("DML_BENCH_PYTHON"), "/usr/bin/python3", "python3"};
+    int status = -1;
+    for (size_t i = 0; i < sizeof pythons / sizeof pythons[0]; i++) {
+        if (pythons[i] == NULL || pythons[i][0] == '\0') continue;
+        status = run_peer_with(ctx, pythons[i], peer_seconds);
+        if (status != 3) break; /* 3: this python has no torchvision; try the next */
+    }
+    if (status != 0)
+        printf("torchvision not run (peer exit status %d, the reason above): no peer ratios (apt-get install "
+               "python3-torchvision, or DML_BENCH_PYTHON=a python with torchvision)\n",
+               status);
 }
 
 int main(int argc, char** argv) {
     bench_context ctx;
     if (bench_begin(&ctx, "ROI pooling and ROI align", argc, argv) == BENCH_PEER_CHILD) return 0; /* no oneDNN peer */
+    /* libdml's threads are the peer's (OMP_NUM_THREADS; a device's default is every core). */
+    DML_DEVICE_DESC device_desc = {.Backend = DML_BACKEND_CPU, .ThreadCount = (UINT)ctx.threads};
     DMLDevice* device;
-    BENCH_CHECK_DML(dmlCreateDevice(NULL, &device));
+    BENCH_CHECK_DML(dmlCreateDevice(&device_desc, &device));
     double peer_seconds[WORKLOAD_COUNT] = {0};
     if (getenv("DML_BENCH_NO_PEER")) /* profiling libdml alone */
         printf("DML_BENCH_NO_PEER set: torchvision not run\n");

@@ -1,12 +1,15 @@
-"""The torchvision peer of bench_roi (Debian's python3-torchvision).
+"""The torchvision peer of bench_roi (Debian's python3-torchvision, or torch
+and torchvision from pip).
 
 Usage: peer_torchvision.py THREADS WORKLOAD...
 A workload is kind:type:layout:N,C,H,W:R:OH,OW:scale:samples:rois, with kind
 pool (roi_pool), align (roi_align, AVERAGE, LINEAR, aligned=False), grad (the
 feature gradient of roi_align); type f32 or f16; layout nchw or nhwc; rois
-default, small or large (drawn as bench_roi.c draws them). Prints one line per
-workload: the workload and its median milliseconds, or '-' where torchvision
-cannot run it. Exits 3 when torchvision is missing.
+default, small or large (drawn as bench_roi.c draws them).
+Prints a first line '# torch X, torchvision Y, python Z' (bench_roi shows
+it), then one line per workload: the workload and its median milliseconds,
+or '-' where torchvision cannot run it, the reason on stderr. Exits 3, the
+reason on stderr, when torch or torchvision cannot be imported.
 """
 import statistics
 import sys
@@ -14,8 +17,10 @@ import time
 
 try:
     import torch
-    import torchvision  # noqa: F401 (registers torch.ops.torchvision)
-except ImportError:
+    import torchvision  # registers torch.ops.torchvision
+except Exception as error:  # ImportError, or e.g. a torchvision built for another torch
+    print("peer_torchvision: %s cannot import torch and torchvision: %s: %s"
+          % (sys.executable, type(error).__name__, error), file=sys.stderr)
     sys.exit(3)
 
 
@@ -69,10 +74,14 @@ def measure(workload):
 
 def main():
     torch.set_num_threads(int(sys.argv[1]))
+    print("# torch %s, torchvision %s, python %s (%s), %d threads"
+          % (torch.__version__, torchvision.__version__, sys.version.split()[0], sys.executable,
+             torch.get_num_threads()), flush=True)
     for workload in sys.argv[2:]:
         try:
             result = "%.4f" % measure(workload)
-        except RuntimeError:  # e.g. a type the CPU kernel lacks
+        except Exception as error:  # e.g. a type the CPU kernel lacks
+            print("peer_torchvision: %s: %s: %s" % (workload, type(error).__name__, error), file=sys.stderr)
             result = "-"
         print(workload, result, flush=True)
 

@@ -686,9 +686,18 @@ static void align_data_free(align_data* d) {
 
 /* A random problem; for_gradient keeps the gradient's constraints (UINT32
  * indices, no OutOfBoundsInputValue). */
-/* wide: 8 to 27 channels, larger images and regions, so that the fast paths
- * that vectorize across 8 channels run full vectors and tails. */
-static void random_problem_sized(align_problem* p, align_data* d, bool for_gradient, bool wide) {
+typedef enum problem_size {
+    PROBLEM_SMALL,
+    /* 8 to 27 channels, larger images and regions, so that the fast paths
+     * that vectorize across 8 channels run full vectors and tails. */
+    PROBLEM_WIDE,
+    /* Wide, with an output of 8 MiB or more in either type (1500 ROIs of 24
+     * to 27 channels x 9 x 13), which the fast paths stream. */
+    PROBLEM_STREAMED,
+} problem_size;
+
+static void random_problem_sized(align_problem* p, align_data* d, bool for_gradient, problem_size size) {
+    bool wide = size != PROBLEM_SMALL, streamed = size == PROBLEM_STREAMED;
     static const float scales[] = {1.0f, 0.5f, 0.25f, 0.0625f, 2.0f, 0.3f};
     static const float offsets[] = {0.5f, -0.5f, 0.0f, 0.25f, -0.75f};
     static const uint32_t sample_bounds[][2] = {{1, 1}, {2, 2}, {1, 4}, {3, 3}, {1, 8}, {2, 5}, {1, 4294967295u}};
@@ -698,12 +707,12 @@ static void random_problem_sized(align_problem* p, align_data* d, bool for_gradi
     p->type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
     p->index_type = !for_gradient && test_rand_bool() ? DML_TENSOR_DATA_TYPE_UINT64 : DML_TENSOR_DATA_TYPE_UINT32;
     p->batch = test_rand_range(1, 3);
-    p->channels = wide ? test_rand_range(8, 27) : test_rand_range(1, 3);
+    p->channels = streamed ? test_rand_range(24, 27) : wide ? test_rand_range(8, 27) : test_rand_range(1, 3);
     p->height = test_rand_range(1, wide ? 16 : 8);
     p->width = test_rand_range(1, wide ? 16 : 8);
-    p->roi_count = test_rand_range(1, wide ? 9 : 6);
-    p->out_height = test_rand_range(1, wide ? 5 : 4);
-    p->out_width = test_rand_range(1, wide ? 5 : 4);
+    p->roi_count = streamed ? 1500 : test_rand_range(1, wide ? 9 : 6);
+    p->out_height = streamed ? 9 : test_rand_range(1, wide ? 5 : 4);
+    p->out_width = streamed ? 13 : test_rand_range(1, wide ? 5 : 4);
     p->roi_rank = test_rand_range(2, 4);
     p->batch_rank = test_rand_range(1, 4);
     p->reduction = test_rand_bool() ? DML_REDUCE_FUNCTION_MAX : DML_REDUCE_FUNCTION_AVERAGE;
@@ -772,7 +781,7 @@ static void random_problem_sized(align_problem* p, align_data* d, bool for_gradi
 }
 
 static void random_problem(align_problem* p, align_data* d, bool for_gradient) {
-    random_problem_sized(p, d, for_gradient, false);
+    random_problem_sized(p, d, for_gradient, PROBLEM_SMALL);
 }
 
 TEST_CASE(random_forward_against_reference) {
@@ -820,6 +829,18 @@ static void expect_same_bits(const uint64_t* fast, const uint64_t* generic, uint
         }
 }
 
+/* The forward of `device` gives the bits of the generic kernel's. */
+static void expect_forward_of_generic(DMLDevice* device, DMLDevice* generic, const align_problem* p, const char* what) {
+    uint64_t position = test_rand_position(); /* both runs draw the same layouts */
+    align_run fast = run_forward(device, p);
+    test_rand_seek(position);
+    align_run slow = run_forward(generic, p);
+    if (SUCCEEDED(fast.status) && SUCCEEDED(slow.status))
+        expect_same_bits(fast.output_bits, slow.output_bits, output_count(p), what);
+    align_run_free(&fast);
+    align_run_free(&slow);
+}
+
 /* Every implementation of this ISA level gives the generic kernel's bits
  * (the determinism contract), and the reference's values, on problems wide
  * enough for full 8-channel vectors and their tails. */
@@ -830,19 +851,12 @@ TEST_CASE(wide_random_bit_identical_to_generic) {
         align_problem p;
         align_data d;
         bool gradient = iteration % 2 == 1;
-        random_problem_sized(&p, &d, gradient, true);
+        random_problem_sized(&p, &d, gradient, PROBLEM_WIDE);
         char text[512];
         describe(&p, text, sizeof text, gradient ? "wide gradient" : "wide forward");
         if (!gradient) {
             check_forward(device, &p, "wide forward");
-            uint64_t position = test_rand_position(); /* both runs draw the same layouts */
-            align_run fast = run_forward(device, &p);
-            test_rand_seek(position);
-            align_run slow = run_forward(generic, &p);
-            if (SUCCEEDED(fast.status) && SUCCEEDED(slow.status))
-                expect_same_bits(fast.output_bits, slow.output_bits, output_count(&p), text);
-            align_run_free(&fast);
-            align_run_free(&slow);
+            expect_forward_of_generic(device, generic, &p, text);
         } else {
             uint32_t outputs = test_rand_range(1, 3);
             bool want_dx = outputs & 1, want_droi = outputs & 2;
@@ -862,6 +876,32 @@ TEST_CASE(wide_random_bit_identical_to_generic) {
             align_run_free(&fast);
             align_run_free(&slow);
         }
+        align_data_free(&d);
+    }
+    dmlReleaseDevice(device);
+    dmlReleaseDevice(generic);
+}
+
+/* Forward outputs of 8 MiB or more in packed NCHW, which the fast paths
+ * write with non-temporal stores a block of 8 channels at a time (full
+ * blocks and a partial one, 117 outputs a channel so that blocks start and
+ * end inside cache lines): the generic kernel's bits and the reference's
+ * values, in both types. */
+TEST_CASE(streamed_forward_bit_identical_to_generic) {
+    if (test_backend_is_cuda()) return; /* a CPU comparison */
+    DMLDevice *device = test_device(0), *generic = generic_device();
+    for (int t = 0; t < 2 && !test_case_failed(); t++) {
+        align_problem p;
+        align_data d;
+        random_problem_sized(&p, &d, false, PROBLEM_STREAMED);
+        p.type = t ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        p.min_samples = p.max_samples = 2; /* bounded work */
+        for (int i = 0; i < T_COUNT; i++)
+            p.layouts[i] = TEST_LAYOUT_PACKED;
+        char text[512];
+        describe(&p, text, sizeof text, "streamed forward");
+        check_forward(device, &p, text);
+        expect_forward_of_generic(device, generic, &p, text);
         align_data_free(&d);
     }
     dmlReleaseDevice(device);

@@ -323,6 +323,51 @@ TEST_CASE(random_against_reference) { random_problems_against_reference(300, fal
 /* Full 8-channel vectors and their tails (the AVX2 paths), NaN and ties included. */
 TEST_CASE(random_wide_against_reference) { random_problems_against_reference(120, true); }
 
+/* Outputs of 8 MiB or more, which the AVX2 kernel writes with non-temporal
+ * stores a block of 8 channels at a time (packed NCHW): full blocks and a
+ * partial one (260 channels), 117 bins a channel so that blocks start and
+ * end inside cache lines, in both types; the first ROIs also cover the
+ * whole image and the ROIs of random_pooling_problem's kinds follow. */
+TEST_CASE(streamed_output_against_reference) {
+    DMLDevice* device = test_device(0);
+    for (int t = 0; t < 2 && !test_case_failed(); t++) {
+        pooling_problem p = {t ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32,
+                             2,
+                             260,
+                             13,
+                             21,
+                             144,
+                             9,
+                             13,
+                             0.5f,
+                             NULL,
+                             NULL,
+                             TEST_LAYOUT_PACKED,
+                             TEST_LAYOUT_PACKED,
+                             TEST_LAYOUT_PACKED};
+        size_t in_count = (size_t)p.batch * p.channels * p.height * p.width;
+        double* input = malloc(in_count * sizeof *input);
+        double* rois = malloc((size_t)p.roi_count * 5 * sizeof *rois);
+        for (size_t i = 0; i < in_count; i++)
+            input[i] = round(test_rand_double(-4000, 4000)) / 4;
+        for (uint32_t r = 0; r < p.roi_count; r++) {
+            double* roi = rois + (size_t)r * 5;
+            bool whole = r < 4;
+            roi[0] = whole ? r % 2 : random_batch_id(p.batch);
+            roi[1] = whole ? 0 : random_coordinate(p.width, p.spatial_scale);
+            roi[2] = whole ? 0 : random_coordinate(p.height, p.spatial_scale);
+            roi[3] = whole ? 2 * p.width : random_coordinate(p.width, p.spatial_scale);
+            roi[4] = whole ? 2 * p.height : random_coordinate(p.height, p.spatial_scale);
+        }
+        p.input = input;
+        p.rois = rois;
+        check_against_reference(device, &p, "streamed output");
+        free(input);
+        free(rois);
+    }
+    dmlReleaseDevice(device);
+}
+
 /* NaN never wins over a number; an all-NaN bin gives NaN; ties keep the
  * first element in (y, x) order, so -0.0 before +0.0 gives -0.0. */
 TEST_CASE(max_rule_nan_and_ties) {

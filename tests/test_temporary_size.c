@@ -92,15 +92,18 @@ TEST_CASE(batch_normalization_training_bound) {
 }
 
 /* ROI_POOLING: the AVX2 kernel's per-thread column bins and, NCHW, a bin
- * row's transposed column maxima and a ROI's results in 8 channels: at most
- * T x (8 PW + 63 + 32 (W + 7) + 32 (PH PW + 7)) bytes; the generic one none. */
+ * row's transposed column maxima and a ROI's results in 8 channels, and for
+ * an output of 8 MiB or more their staging copy: at most
+ * T x (8 PW + 63 + 32 (W + 7) + 32 (PH PW + 7) [+ 32 (PH PW + 1) + 63]) bytes;
+ * the generic one none. Every other round has an output of 8 MiB or more. */
 TEST_CASE(roi_pooling_bound) {
     for (int round = 0; round < 20 && !test_case_failed(); round++) {
         uint32_t threads = test_rand_range(1, 8);
-        UINT in_sizes[4] = {test_rand_range(1, 3), test_rand_range(1, 20), test_rand_range(1, 40),
+        bool large = round % 2 == 1;
+        UINT in_sizes[4] = {test_rand_range(1, 3), test_rand_range(large ? 8 : 1, 20), test_rand_range(1, 40),
                             test_rand_range(1, 40)};
-        UINT pooled[2] = {test_rand_range(1, 9), test_rand_range(1, 9)}; /* height, width */
-        UINT roi_sizes[4] = {1, 1, test_rand_range(1, 9), 5};
+        UINT pooled[2] = {test_rand_range(large ? 4 : 1, 9), test_rand_range(large ? 4 : 1, 9)}; /* height, width */
+        UINT roi_sizes[4] = {1, 1, large ? 16384 : test_rand_range(1, 9), 5}; /* large: >= 8 MiB of output */
         UINT out_sizes[4] = {roi_sizes[2], in_sizes[1], pooled[0], pooled[1]};
         tensor input, rois, output;
         tensor_make(&input, in_sizes);
@@ -109,8 +112,10 @@ TEST_CASE(roi_pooling_bound) {
         DML_ROI_POOLING_OPERATOR_DESC pool = {&input.desc, &rois.desc, &output.desc, 0.5f, {pooled[1], pooled[0]}};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_ROI_POOLING, &pool};
         uint64_t bins = (uint64_t)pooled[0] * pooled[1];
+        uint64_t output_bytes = 4ull * roi_sizes[2] * in_sizes[1] * bins;
+        uint64_t staging = output_bytes >= (8u << 20) ? 32 * (bins + 1) + 63 : 0;
         uint64_t size = temporary_size(&desc, threads),
-                 bound = threads * (8ull * pooled[1] + 63 + 32ull * (in_sizes[3] + 7) + 32 * (bins + 7));
+                 bound = threads * (8ull * pooled[1] + 63 + 32ull * (in_sizes[3] + 7) + 32 * (bins + 7) + staging);
         EXPECT(size <= bound,
                "ROI_POOLING %ux%ux%ux%u, pooled %ux%u, %u threads: TemporaryResourceSize %llu > %llu "
                "(seed %llu)",
@@ -121,16 +126,20 @@ TEST_CASE(roi_pooling_bound) {
 
 /* ROI_ALIGN1: the fast paths' ROIs by image (8 R) and, per thread, the
  * sample tables of one ROI (64 bytes per sample index along X and Y), a
- * ROI's results in 8 channels (32 OH OW) and an 8-channel image tile
- * (32 H W), each 64-aligned; the generic kernel none. */
+ * ROI's results in 8 channels (32 OH OW), for an output of 8 MiB or more
+ * their staging copy (32 (OH OW + 1)), and an 8-channel image tile
+ * (32 H W), each 64-aligned; the generic kernel none. Every other round has
+ * an output of 8 MiB or more. */
 TEST_CASE(roi_align_bound) {
     for (int round = 0; round < 20 && !test_case_failed(); round++) {
         uint32_t threads = test_rand_range(1, 8);
-        UINT in_sizes[4] = {test_rand_range(1, 3), test_rand_range(1, 20), test_rand_range(1, 40),
+        bool large = round % 2 == 1;
+        UINT in_sizes[4] = {test_rand_range(1, 3), test_rand_range(large ? 8 : 1, 20), test_rand_range(1, 40),
                             test_rand_range(1, 40)};
-        UINT roi_count = test_rand_range(1, 9), samples = test_rand_range(1, 4);
+        UINT roi_count = large ? 16384 : test_rand_range(1, 9), samples = test_rand_range(1, 4);
         UINT roi_sizes[4] = {1, 1, roi_count, 4};
-        UINT out_sizes[4] = {roi_count, in_sizes[1], test_rand_range(1, 9), test_rand_range(1, 9)};
+        UINT out_sizes[4] = {roi_count, in_sizes[1], test_rand_range(large ? 4 : 1, 9),
+                             test_rand_range(large ? 4 : 1, 9)}; /* large: >= 8 MiB */
         tensor input, rois, output;
         tensor_make(&input, in_sizes);
         tensor_make(&rois, roi_sizes);
@@ -161,8 +170,10 @@ TEST_CASE(roi_align_bound) {
                                               0};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_ROI_ALIGN1, &align};
         uint64_t sample_indices = (uint64_t)(out_sizes[2] + out_sizes[3]) * samples;
-        uint64_t per_thread = 64 * sample_indices + 63 + 32ull * out_sizes[2] * out_sizes[3] + 63 +
-                              32ull * in_sizes[2] * in_sizes[3] + 63;
+        uint64_t bins = (uint64_t)out_sizes[2] * out_sizes[3];
+        uint64_t staging = 4ull * roi_count * in_sizes[1] * bins >= (8u << 20) ? 32 * (bins + 1) + 63 : 0;
+        uint64_t per_thread =
+            64 * sample_indices + 63 + 32 * bins + 63 + staging + 32ull * in_sizes[2] * in_sizes[3] + 63;
         uint64_t size = temporary_size(&desc, threads), bound = 8ull * roi_count + 63 + threads * per_thread;
         EXPECT(size <= bound,
                "ROI_ALIGN1 %ux%ux%ux%u, %u ROIs, output %ux%u, %u threads: TemporaryResourceSize %llu "

@@ -404,26 +404,21 @@ static void compute_roi_gradient(const grad_problem* g, const grad_plan* plan, c
 
 /* The problem of a dispatch (args) or, with args NULL, its shapes alone. */
 static grad_problem grad_problem_make(const DMLOperator* op, const dml_kernel_args* args) {
-    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
-    const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
-    const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
-    const dml_tensor* roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor;
+    roi_align_grad_tensors t = roi_align_grad_tensors_of(op);
     grad_problem g = {
         .dims = roi_align_grad_dims(op, args),
-        .half = input_gradient->type == DML_TENSOR_DATA_TYPE_FLOAT16,
+        .half = t.input_gradient->type == DML_TENSOR_DATA_TYPE_FLOAT16,
+        .roi_gradient_row_stride = t.roi_gradient_row_stride,
+        .roi_gradient_column_stride = t.roi_gradient_column_stride,
     };
-    if (input->present) roi_copy_strides(g.in_strides, input);
-    roi_copy_strides(g.dy_strides, input_gradient);
-    if (output_gradient->present) roi_copy_strides(g.dx_strides, output_gradient);
-    if (roi_gradient->present) {
-        g.roi_gradient_row_stride = roi_gradient->strides[roi_gradient->rank - 2];
-        g.roi_gradient_column_stride = roi_gradient->strides[roi_gradient->rank - 1];
-    }
+    if (t.input->present) roi_copy_strides(g.in_strides, t.input);
+    roi_copy_strides(g.dy_strides, t.input_gradient);
+    if (t.output_gradient->present) roi_copy_strides(g.dx_strides, t.output_gradient);
     if (args == NULL) return g;
-    g.input = input->present ? args->inputs[DML_ROI_ALIGN_GRAD_INPUT] : NULL;
+    g.input = t.input->present ? args->inputs[DML_ROI_ALIGN_GRAD_INPUT] : NULL;
     g.input_gradient = args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT];
-    g.output_gradient = output_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT] : NULL;
-    g.roi_gradient = roi_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT] : NULL;
+    g.output_gradient = t.output_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT] : NULL;
+    g.roi_gradient = t.roi_gradient->present ? args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT] : NULL;
     return g;
 }
 

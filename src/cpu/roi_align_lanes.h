@@ -215,7 +215,7 @@ static void visit_by_image_tiles(const tensor_view* in, const roi_align_dims* d,
     {
         float* tile = (float*)(tiles + (size_t)dml_cpu_thread_index() * tile_stride);
         int64_t packed = -1; /* the (block, image) in tile */
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
         for (int64_t unit = 0; unit < units; unit++) {
             uint64_t pair = (uint64_t)unit / chunks, chunk = (uint64_t)unit % chunks;
             uint32_t c0 = (uint32_t)(pair / (d->batch + 1)) * ROI_LANES, image = (uint32_t)(pair % (d->batch + 1));
@@ -233,6 +233,7 @@ static void visit_by_image_tiles(const tensor_view* in, const roi_align_dims* d,
             for (uint32_t i = first; i < last; i++)
                 visit(context, order[i].roi, c0, lanes, image < d->batch ? tile : NULL);
         }
+        _mm_sfence(); /* streamed outputs visible before the dispatch returns */
     }
 }
 
@@ -242,6 +243,7 @@ typedef struct forward_plan {
     uint64_t order_bytes;   /* the ROIs ordered by image, at the start of the workspace */
     uint64_t table_entries; /* axis-table entries per thread: X then Y */
     uint64_t result_bytes;  /* per thread, NCHW output: a ROI's outputs in 8 channels (0: none) */
+    uint64_t staging_bytes; /* per thread, after them: their staging copy for a streamed output (0: none) */
     uint64_t tile_floats;   /* NCHW tile per thread (0: none) */
     int threads;
 } forward_plan;
@@ -249,6 +251,7 @@ typedef struct forward_plan {
 typedef struct forward_problem {
     roi_align_dims dims;
     tensor_view input, output;
+    uint64_t result_bytes; /* the staging copy of a streamed output follows a thread's results (0: not streamed) */
 } forward_problem;
 
 /* Every output of ROI r in channels [c0, c0 + lanes), reading `in` at `at`,
@@ -294,7 +297,10 @@ static inline __attribute__((always_inline)) void forward_outputs(const forward_
                 lanes_store(&f->output.lanes, view_offset(&f->output, r, c0, oy, ox), lanes, result);
         }
     }
-    if (results)
+    if (results && f->result_bytes > 0 && lanes == ROI_LANES)
+        lanes_stream_bins(&f->output.lanes, view_offset(&f->output, r, c0, 0, 0),
+                          f->dims.out_height * f->dims.out_width, results, (char*)results + f->result_bytes);
+    else if (results)
         lanes_write_bins(&f->output.lanes, view_offset(&f->output, r, c0, 0, 0), f->output.strides, f->dims.out_height,
                          f->dims.out_width, lanes, results);
 }
@@ -331,7 +337,7 @@ static void forward_task(const forward_problem* f, uint32_t r, uint32_t c0, uint
                 lanes_store(&f->output.lanes, view_offset(&f->output, r, c0, oy, ox), lanes, out_of_bounds);
         return;
     }
-    if (results)
+    if (results && f->result_bytes == 0) /* streamed lines are never read (a prefetch would fetch them) */
         lanes_prefetch_bins(&f->output.lanes, view_offset(&f->output, r, c0, 0, 0), f->output.strides,
                             f->dims.out_height, f->dims.out_width, lanes);
     axis_sample *xs = tables, *ys = tables + region.x.count;
@@ -377,8 +383,14 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_
         output->strides[1] == 1
             ? 0
             : roi_align64((uint64_t)output->sizes[2] * output->sizes[3] * ROI_LANES * sizeof(uint32_t));
-    uint64_t per_thread =
-        roi_align64(entries * sizeof(axis_sample)) + result_bytes + roi_align64(tile_floats * sizeof(float));
+    /* A large packed NCHW output is streamed (lanes_stream_bins), through a staging copy of the results. */
+    uint64_t bins = (uint64_t)output->sizes[2] * output->sizes[3];
+    uint64_t staging_bytes = lanes_bins_contiguous(output->strides, output->sizes[2], output->sizes[3], ROI_LANES) &&
+                                     roi_output_streams(output)
+                                 ? roi_align64(lanes_staging_bytes(bins))
+                                 : 0;
+    uint64_t per_thread = roi_align64(entries * sizeof(axis_sample)) + result_bytes + staging_bytes +
+                          roi_align64(tile_floats * sizeof(float));
     uint64_t order_bytes = roi_align64((uint64_t)output->sizes[0] * sizeof(roi_of_image));
     uint64_t workspace = order_bytes + (uint64_t)device->threads * per_thread;
     if (workspace > ROI_ALIGN_WORKSPACE_LIMIT) return S_FALSE;
@@ -387,6 +399,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, dml_
     plan->order_bytes = order_bytes;
     plan->table_entries = roi_align64(entries * sizeof(axis_sample)) / sizeof(axis_sample);
     plan->result_bytes = result_bytes;
+    plan->staging_bytes = staging_bytes;
     plan->tile_floats = roi_align64(tile_floats * sizeof(float)) / sizeof(float);
     plan->threads = (int)device->threads;
     result->temporary_size = workspace;
@@ -428,6 +441,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
         .dims = roi_align_forward_dims(args),
         .input = tensor_view_make(input, args->inputs[DML_ROI_ALIGN_INPUT]),
         .output = tensor_view_make(output, args->outputs[DML_ROI_ALIGN_OUTPUT]),
+        .result_bytes = plan->staging_bytes > 0 ? plan->result_bytes : 0,
     };
     uint32_t rois = f.dims.roi_count, blocks = (f.dims.channels + ROI_LANES - 1) / ROI_LANES;
     /* Workspace: the ROIs by image, each thread's axis tables and results,
@@ -436,7 +450,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     roi_order_by_image(&f.dims.source, rois, f.dims.batch, order);
     uint32_t valid = roi_first_of_image(order, rois, f.dims.batch);
     char* scratch = (char*)args->temporary + plan->order_bytes;
-    size_t scratch_bytes = plan->table_entries * sizeof(axis_sample) + plan->result_bytes;
+    size_t scratch_bytes = plan->table_entries * sizeof(axis_sample) + plan->result_bytes + plan->staging_bytes;
     float* tiles = (float*)(scratch + (size_t)plan->threads * scratch_bytes);
     if (plan->tile_floats > 0 && image_tiles_pay(&f.dims, order, valid)) {
         /* Each image's 8 channels packed once per block (and thread) and
@@ -447,20 +461,22 @@ static HRESULT run_forward(const dml_kernel_args* args) {
         return S_OK;
     }
     int64_t tasks = (int64_t)rois * blocks;
-    /* Regions differ in sample count: dynamic scheduling balances them;
-     * every output is computed by one thread alone. */
-#pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
+    /* Regions differ in sample count: dynamic scheduling balances them
+     * (roi_task_chunk); every output is computed by one thread alone. */
+    int threads = dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1);
+#pragma omp parallel num_threads(threads)
     {
         int thread = dml_cpu_thread_index();
         axis_sample* own_tables = (axis_sample*)(scratch + (size_t)thread * scratch_bytes);
         uint32_t* results = plan->result_bytes ? (uint32_t*)(own_tables + plan->table_entries) : NULL;
         float* tile = tiles + (size_t)thread * plan->tile_floats;
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, roi_task_chunk(tasks, threads)) nowait
         for (int64_t task = 0; task < tasks; task++) {
             roi_task t = roi_task_at(task, rois, blocks, f.input.lanes.contiguous);
             uint32_t lanes = f.dims.channels - t.c0 < ROI_LANES ? f.dims.channels - t.c0 : ROI_LANES;
             forward_task(&f, order[t.roi].roi, t.c0, lanes, own_tables, results, NULL, tile, plan->tile_floats);
         }
+        _mm_sfence(); /* streamed outputs visible before the dispatch returns */
     }
     return S_OK;
 }
@@ -751,10 +767,11 @@ static void compute_box_gradient(const grad_problem* g, const grad_plan* plan, c
     } else {
         uint32_t blocks = (g->dims.channels + ROI_LANES - 1) / ROI_LANES;
         int64_t tasks = (int64_t)g->dims.roi_count * blocks;
-#pragma omp parallel num_threads(dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1))
+        int threads = dml_cpu_threads_for(plan->threads, (uint64_t)tasks, 1);
+#pragma omp parallel num_threads(threads)
         {
             axis_sample* tables = thread_tables(plan, workspace);
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, roi_task_chunk(tasks, threads))
             for (int64_t task = 0; task < tasks; task++) {
                 roi_task t = roi_task_at(task, g->dims.roi_count, blocks, g->input.lanes.contiguous);
                 uint32_t lanes = g->dims.channels - t.c0 < ROI_LANES ? g->dims.channels - t.c0 : ROI_LANES;
@@ -846,24 +863,20 @@ static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DM
 
 static HRESULT run_grad(const dml_kernel_args* args) {
     const grad_plan* plan = DML_PLAN_STATE(args, grad_plan);
-    const DMLOperator* op = args->op;
-    const dml_tensor* input = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT].tensor;
-    const dml_tensor* input_gradient = &op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
-    const dml_tensor* output_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
-    const dml_tensor* roi_gradient = &op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT].tensor;
+    roi_align_grad_tensors t = roi_align_grad_tensors_of(args->op);
     grad_problem g = {
-        .dims = roi_align_grad_dims(op, args),
-        .input_gradient = tensor_view_make(input_gradient, args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT]),
+        .dims = roi_align_grad_dims(args->op, args),
+        .input_gradient = tensor_view_make(t.input_gradient, args->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT]),
+        .roi_gradient_row_stride = t.roi_gradient_row_stride,
+        .roi_gradient_column_stride = t.roi_gradient_column_stride,
     };
-    if (input->present) g.input = tensor_view_make(input, args->inputs[DML_ROI_ALIGN_GRAD_INPUT]);
-    if (output_gradient->present) {
-        g.output_gradient = tensor_view_make(output_gradient, args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT]);
+    if (t.input->present) g.input = tensor_view_make(t.input, args->inputs[DML_ROI_ALIGN_GRAD_INPUT]);
+    if (t.output_gradient->present) {
+        g.output_gradient = tensor_view_make(t.output_gradient, args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT]);
         compute_feature_gradient(&g, plan, args->temporary);
     }
-    if (roi_gradient->present) {
+    if (t.roi_gradient->present) {
         g.roi_gradient = args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_ROI_GRADIENT];
-        g.roi_gradient_row_stride = roi_gradient->strides[roi_gradient->rank - 2];
-        g.roi_gradient_column_stride = roi_gradient->strides[roi_gradient->rank - 1];
         compute_box_gradient(&g, plan, args->temporary);
     }
     return S_OK;

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "roi_common.h"
 
@@ -154,6 +155,15 @@ static inline void transpose_8x8(__m256 r[ROI_LANES]) {
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+/* Bins [b0, b0 + 8) of results[bins][8] transposed: block[i] holds channel
+ * c0 + i's, 0 past the last bin. */
+static inline void bins_by_channel(const uint32_t* results, uint32_t b0, uint32_t bins, __m256 block[ROI_LANES]) {
+    for (uint32_t j = 0; j < ROI_LANES; j++)
+        block[j] = b0 + j < bins ? _mm256_loadu_ps((const float*)results + (uint64_t)(b0 + j) * ROI_LANES)
+                                 : _mm256_setzero_ps();
+    transpose_8x8(block);
+}
+
 /* Writes the results of one ROI's bins in 8 channels, results[bin][8] in
  * raw bits (FLOAT16 in the low half) for bins = out_height x out_width, to
  * channels [c0, c0 + lanes) of `out` from `first`, the offset of (r, c0, 0,
@@ -167,10 +177,7 @@ static inline void lanes_write_bins(const channel_lanes* out, uint64_t first, co
     for (uint32_t b0 = 0; b0 < bins; b0 += ROI_LANES) {
         uint32_t count = bins - b0 < ROI_LANES ? bins - b0 : ROI_LANES;
         __m256 block[ROI_LANES];
-        for (uint32_t j = 0; j < ROI_LANES; j++)
-            block[j] = j < count ? _mm256_loadu_ps((const float*)results + (uint64_t)(b0 + j) * ROI_LANES)
-                                 : _mm256_setzero_ps();
-        transpose_8x8(block); /* block[i]: channel c0 + i, bins b0.. */
+        bins_by_channel(results, b0, bins, block);
         for (uint32_t i = 0; i < lanes; i++) {
             uint64_t at = first + i * strides[1];
             __m256i bits = _mm256_castps_si256(block[i]);
@@ -194,6 +201,68 @@ static inline void lanes_write_bins(const channel_lanes* out, uint64_t first, co
             }
         }
     }
+}
+
+/* Whether the outputs of 8 channels, out_height x out_width each, are one
+ * contiguous run (packed NCHW output): lanes_stream_bins' case. */
+static inline bool lanes_bins_contiguous(const uint64_t strides[4], uint32_t out_height, uint32_t out_width,
+                                         uint32_t lanes) {
+    return lanes == ROI_LANES && strides[3] == 1 && (out_height == 1 || strides[2] == out_width) &&
+           strides[1] == (uint64_t)out_height * out_width;
+}
+
+/* Copies `bytes` from `from` to `to`, the cache lines it fills whole with
+ * non-temporal stores (no read of the line for ownership, no eviction of
+ * the input from the caches), the partial lines at the ends with plain
+ * stores. The caller fences (_mm_sfence) before its results are read. */
+static inline void stream_bytes(char* to, const char* from, uint64_t bytes) {
+    uint64_t head = (64 - ((uintptr_t)to & 63)) & 63, at;
+    if (head > bytes) head = bytes;
+    memcpy(to, from, head);
+    for (at = head; at + 64 <= bytes; at += 64) {
+        _mm256_stream_si256((__m256i*)(to + at), _mm256_loadu_si256((const __m256i*)(from + at)));
+        _mm256_stream_si256((__m256i*)(to + at + 32), _mm256_loadu_si256((const __m256i*)(from + at + 32)));
+    }
+    memcpy(to + at, from + at, bytes - at);
+}
+
+/* Outputs of at least this size are streamed: no cache keeps them until
+ * they are read (a ROI pooling or ROI align output of 512 ROIs x 256
+ * channels x 7 x 7 is 25 MB), and plain stores would first read each line
+ * (perf: a third of ROI pooling's time went into those stores). */
+#define ROI_STREAM_OUTPUT_BYTES ((uint64_t)8 << 20)
+
+static inline bool roi_output_streams(const dml_tensor* output) {
+    return output->element_count * dml_tensor_element_size(output) >= ROI_STREAM_OUTPUT_BYTES;
+}
+
+/* Bytes of lanes_stream_bins' staging area for `bins` bins: 8 channels'
+ * runs and one vector of slack. */
+static inline uint64_t lanes_staging_bytes(uint64_t bins) { return (bins + 1) * ROI_LANES * sizeof(uint32_t); }
+
+/* lanes_write_bins where lanes_bins_contiguous holds, for outputs no cache
+ * keeps (a dispatch's output of tens of MB): the 8 channels' runs of bins
+ * transposed into `staged` (lanes_staging_bytes), then streamed to the
+ * output in one piece (stream_bytes). Blocks of 8 bins go last to first:
+ * a partial block's vector spills into the next channel's first block,
+ * which is written after it. */
+static inline void lanes_stream_bins(const channel_lanes* out, uint64_t first, uint32_t bins, const uint32_t* results,
+                                     void* staged) {
+    uint64_t element = out->half ? 2 : 4;
+    for (uint32_t b0 = (bins - 1) / ROI_LANES * ROI_LANES;; b0 -= ROI_LANES) {
+        __m256 block[ROI_LANES];
+        bins_by_channel(results, b0, bins, block);
+        for (uint32_t i = 0; i < ROI_LANES; i++) {
+            uint64_t at = (uint64_t)i * bins + b0;
+            __m256i bits = _mm256_castps_si256(block[i]);
+            if (out->half)
+                _mm_storeu_si128((__m128i*)((uint16_t*)staged + at), lanes_pack_halves(bits));
+            else
+                _mm256_storeu_si256((__m256i*)((uint32_t*)staged + at), bits);
+        }
+        if (b0 == 0) break;
+    }
+    stream_bytes((char*)out->base + first * element, staged, (uint64_t)ROI_LANES * bins * element);
 }
 
 /* Announces lanes_write_bins' stores (packed NCHW output), at the start of

@@ -17,8 +17,12 @@
  *   its columns for 8 channels at once: one vmaxps per 8 input elements and
  *   one transpose per 8 columns of a bin row, instead of a transpose per
  *   8 pixels.
+ *   An output of ROI_STREAM_OUTPUT_BYTES or more is written with
+ *   non-temporal stores, each task's 8 channels in one piece
+ *   (lanes_stream_bins).
  * - Channels-last (channel stride 1): each element of a bin is a contiguous
- *   load of 8 channels. */
+ *   load of 8 channels.
+ * Tasks are taken in chunks (roi_task_chunk). */
 #include <string.h>
 
 #include "../ops/roi_pooling_math.h"
@@ -192,8 +196,10 @@ static void pool_planes(const pooling_problem* f, const pooled_roi* roi, uint32_
 }
 
 typedef struct pooling_plan {
-    uint64_t column_bins; /* bins per thread for the columns of a ROI */
-    uint64_t pitch;       /* NCHW: columns of transposed maxima (0: channels-last) */
+    uint64_t column_bins;  /* bins per thread for the columns of a ROI */
+    uint64_t pitch;        /* NCHW: columns of transposed maxima (0: channels-last) */
+    uint64_t result_bytes; /* NCHW: a ROI's results in 8 channels */
+    bool stream;           /* NCHW: full blocks of the output streamed (lanes_stream_bins) */
     uint64_t thread_bytes;
 } pooling_plan;
 
@@ -213,16 +219,21 @@ static void pool_task(const pooling_problem* f, const pooling_plan* plan, uint32
         roi.x_end = columns[p->pooled_width - 1].end;
     }
     if (plan->pitch > 0) { /* NCHW */
-        lanes_prefetch_bins(&f->output, output_offset(f, r, c0, 0, 0), f->out_strides, p->pooled_height,
-                            p->pooled_width, lanes);
+        if (!plan->stream) /* streamed lines are never read (a prefetch would fetch them) */
+            lanes_prefetch_bins(&f->output, output_offset(f, r, c0, 0, 0), f->out_strides, p->pooled_height,
+                                p->pooled_width, lanes);
         float* transposed = (float*)(columns + plan->column_bins);
         uint32_t* results = (uint32_t*)(transposed + plan->pitch * ROI_LANES);
         if (roi.region.valid)
             pool_planes(f, &roi, c0, lanes, transposed, results);
         else /* +0.0 everywhere (RP-5) */
             memset(results, 0, (size_t)p->pooled_height * p->pooled_width * ROI_LANES * sizeof *results);
-        lanes_write_bins(&f->output, output_offset(f, r, c0, 0, 0), f->out_strides, p->pooled_height, p->pooled_width,
-                         lanes, results);
+        if (plan->stream && lanes == ROI_LANES)
+            lanes_stream_bins(&f->output, output_offset(f, r, c0, 0, 0), p->pooled_height * p->pooled_width, results,
+                              (char*)results + plan->result_bytes);
+        else
+            lanes_write_bins(&f->output, output_offset(f, r, c0, 0, 0), f->out_strides, p->pooled_height,
+                             p->pooled_width, lanes, results);
     } else if (!roi.region.valid) {
         for (uint32_t ph = 0; ph < p->pooled_height; ph++)
             for (uint32_t pw = 0; pw < p->pooled_width; pw++)
@@ -244,16 +255,21 @@ static HRESULT plan_pooling(const DMLOperator* op, const DMLDevice* device, dml_
     const dml_roi_pooling_params* p = op->params;
     if ((input->strides[1] == 1) != channels_last) return S_FALSE;
     if (!channels_last && input->strides[3] != 1) return S_FALSE; /* rows must be contiguous */
-    pooling_plan plan = {roi_align64((uint64_t)p->pooled_width * sizeof(dml_pooled_bin)) / sizeof(dml_pooled_bin), 0,
-                         0};
+    pooling_plan plan = {.column_bins =
+                             roi_align64((uint64_t)p->pooled_width * sizeof(dml_pooled_bin)) / sizeof(dml_pooled_bin)};
     plan.thread_bytes = plan.column_bins * sizeof(dml_pooled_bin);
     if (!channels_last) {
         /* The transposed column maxima of a bin row: the region's columns
          * in whole vectors, at most W rounded up to 8; the results of every
-         * bin, padded to 8 bins. */
+         * bin, padded to 8 bins; for a streamed output, their staging copy. */
         plan.pitch = dml_round_up_u64(input->sizes[3], ROI_LANES);
-        uint64_t bins = dml_round_up_u64((uint64_t)p->pooled_height * p->pooled_width, ROI_LANES);
-        plan.thread_bytes += (plan.pitch + bins) * ROI_LANES * sizeof(float);
+        uint64_t bins = (uint64_t)p->pooled_height * p->pooled_width;
+        plan.result_bytes = dml_round_up_u64(bins, ROI_LANES) * ROI_LANES * sizeof(float);
+        plan.thread_bytes += plan.pitch * ROI_LANES * sizeof(float) + plan.result_bytes;
+        const dml_tensor* output = &op->outputs[DML_ROI_POOLING_OUTPUT].tensor;
+        plan.stream = lanes_bins_contiguous(output->strides, p->pooled_height, p->pooled_width, ROI_LANES) &&
+                      roi_output_streams(output);
+        if (plan.stream) plan.thread_bytes += roi_align64(lanes_staging_bytes(bins));
     }
     if (plan.thread_bytes > ROI_POOLING_SCRATCH_LIMIT) return S_FALSE;
     pooling_plan* state = dml_plan_state(result, sizeof *state);
@@ -301,16 +317,18 @@ static HRESULT run_pooling(const dml_kernel_args* args) {
     const pooling_plan* plan = DML_PLAN_STATE(args, pooling_plan);
     uint32_t blocks = (f.channels + ROI_LANES - 1) / ROI_LANES;
     int64_t tasks = (int64_t)rois->sizes[2] * blocks;
-    /* Bins differ in size: dynamic scheduling balances them; every output
-     * is computed by one thread alone. */
-#pragma omp parallel num_threads(dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)tasks, 1))
+    /* Bins differ in size: dynamic scheduling balances them (roi_task_chunk);
+     * every output is computed by one thread alone. */
+    int threads = dml_cpu_threads_for(dml_cpu_threads(args), (uint64_t)tasks, 1);
+#pragma omp parallel num_threads(threads)
     {
         char* scratch = (char*)args->temporary + (size_t)dml_cpu_thread_index() * plan->thread_bytes;
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, roi_task_chunk(tasks, threads)) nowait
         for (int64_t task = 0; task < tasks; task++) {
             roi_task t = roi_task_at(task, rois->sizes[2], blocks, f.input.lanes.contiguous);
             pool_task(&f, plan, t.roi, t.c0, f.channels - t.c0 < ROI_LANES ? f.channels - t.c0 : ROI_LANES, scratch);
         }
+        _mm_sfence(); /* the streamed outputs visible before the dispatch returns */
     }
     return S_OK;
 }

@@ -188,6 +188,10 @@ static void collect_peers(bench_context* ctx) {
 #endif
 
 bench_mode bench_begin(bench_context* ctx, const char* title, int argc, char** argv) {
+    return bench_begin_with_peer(ctx, title, NULL, argc, argv);
+}
+
+bench_mode bench_begin_with_peer(bench_context* ctx, const char* title, const char* peer, int argc, char** argv) {
     memset(ctx, 0, sizeof *ctx);
 #ifdef _OPENMP
     ctx->threads = omp_get_max_threads();
@@ -208,15 +212,20 @@ bench_mode bench_begin(bench_context* ctx, const char* title, int argc, char** a
     printf("copy bandwidth %.2f GB/s (read + write): the faster of %d MiB copies, best of %d, with plain stores "
            "%.2f GB/s and non-temporal stores %.2f GB/s\n",
            copy.best * 1e-9, BENCH_COPY_MIB, BENCH_COPY_REPEATS, copy.plain * 1e-9, copy.non_temporal * 1e-9);
-    printf("floor = bytes / copy bandwidth; ratio = time / time of the peer named on the row (< 1: faster), the best "
-           "oneDNN row of the same operator, type (FLOAT32 for a FLOAT16 row oneDNN lacks) and workload\n");
+    printf("floor = bytes / copy bandwidth; ratio = time / time of the peer named on the row (< 1: faster), ");
+    if (peer) {
+        printf("%s on the same workload\n", peer);
+    } else {
+        printf("the best oneDNN row of the same operator, type (FLOAT32 for a FLOAT16 row oneDNN lacks) and "
+               "workload\n");
 #ifdef DML_BENCH_HAVE_ONEDNN
-    collect_peers(ctx);
-    printf("oneDNN %s: %zu rows measured in child processes (caps: default, SSE41)\n",
-           ctx->peer_count ? "found" : "failed", ctx->peer_count);
+        collect_peers(ctx);
+        printf("oneDNN %s: %zu rows measured in child processes (caps: default, SSE41)\n",
+               ctx->peer_count ? "found" : "failed", ctx->peer_count);
 #else
-    printf("oneDNN not found at build time: no peer (install libdnnl-dev)\n");
+        printf("oneDNN not found at build time: no peer (install libdnnl-dev)\n");
 #endif
+    }
     if (csv_path) {
         ctx->csv = fopen(csv_path, "w");
         if (ctx->csv == NULL)
@@ -276,7 +285,7 @@ void bench_report(const bench_context* ctx, const bench_row* row) {
     char operation[64], label[160];
     snprintf(operation, sizeof operation, "%.*s", (int)strcspn(row->workload, " "), row->workload);
     snprintf(label, sizeof label, "%s %s [%s]", row->library, row->layout, row->implementation);
-    printf("  %-17s %-8s %-56s %9.3f ms %7.2f GB/s floor %5.1f%%", operation, row->dtype, label, row->seconds * 1e3,
+    printf("  %-20s %-8s %-56s %9.3f ms %7.2f GB/s floor %5.1f%%", operation, row->dtype, label, row->seconds * 1e3,
            row->bytes / row->seconds * 1e-9, 100.0 * floor_fraction);
     if (ratio > 0) printf("  x%.2f %s", ratio, row->peer);
     printf("\n");

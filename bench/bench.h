@@ -80,6 +80,10 @@ typedef enum bench_mode { BENCH_MAIN, BENCH_PEER_CHILD } bench_mode;
  * runs the peer children, collecting their rows. In a child: does nothing
  * but return BENCH_PEER_CHILD. */
 bench_mode bench_begin(bench_context* ctx, const char* title, int argc, char** argv);
+/* The same for a program whose peer is not oneDNN (`peer` names it, e.g.
+ * "torchvision"): no oneDNN children, and the header says which peer the
+ * ratios refer to. */
+bench_mode bench_begin_with_peer(bench_context* ctx, const char* title, const char* peer, int argc, char** argv);
 void bench_end(bench_context* ctx);
 /* Whether a workload (or a shape name) is to be measured (--only). */
 bool bench_selected(const bench_context* ctx, const char* workload);

@@ -333,7 +333,8 @@ static void run_peer(const bench_context* ctx, double* peer_seconds) {
 
 int main(int argc, char** argv) {
     bench_context ctx;
-    if (bench_begin(&ctx, "ROI pooling and ROI align", argc, argv) == BENCH_PEER_CHILD) return 0; /* no oneDNN peer */
+    if (bench_begin_with_peer(&ctx, "ROI pooling and ROI align", "torchvision", argc, argv) == BENCH_PEER_CHILD)
+        return 0;
     /* libdml's threads are the peer's (OMP_NUM_THREADS; a device's default is every core). */
     DML_DEVICE_DESC device_desc = {.Backend = DML_BACKEND_CPU, .ThreadCount = (UINT)ctx.threads};
     DMLDevice* device;

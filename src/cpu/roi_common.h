@@ -210,7 +210,7 @@ static inline uint32_t roi_first_of_image(const roi_of_image* sorted, uint32_t c
 /* How many tasks a thread takes at a time from a dynamic schedule of
  * `tasks` tasks of uneven cost: about 64 chunks a thread to balance them,
  * at most 64 tasks a chunk. Taking them one at a time cost a third of ROI
- * pooling's time (16384 tasks; 1 and 2 threads, A/B in one process). The
+ * pooling's time (16384 tasks, 2 threads, A/B in one process). The
  * schedule never changes a result: every output is computed by one task. */
 static inline int roi_task_chunk(int64_t tasks, int threads) {
     int64_t chunk = tasks / ((int64_t)threads * 64);

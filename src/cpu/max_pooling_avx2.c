@@ -683,6 +683,8 @@ typedef struct grad_plan {
     bool zero_columns; /* write_once: some input columns lie in no window */
     int64_t planes;
     uint64_t plane_size; /* D * H * W: floats of one accumulator plane */
+    uint32_t band_rows;  /* > 0: 2-D planes through band_plane, with this many accumulator rows */
+    uint32_t band_width; /* floats of a band row: 16 per block of band_add_row */
     int threads;
 } grad_plan;
 
@@ -721,6 +723,28 @@ static bool in_a_window(const dml_pooling_params* p, uint32_t dim, uint32_t x, u
     return padded % p->strides[dim] < p->window[dim] && padded / p->strides[dim] < out_size;
 }
 
+/* How many eight-column blocks band_add_row visits: one past the last
+ * output column, so that its window's third column (the next window's
+ * first) is added too. */
+static uint32_t band_blocks(uint32_t out_width) { return (out_width + 1 + 7) / 8; }
+
+/* Whether the band applies: a 2-D plane whose rows take the whole-row path,
+ * InputGradient and OutputGradient contiguous along W, and a band no larger
+ * than the plane (the temporary resource's bound). */
+static void grad_plan_set_band(grad_plan* gp, const dml_pooling_params* p) {
+    const nchw_geometry* g = &gp->g;
+    gp->band_rows = 0;
+    if (g->row_blocks == 0 || g->in.sizes[2] != 1 || g->out_depth != 1 || gp->grad_in.strides[4] != 1 ||
+        gp->grad_out.strides[4] != 1)
+        return;
+    uint64_t rows = (uint64_t)(p->window[1] - 1) * p->dilations[1] + 1;
+    if (rows > g->in.sizes[3]) rows = g->in.sizes[3];
+    uint64_t width = 16 * (uint64_t)band_blocks(g->out_width);
+    if (rows * width > gp->plane_size) return;
+    gp->band_rows = (uint32_t)rows;
+    gp->band_width = (uint32_t)width;
+}
+
 static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     grad_plan gp;
@@ -741,8 +765,10 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     if (state == NULL) return E_OUTOFMEMORY;
     gp.write_once = write_once_applies(&gp, p);
     if (gp.write_once) gp.zero_columns = some_coordinate_in_no_window(p, 2, gp.g.in.sizes[4], gp.g.out_width);
+    if (!gp.write_once) grad_plan_set_band(&gp, p);
     *state = gp;
-    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * gp.plane_size * sizeof(float);
+    uint64_t per_thread = gp.band_rows ? (uint64_t)gp.band_rows * gp.band_width : gp.plane_size;
+    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * per_thread * sizeof(float);
     return S_OK;
 }
 
@@ -807,6 +833,14 @@ static ALWAYS_INLINE void store_lanes(char* at, __m256 lanes, bool half, uint32_
     }
 }
 
+/* Sixteen consecutive input columns from eight W-stride-2 windows' lanes:
+ * lane l's `even` value at column 2 l, its `odd` value at 2 l + 1. */
+static ALWAYS_INLINE void interleave_columns(__m256 even, __m256 odd, __m256* low, __m256* high) {
+    __m256 a = _mm256_unpacklo_ps(even, odd), b = _mm256_unpackhi_ps(even, odd);
+    *low = _mm256_permute2f128_ps(a, b, 0x20);
+    *high = _mm256_permute2f128_ps(a, b, 0x31);
+}
+
 /* OutputGradient of one plane when windows are disjoint: for each output
  * row, each input row of its windows is written from the argmaxes, +0 + dy
  * at a window's argmax (the generic sum of one term) and +0 elsewhere;
@@ -854,11 +888,10 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
                         _mm256_and_ps(gradient, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
                                                     m.position, _mm256_add_epi32(position, _mm256_set1_epi32(1)))));
                     if (!b.single) { /* an interior block: columns first .. first + 15, inside the row */
-                        __m256 low = _mm256_unpacklo_ps(even, odd), high = _mm256_unpackhi_ps(even, odd);
-                        store_lanes(dx_row + first * (int64_t)element, _mm256_permute2f128_ps(low, high, 0x20), g->half,
-                                    8);
-                        store_lanes(dx_row + (first + 8) * (int64_t)element, _mm256_permute2f128_ps(low, high, 0x31),
-                                    g->half, 8);
+                        __m256 low, high;
+                        interleave_columns(even, odd, &low, &high);
+                        store_lanes(dx_row + first * (int64_t)element, low, g->half, 8);
+                        store_lanes(dx_row + (first + 8) * (int64_t)element, high, g->half, 8);
                         continue;
                     }
                     /* A single column (lane 0): its window's columns inside the row. */
@@ -876,6 +909,147 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
         }
 }
 
+/* ---- Overlapping windows of 2-D planes: a band of accumulator rows ----
+ *
+ * A 2-D plane (D = 1, one output depth) whose rows take the whole-row path
+ * (3x3/2: windows share a column with each neighbour and a row with the next
+ * output row) accumulates in a ring of band_rows input rows instead of a
+ * whole plane. For each output row, the argmaxes and InputGradient values
+ * go into column-ordered arrays (grad_row); then for each input row of the
+ * windows, eight output columns at a time compare their argmax with the
+ * columns of their window (band_add_row) and add the values that hit,
+ * +0 elsewhere. The order per element is the generic kernel's (increasing
+ * output index): a column shared by outputs ow - 1 and ow gets ow - 1's
+ * value first. Adding +0 changes nothing: a sum starting from +0 is never
+ * -0, and a NaN stays the same NaN. Input rows no later output row reaches
+ * are written to OutputGradient at once and their band row zeroed. */
+
+enum { GRAD_ROW_COLUMNS = ROW_BLOCKS * 8 + ROW_EDGE_COLUMNS + 8 }; /* whole-row outputs, + a block of slack */
+
+/* One output row: per column its argmax's plane position and its
+ * InputGradient value (0 where no tap was valid); columns past the row's
+ * end hold position -1 and value 0, so their comparisons never hit. */
+typedef struct grad_row {
+    _Alignas(32) int32_t position[GRAD_ROW_COLUMNS];
+    _Alignas(32) float dy[GRAD_ROW_COLUMNS];
+} grad_row;
+
+/* sum + term with the sum as the first source operand, which x86 returns
+ * when both are NaN: the NaN the generic kernel's `acc += dy` keeps (with
+ * the intrinsic the compiler may swap the operands). */
+static ALWAYS_INLINE __m256 add_to_sum(__m256 sum, __m256 term) {
+    __m256 result;
+    __asm__("vaddps %2, %1, %0" : "=x"(result) : "x"(sum), "xm"(term));
+    return result;
+}
+
+/* Adds one output row's values into band row `acc` (float j is input
+ * column j - padding) for input row at plane position `row_position`. */
+static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t blocks, int32_t row_position,
+                                       uint32_t padding, int window_w) {
+    const __m256i rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+    const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+    /* Lane l's window starts at column 2 (8 j + l) - padding. */
+    __m256i first = _mm256_add_epi32(_mm256_set1_epi32(row_position - (int32_t)padding),
+                                     _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    __m256 previous_third = _mm256_setzero_ps(); /* rotated: the last lane's third-column value in lane 0 */
+    for (uint32_t j = 0; j < blocks; j++, acc += 16, first = _mm256_add_epi32(first, _mm256_set1_epi32(16))) {
+        __m256i position = _mm256_load_si256((const __m256i*)(r->position + 8 * j));
+        __m256 dy = _mm256_load_ps(r->dy + 8 * j);
+        __m256 at_first = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(position, first)));
+        __m256 at_second =
+            _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(position, _mm256_add_epi32(first, one))));
+        __m256 low, high;
+        if (window_w == 2) {
+            interleave_columns(at_first, at_second, &low, &high);
+            _mm256_storeu_ps(acc, add_to_sum(_mm256_loadu_ps(acc), low));
+            _mm256_storeu_ps(acc + 8, add_to_sum(_mm256_loadu_ps(acc + 8), high));
+            continue;
+        }
+        /* The third column of lane l is the first of lane l + 1: lane l - 1's value comes first. */
+        __m256 at_third =
+            _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(position, _mm256_add_epi32(first, two))));
+        __m256 rotated = _mm256_permutevar8x32_ps(at_third, rotate);
+        __m256 from_previous = _mm256_blend_ps(rotated, previous_third, 0x01);
+        previous_third = rotated;
+        __m256 low_first, high_first;
+        interleave_columns(from_previous, at_second, &low_first, &high_first);
+        interleave_columns(at_first, _mm256_setzero_ps(), &low, &high);
+        _mm256_storeu_ps(acc, add_to_sum(add_to_sum(_mm256_loadu_ps(acc), low_first), low));
+        _mm256_storeu_ps(acc + 8, add_to_sum(add_to_sum(_mm256_loadu_ps(acc + 8), high_first), high));
+    }
+}
+
+/* Writes band row `acc` (float j: column j - padding) as an OutputGradient
+ * row and zeroes it for the input row that takes its place. */
+static void band_write_row(const grad_plan* gp, float* acc, char* dx_row) {
+    const uint32_t width = gp->g.in.sizes[4];
+    const size_t element = gp->g.half ? 2 : 4;
+    const float* from = acc + gp->g.padding_w;
+    uint32_t w = 0;
+    if (!gp->g.half && ((uintptr_t)dx_row & 31) == 0) /* streamed past the caches: no read for ownership */
+        for (; w + 8 <= width; w += 8)
+            _mm256_stream_ps((float*)dx_row + w, _mm256_loadu_ps(from + w));
+    for (; w < width; w += 8)
+        store_lanes(dx_row + w * element, _mm256_loadu_ps(from + w), gp->g.half, width - w < 8 ? width - w : 8);
+    memset(acc, 0, gp->band_width * sizeof *acc);
+}
+
+/* The gradient of one 2-D plane through the band (see above). */
+static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_params* p, const char* plane,
+                                     const char* dy_plane, char* dx_plane, float* band, grad_row* r, row_cache* cache,
+                                     int window_w) {
+    const nchw_geometry* g = &gp->g;
+    const dml_pool_view* dy = &gp->grad_in;
+    const dml_pool_view* o = &gp->grad_out;
+    const size_t element = g->half ? 2 : 4;
+    const uint32_t height = g->in.sizes[3], blocks = band_blocks(g->out_width);
+    const dml_pool_taps rd = dml_pool_window_taps(p, 0, 0, 1);
+    uint32_t written = 0; /* input rows before it are in OutputGradient */
+    for (uint32_t oh = 0; oh < g->out_height; oh++) {
+        dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, height);
+        window_rows w;
+        window_rows_at(g, p, plane, &rd, &rh, &w);
+        if (w.count > 0) {
+            row_block layout[ROW_PIECES];
+            block_max blocks_max[ROW_PIECES];
+            uint32_t pieces = whole_row_maxima(g, p, plane, &rd, &rh, cache, layout, blocks_max);
+            const char* dy_row = dy_plane + oh * dy->strides[3] * element;
+            for (uint32_t i = 0; i < pieces; i++) {
+                row_block b = layout[i];
+                block_max m = blocks_max[i];
+                __m256 value = _mm256_and_ps(load_channels(dy_row + b.ow0 * element, g->half, b.count),
+                                             _mm256_castsi256_ps(m.found));
+                if (b.count == 8) {
+                    _mm256_storeu_si256((__m256i*)(r->position + b.ow0), m.position);
+                    _mm256_storeu_ps(r->dy + b.ow0, value);
+                } else { /* a single column */
+                    r->position[b.ow0] = _mm256_cvtsi256_si32(m.position);
+                    r->dy[b.ow0] = _mm256_cvtss_f32(value);
+                }
+            }
+            for (uint32_t k = 0; k < w.count; k++)
+                band_add_row(band + (size_t)(w.h[k] % gp->band_rows) * gp->band_width, r, blocks, w.position[k],
+                             g->padding_w, window_w);
+        }
+        /* Rows before the next output row's first window row are complete. */
+        int64_t next = oh + 1 < g->out_height ? (int64_t)(oh + 1) * p->strides[1] - p->start_padding[1] : height;
+        uint32_t complete = next < 0 ? 0 : next > height ? height : (uint32_t)next;
+        for (; written < complete; written++)
+            band_write_row(gp, band + (size_t)(written % gp->band_rows) * gp->band_width,
+                           dx_plane + written * o->strides[3] * element);
+    }
+}
+
+/* band_plane specialized for the window's width. */
+static void band_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
+                           char* dx_plane, float* band, grad_row* r, row_cache* cache) {
+    if (gp->g.window_w == 3)
+        band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3);
+    else
+        band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2);
+}
+
 static HRESULT run_grad(const dml_kernel_args* args) {
     const grad_plan* gp = DML_PLAN_STATE(args, grad_plan);
     const nchw_geometry* g = &gp->g;
@@ -888,9 +1062,17 @@ static HRESULT run_grad(const dml_kernel_args* args) {
 #pragma omp parallel num_threads(gp->threads)
     {
         int thread = dml_cpu_thread_index();
-        float* acc = scratch + (size_t)thread * gp->plane_size;
+        float* acc = scratch + (size_t)thread * (gp->band_rows ? gp->band_rows * gp->band_width : gp->plane_size);
         row_cache cache;
         cache.row = NULL;
+        grad_row band_row; /* band_plane's output row: the columns past its end never hit */
+        if (gp->band_rows) {
+            for (uint32_t i = 0; i < GRAD_ROW_COLUMNS; i++) {
+                band_row.position[i] = -1;
+                band_row.dy[i] = 0;
+            }
+            memset(acc, 0, (size_t)gp->band_rows * gp->band_width * sizeof *acc);
+        }
 #pragma omp for schedule(static)
         for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
             uint32_t c = (uint32_t)((uint64_t)plane_index % g->in.sizes[1]);
@@ -901,6 +1083,13 @@ static HRESULT run_grad(const dml_kernel_args* args) {
                 const dml_pool_view* o = &gp->grad_out;
                 write_once_plane(gp, p, plane, input_gradient + (n * dy->strides[0] + c * dy->strides[1]) * element,
                                  output_gradient + (n * o->strides[0] + c * o->strides[1]) * element, &cache);
+                continue;
+            }
+            if (gp->band_rows) {
+                const dml_pool_view* o = &gp->grad_out;
+                band_plane_any(gp, p, plane, input_gradient + (n * dy->strides[0] + c * dy->strides[1]) * element,
+                               output_gradient + (n * o->strides[0] + c * o->strides[1]) * element, acc, &band_row,
+                               &cache);
                 continue;
             }
             memset(acc, 0, gp->plane_size * sizeof *acc);
@@ -929,6 +1118,7 @@ static HRESULT run_grad(const dml_kernel_args* args) {
             const dml_pool_view* o = &gp->grad_out;
             write_grad_plane(gp, acc, output_gradient + (n * o->strides[0] + c * o->strides[1]) * element);
         }
+        _mm_sfence(); /* band_write_row's streaming stores are visible before the dispatch returns */
     }
     return S_OK;
 }

@@ -684,7 +684,7 @@ typedef struct grad_plan {
     int64_t planes;
     uint64_t plane_size; /* D * H * W: floats of one accumulator plane */
     uint32_t band_rows;  /* > 0: 2-D planes through band_plane, with this many accumulator rows */
-    uint32_t band_width; /* floats of a band row: 16 per block of band_add_row */
+    uint32_t band_width; /* floats of a band row: its even and odd columns (8 per block each) and 16 of slack */
     int threads;
 } grad_plan;
 
@@ -739,7 +739,7 @@ static void grad_plan_set_band(grad_plan* gp, const dml_pooling_params* p) {
         return;
     uint64_t rows = (uint64_t)(p->window[1] - 1) * p->dilations[1] + 1;
     if (rows > g->in.sizes[3]) rows = g->in.sizes[3];
-    uint64_t width = 16 * (uint64_t)band_blocks(g->out_width);
+    uint64_t width = 16 * (uint64_t)band_blocks(g->out_width) + 16; /* 64-byte lines: no false sharing */
     if (rows * width > gp->plane_size) return;
     gp->band_rows = (uint32_t)rows;
     gp->band_width = (uint32_t)width;
@@ -914,23 +914,28 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
  * A 2-D plane (D = 1, one output depth) whose rows take the whole-row path
  * (3x3/2: windows share a column with each neighbour and a row with the next
  * output row) accumulates in a ring of band_rows input rows instead of a
- * whole plane. For each output row, the argmaxes and InputGradient values
- * go into column-ordered arrays (grad_row); then for each input row of the
- * windows, eight output columns at a time compare their argmax with the
- * columns of their window (band_add_row) and add the values that hit,
- * +0 elsewhere. The order per element is the generic kernel's (increasing
- * output index): a column shared by outputs ow - 1 and ow gets ow - 1's
- * value first. Adding +0 changes nothing: a sum starting from +0 is never
- * -0, and a NaN stays the same NaN. Input rows no later output row reaches
- * are written to OutputGradient at once and their band row zeroed. */
+ * whole plane. For each output row, each argmax's offset from its window's
+ * first element and the InputGradient values go into column-ordered arrays
+ * (grad_row); then for each input row of the windows, eight output columns
+ * at a time compare the offsets with those of their window's columns in
+ * that row and add the values that hit, +0 elsewhere (band_add_row). A band
+ * row keeps a W-stride-2 window's first columns (the "even" ones, 2 ow -
+ * padding) apart from its second columns ("odd"), so that lanes add to
+ * lanes; band_write_row interleaves them. The order per element is the
+ * generic kernel's (increasing output index): an even column shared by
+ * outputs ow - 1 (its third column) and ow gets ow - 1's value first.
+ * Adding +0 changes nothing: a sum starting from +0 is never -0, and a NaN
+ * stays the same NaN. Input rows no later output row reaches are written to
+ * OutputGradient at once and their band row zeroed. */
 
 enum { GRAD_ROW_COLUMNS = ROW_BLOCKS * 8 + ROW_EDGE_COLUMNS + 8 }; /* whole-row outputs, + a block of slack */
 
-/* One output row: per column its argmax's plane position and its
- * InputGradient value (0 where no tap was valid); columns past the row's
- * end hold position -1 and value 0, so their comparisons never hit. */
+/* One output row: per column its argmax's plane position minus that of its
+ * window's first element (row 0 of the window, column 2 ow - padding), and
+ * its InputGradient value (0 where no tap was valid); columns past the
+ * row's end hold offset -1 and value 0, so they never hit. */
 typedef struct grad_row {
-    _Alignas(32) int32_t position[GRAD_ROW_COLUMNS];
+    _Alignas(32) int32_t offset[GRAD_ROW_COLUMNS];
     _Alignas(32) float dy[GRAD_ROW_COLUMNS];
 } grad_row;
 
@@ -943,55 +948,56 @@ static ALWAYS_INLINE __m256 add_to_sum(__m256 sum, __m256 term) {
     return result;
 }
 
-/* Adds one output row's values into band row `acc` (float j is input
- * column j - padding) for input row at plane position `row_position`. */
-static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t blocks, int32_t row_position,
-                                       uint32_t padding, int window_w) {
+/* Adds one output row's values into band row `acc` for the input row whose
+ * plane position is `row_offset` past that of the windows' first row. */
+static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t blocks, int32_t row_offset,
+                                       int window_w) {
     const __m256i rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
-    const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
-    /* Lane l's window starts at column 2 (8 j + l) - padding. */
-    __m256i first = _mm256_add_epi32(_mm256_set1_epi32(row_position - (int32_t)padding),
-                                     _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    const __m256i first = _mm256_set1_epi32(row_offset), second = _mm256_set1_epi32(row_offset + 1);
+    const __m256i third = _mm256_set1_epi32(row_offset + 2);
+    float *even = acc, *odd = acc + 8 * blocks;
     __m256 previous_third = _mm256_setzero_ps(); /* rotated: the last lane's third-column value in lane 0 */
-    for (uint32_t j = 0; j < blocks; j++, acc += 16, first = _mm256_add_epi32(first, _mm256_set1_epi32(16))) {
-        __m256i position = _mm256_load_si256((const __m256i*)(r->position + 8 * j));
-        __m256 dy = _mm256_load_ps(r->dy + 8 * j);
-        __m256 at_first = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(position, first)));
-        __m256 at_second =
-            _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(position, _mm256_add_epi32(first, one))));
-        __m256 low, high;
+    for (uint32_t j = 0; j < 8 * blocks; j += 8) {
+        __m256i offset = _mm256_load_si256((const __m256i*)(r->offset + j));
+        __m256 dy = _mm256_load_ps(r->dy + j);
+        __m256 at_first = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, first)));
+        __m256 at_second = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, second)));
+        _mm256_storeu_ps(odd + j, add_to_sum(_mm256_loadu_ps(odd + j), at_second));
         if (window_w == 2) {
-            interleave_columns(at_first, at_second, &low, &high);
-            _mm256_storeu_ps(acc, add_to_sum(_mm256_loadu_ps(acc), low));
-            _mm256_storeu_ps(acc + 8, add_to_sum(_mm256_loadu_ps(acc + 8), high));
+            _mm256_storeu_ps(even + j, add_to_sum(_mm256_loadu_ps(even + j), at_first));
             continue;
         }
         /* The third column of lane l is the first of lane l + 1: lane l - 1's value comes first. */
-        __m256 at_third =
-            _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(position, _mm256_add_epi32(first, two))));
+        __m256 at_third = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, third)));
         __m256 rotated = _mm256_permutevar8x32_ps(at_third, rotate);
         __m256 from_previous = _mm256_blend_ps(rotated, previous_third, 0x01);
         previous_third = rotated;
-        __m256 low_first, high_first;
-        interleave_columns(from_previous, at_second, &low_first, &high_first);
-        interleave_columns(at_first, _mm256_setzero_ps(), &low, &high);
-        _mm256_storeu_ps(acc, add_to_sum(add_to_sum(_mm256_loadu_ps(acc), low_first), low));
-        _mm256_storeu_ps(acc + 8, add_to_sum(add_to_sum(_mm256_loadu_ps(acc + 8), high_first), high));
+        _mm256_storeu_ps(even + j, add_to_sum(add_to_sum(_mm256_loadu_ps(even + j), from_previous), at_first));
     }
 }
 
-/* Writes band row `acc` (float j: column j - padding) as an OutputGradient
- * row and zeroes it for the input row that takes its place. */
+/* Writes band row `acc` as an OutputGradient row, interleaving its even and
+ * odd columns, and zeroes it for the input row that takes its place. */
 static void band_write_row(const grad_plan* gp, float* acc, char* dx_row) {
-    const uint32_t width = gp->g.in.sizes[4];
+    const uint32_t width = gp->g.in.sizes[4], padding = gp->g.padding_w;
     const size_t element = gp->g.half ? 2 : 4;
-    const float* from = acc + gp->g.padding_w;
-    uint32_t w = 0;
-    if (!gp->g.half && ((uintptr_t)dx_row & 31) == 0) /* streamed past the caches: no read for ownership */
-        for (; w + 8 <= width; w += 8)
-            _mm256_stream_ps((float*)dx_row + w, _mm256_loadu_ps(from + w));
-    for (; w < width; w += 8)
-        store_lanes(dx_row + w * element, _mm256_loadu_ps(from + w), gp->g.half, width - w < 8 ? width - w : 8);
+    const float *even = acc, *odd = acc + 8 * band_blocks(gp->g.out_width);
+    /* Input column c is band column c + padding: of the even ones when that is even. */
+    const float* at_even_column = padding % 2 ? odd + (padding - 1) / 2 : even + padding / 2;
+    const float* at_odd_column = padding % 2 ? even + (padding + 1) / 2 : odd + padding / 2;
+    bool stream = !gp->g.half && ((uintptr_t)dx_row & 31) == 0; /* past the caches: no read for ownership */
+    for (uint32_t w = 0; w < width; w += 16) {
+        __m256 columns[2];
+        interleave_columns(_mm256_loadu_ps(at_even_column + w / 2), _mm256_loadu_ps(at_odd_column + w / 2), &columns[0],
+                           &columns[1]);
+        for (uint32_t half = 0; half < 2 && w + 8 * half < width; half++) {
+            uint32_t column = w + 8 * half, count = width - column < 8 ? width - column : 8;
+            if (stream && count == 8)
+                _mm256_stream_ps((float*)dx_row + column, columns[half]);
+            else
+                store_lanes(dx_row + column * element, columns[half], gp->g.half, count);
+        }
+    }
     memset(acc, 0, gp->band_width * sizeof *acc);
 }
 
@@ -1015,22 +1021,27 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
             block_max blocks_max[ROW_PIECES];
             uint32_t pieces = whole_row_maxima(g, p, plane, &rd, &rh, cache, layout, blocks_max);
             const char* dy_row = dy_plane + oh * dy->strides[3] * element;
+            /* Lane l's window starts at plane position first + 2 (ow0 + l). */
+            const int32_t first = w.position[0] - (int32_t)g->padding_w;
+            const __m256i lane_first = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
             for (uint32_t i = 0; i < pieces; i++) {
                 row_block b = layout[i];
                 block_max m = blocks_max[i];
                 __m256 value = _mm256_and_ps(load_channels(dy_row + b.ow0 * element, g->half, b.count),
                                              _mm256_castsi256_ps(m.found));
+                __m256i offset = _mm256_sub_epi32(
+                    m.position, _mm256_add_epi32(lane_first, _mm256_set1_epi32(first + 2 * (int32_t)b.ow0)));
                 if (b.count == 8) {
-                    _mm256_storeu_si256((__m256i*)(r->position + b.ow0), m.position);
+                    _mm256_storeu_si256((__m256i*)(r->offset + b.ow0), offset);
                     _mm256_storeu_ps(r->dy + b.ow0, value);
                 } else { /* a single column */
-                    r->position[b.ow0] = _mm256_cvtsi256_si32(m.position);
+                    r->offset[b.ow0] = _mm256_cvtsi256_si32(offset);
                     r->dy[b.ow0] = _mm256_cvtss_f32(value);
                 }
             }
             for (uint32_t k = 0; k < w.count; k++)
-                band_add_row(band + (size_t)(w.h[k] % gp->band_rows) * gp->band_width, r, blocks, w.position[k],
-                             g->padding_w, window_w);
+                band_add_row(band + (size_t)(w.h[k] % gp->band_rows) * gp->band_width, r, blocks,
+                             w.position[k] - w.position[0], window_w);
         }
         /* Rows before the next output row's first window row are complete. */
         int64_t next = oh + 1 < g->out_height ? (int64_t)(oh + 1) * p->strides[1] - p->start_padding[1] : height;
@@ -1068,7 +1079,7 @@ static HRESULT run_grad(const dml_kernel_args* args) {
         grad_row band_row; /* band_plane's output row: the columns past its end never hit */
         if (gp->band_rows) {
             for (uint32_t i = 0; i < GRAD_ROW_COLUMNS; i++) {
-                band_row.position[i] = -1;
+                band_row.offset[i] = -1;
                 band_row.dy[i] = 0;
             }
             memset(acc, 0, (size_t)gp->band_rows * gp->band_width * sizeof *acc);

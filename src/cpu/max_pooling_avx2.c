@@ -52,6 +52,11 @@ typedef struct nchw_geometry {
  * windows decline to the generic kernel. */
 enum { EDGE_SEGMENT = 64 };
 
+/* Outputs of at least this many bytes are streamed past the caches: far
+ * larger than the caches, they would be evicted before anyone read them,
+ * and a plain store first reads each line it writes. */
+#define STREAM_BYTES ((uint64_t)8 << 20)
+
 /* What one vector of eight output columns found: per lane (block lane
  * order) the winning value, its plane-relative position (d * H + h) * W + w
  * and whether any tap was valid. */
@@ -517,6 +522,7 @@ typedef struct forward_plan {
     nchw_geometry g;
     dml_pool_view out, idx;
     bool has_indices, indices_64;
+    bool stream;  /* outputs far larger than the caches, rows of whole blocks: streamed (store_block_streaming) */
     int64_t rows; /* N * C * OD * OH */
     int threads;
 } forward_plan;
@@ -544,6 +550,9 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     uint64_t row_cost = (uint64_t)f.out.sizes[4] * p->window[0] * p->window[1] * p->window[2];
     f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.rows,
                                     dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
+    uint64_t out_bytes = (uint64_t)f.rows * f.out.sizes[4] * (f.g.half ? 2 : 4) * (f.has_indices ? 2 : 1);
+    /* Rows of whole blocks only: partial lines of streamed rows (28 columns) cost more than they save. */
+    f.stream = out_bytes >= STREAM_BYTES && f.out.sizes[4] % 8 == 0;
     forward_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
     *state = f;
@@ -567,6 +576,14 @@ static uint16_t half_at_position(const nchw_geometry* g, const char* plane, uint
     return ((const uint16_t*)plane)[d * g->in.strides[2] + h * g->in.strides[3] + w];
 }
 
+/* Stores a full block of 32-bit lanes at `at`, streamed where aligned. */
+static ALWAYS_INLINE void store_block_streaming(void* at, __m256 lanes) {
+    if (((uintptr_t)at & 31) == 0)
+        _mm256_stream_ps((float*)at, lanes);
+    else
+        _mm256_storeu_ps((float*)at, lanes);
+}
+
 /* Writes one block: the window maxima, or -inf and an all-ones index where
  * no tap was valid (decision MP-2). */
 static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_block b, block_max m) {
@@ -583,6 +600,8 @@ static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_blo
                 if (nan_lanes >> lane & 1) lanes[lane] = half_at_position(g, a->plane, (uint32_t)position[lane]);
         }
         memcpy((uint16_t*)a->output + b.ow0, lanes, b.count * sizeof *lanes);
+    } else if (b.count == 8 && a->plan->stream) {
+        store_block_streaming((float*)a->output + b.ow0, value);
     } else if (b.count == 8) {
         _mm256_storeu_ps((float*)a->output + b.ow0, value);
     } else {
@@ -593,7 +612,9 @@ static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_blo
     if (a->indices32) {
         __m256i index = _mm256_add_epi32(m.position, _mm256_set1_epi32((int32_t)(uint32_t)a->plane_index));
         index = _mm256_or_si256(index, _mm256_xor_si256(m.found, _mm256_set1_epi32(-1)));
-        if (b.count == 8) {
+        if (b.count == 8 && a->plan->stream) {
+            store_block_streaming(a->indices32 + b.ow0, _mm256_castsi256_ps(index));
+        } else if (b.count == 8) {
             _mm256_storeu_si256((__m256i*)(a->indices32 + b.ow0), index);
         } else {
             __m256i mask =
@@ -668,6 +689,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
                 done = b.ow0 + b.count;
             }
         }
+        _mm_sfence(); /* the streamed stores are visible before the dispatch returns */
     }
     return S_OK;
 }
@@ -681,6 +703,7 @@ typedef struct grad_plan {
     dml_pool_view grad_in, grad_out;
     bool write_once;   /* disjoint windows: write_once_plane, no accumulator */
     bool zero_columns; /* write_once: some input columns lie in no window */
+    bool stream;       /* FLOAT32 OutputGradient far larger than the caches: streamed where aligned */
     int64_t planes;
     uint64_t plane_size; /* D * H * W: floats of one accumulator plane */
     uint32_t band_rows;  /* > 0: 2-D planes through band_plane, with this many accumulator rows */
@@ -766,6 +789,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     gp.write_once = write_once_applies(&gp, p);
     if (gp.write_once) gp.zero_columns = some_coordinate_in_no_window(p, 2, gp.g.in.sizes[4], gp.g.out_width);
     if (!gp.write_once) grad_plan_set_band(&gp, p);
+    gp.stream = !gp.g.half && gp.planes * gp.plane_size * sizeof(float) >= STREAM_BYTES;
     *state = gp;
     uint64_t per_thread = gp.band_rows ? (uint64_t)gp.band_rows * gp.band_width : gp.plane_size;
     plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * per_thread * sizeof(float);
@@ -890,8 +914,13 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
                     if (!b.single) { /* an interior block: columns first .. first + 15, inside the row */
                         __m256 low, high;
                         interleave_columns(even, odd, &low, &high);
-                        store_lanes(dx_row + first * (int64_t)element, low, g->half, 8);
-                        store_lanes(dx_row + (first + 8) * (int64_t)element, high, g->half, 8);
+                        if (gp->stream) {
+                            store_block_streaming((float*)dx_row + first, low);
+                            store_block_streaming((float*)dx_row + first + 8, high);
+                        } else {
+                            store_lanes(dx_row + first * (int64_t)element, low, g->half, 8);
+                            store_lanes(dx_row + (first + 8) * (int64_t)element, high, g->half, 8);
+                        }
                         continue;
                     }
                     /* A single column (lane 0): its window's columns inside the row. */
@@ -985,15 +1014,14 @@ static void band_write_row(const grad_plan* gp, float* acc, char* dx_row) {
     /* Input column c is band column c + padding: of the even ones when that is even. */
     const float* at_even_column = padding % 2 ? odd + (padding - 1) / 2 : even + padding / 2;
     const float* at_odd_column = padding % 2 ? even + (padding + 1) / 2 : odd + padding / 2;
-    bool stream = !gp->g.half && ((uintptr_t)dx_row & 31) == 0; /* past the caches: no read for ownership */
     for (uint32_t w = 0; w < width; w += 16) {
         __m256 columns[2];
         interleave_columns(_mm256_loadu_ps(at_even_column + w / 2), _mm256_loadu_ps(at_odd_column + w / 2), &columns[0],
                            &columns[1]);
         for (uint32_t half = 0; half < 2 && w + 8 * half < width; half++) {
             uint32_t column = w + 8 * half, count = width - column < 8 ? width - column : 8;
-            if (stream && count == 8)
-                _mm256_stream_ps((float*)dx_row + column, columns[half]);
+            if (gp->stream && count == 8)
+                store_block_streaming((float*)dx_row + column, columns[half]);
             else
                 store_lanes(dx_row + column * element, columns[half], gp->g.half, count);
         }
@@ -1129,7 +1157,7 @@ static HRESULT run_grad(const dml_kernel_args* args) {
             const dml_pool_view* o = &gp->grad_out;
             write_grad_plane(gp, acc, output_gradient + (n * o->strides[0] + c * o->strides[1]) * element);
         }
-        _mm_sfence(); /* band_write_row's streaming stores are visible before the dispatch returns */
+        _mm_sfence(); /* the streamed stores are visible before the dispatch returns */
     }
     return S_OK;
 }

@@ -551,8 +551,10 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.rows,
                                     dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
     uint64_t out_bytes = (uint64_t)f.rows * f.out.sizes[4] * (f.g.half ? 2 : 4) * (f.has_indices ? 2 : 1);
-    /* Rows of whole blocks only: partial lines of streamed rows (28 columns) cost more than they save. */
-    f.stream = out_bytes >= STREAM_BYTES && f.out.sizes[4] % 8 == 0;
+    /* Rows of whole blocks only (partial lines of streamed rows, 28 columns, cost more than they save),
+     * and no single columns: a line both streamed and stored through the cache is slow. */
+    f.stream = out_bytes >= STREAM_BYTES && f.out.sizes[4] % 8 == 0 && f.g.interior_begin == 0 &&
+               f.g.interior_end == f.out.sizes[4];
     forward_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
     *state = f;
@@ -789,7 +791,11 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     gp.write_once = write_once_applies(&gp, p);
     if (gp.write_once) gp.zero_columns = some_coordinate_in_no_window(p, 2, gp.g.in.sizes[4], gp.g.out_width);
     if (!gp.write_once) grad_plan_set_band(&gp, p);
-    gp.stream = !gp.g.half && gp.planes * gp.plane_size * sizeof(float) >= STREAM_BYTES;
+    /* Lines are never both streamed and stored through the cache (slow): no single columns, or
+     * columns in no window (zeroed first), in the disjoint-window path. */
+    gp.stream =
+        !gp.g.half && gp.planes * gp.plane_size * sizeof(float) >= STREAM_BYTES &&
+        (!gp.write_once || (!gp.zero_columns && gp.g.interior_begin == 0 && gp.g.interior_end == gp.g.out_width));
     *state = gp;
     uint64_t per_thread = gp.band_rows ? (uint64_t)gp.band_rows * gp.band_width : gp.plane_size;
     plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * per_thread * sizeof(float);
@@ -1007,23 +1013,39 @@ static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t b
 
 /* Writes band row `acc` as an OutputGradient row, interleaving its even and
  * odd columns, and zeroes it for the input row that takes its place. */
-static void band_write_row(const grad_plan* gp, float* acc, char* dx_row) {
+static ALWAYS_INLINE void band_write_row(const grad_plan* gp, float* acc, char* dx_row, bool half) {
     const uint32_t width = gp->g.in.sizes[4], padding = gp->g.padding_w;
-    const size_t element = gp->g.half ? 2 : 4;
+    const size_t element = half ? 2 : 4;
     const float *even = acc, *odd = acc + 8 * band_blocks(gp->g.out_width);
     /* Input column c is band column c + padding: of the even ones when that is even. */
     const float* at_even_column = padding % 2 ? odd + (padding - 1) / 2 : even + padding / 2;
     const float* at_odd_column = padding % 2 ? even + (padding + 1) / 2 : odd + padding / 2;
-    for (uint32_t w = 0; w < width; w += 16) {
-        __m256 columns[2];
-        interleave_columns(_mm256_loadu_ps(at_even_column + w / 2), _mm256_loadu_ps(at_odd_column + w / 2), &columns[0],
-                           &columns[1]);
-        for (uint32_t half = 0; half < 2 && w + 8 * half < width; half++) {
-            uint32_t column = w + 8 * half, count = width - column < 8 ? width - column : 8;
-            if (gp->stream && count == 8)
-                store_block_streaming((float*)dx_row + column, columns[half]);
+    uint32_t w = 0;
+    for (; w + 16 <= width; w += 16) {
+        __m256 low, high;
+        interleave_columns(_mm256_loadu_ps(at_even_column + w / 2), _mm256_loadu_ps(at_odd_column + w / 2), &low,
+                           &high);
+        if (half) {
+            _mm_storeu_si128((__m128i*)((uint16_t*)dx_row + w), _mm256_cvtps_ph(low, _MM_FROUND_TO_NEAREST_INT));
+            _mm_storeu_si128((__m128i*)((uint16_t*)dx_row + w + 8), _mm256_cvtps_ph(high, _MM_FROUND_TO_NEAREST_INT));
+        } else if (gp->stream) {
+            store_block_streaming((float*)dx_row + w, low);
+            store_block_streaming((float*)dx_row + w + 8, high);
+        } else {
+            _mm256_storeu_ps((float*)dx_row + w, low);
+            _mm256_storeu_ps((float*)dx_row + w + 8, high);
+        }
+    }
+    if (w < width) { /* the last 1 to 15 columns */
+        __m256 low, high;
+        interleave_columns(_mm256_loadu_ps(at_even_column + w / 2), _mm256_loadu_ps(at_odd_column + w / 2), &low,
+                           &high);
+        for (uint32_t column = w; column < width; column += 8, low = high) {
+            uint32_t count = width - column < 8 ? width - column : 8;
+            if (!half && gp->stream && count == 8) /* lines are never both streamed and cached */
+                store_block_streaming((float*)dx_row + column, low);
             else
-                store_lanes(dx_row + column * element, columns[half], gp->g.half, count);
+                store_lanes(dx_row + column * element, low, half, count);
         }
     }
     memset(acc, 0, gp->band_width * sizeof *acc);
@@ -1032,11 +1054,11 @@ static void band_write_row(const grad_plan* gp, float* acc, char* dx_row) {
 /* The gradient of one 2-D plane through the band (see above). */
 static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_params* p, const char* plane,
                                      const char* dy_plane, char* dx_plane, float* band, grad_row* r, row_cache* cache,
-                                     int window_w) {
+                                     int window_w, bool half) {
     const nchw_geometry* g = &gp->g;
     const dml_pool_view* dy = &gp->grad_in;
     const dml_pool_view* o = &gp->grad_out;
-    const size_t element = g->half ? 2 : 4;
+    const size_t element = half ? 2 : 4;
     const uint32_t height = g->in.sizes[3], blocks = band_blocks(g->out_width);
     const dml_pool_taps rd = dml_pool_window_taps(p, 0, 0, 1);
     uint32_t written = 0; /* input rows before it are in OutputGradient */
@@ -1055,8 +1077,8 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
             for (uint32_t i = 0; i < pieces; i++) {
                 row_block b = layout[i];
                 block_max m = blocks_max[i];
-                __m256 value = _mm256_and_ps(load_channels(dy_row + b.ow0 * element, g->half, b.count),
-                                             _mm256_castsi256_ps(m.found));
+                __m256 value =
+                    _mm256_and_ps(load_channels(dy_row + b.ow0 * element, half, b.count), _mm256_castsi256_ps(m.found));
                 __m256i offset = _mm256_sub_epi32(
                     m.position, _mm256_add_epi32(lane_first, _mm256_set1_epi32(first + 2 * (int32_t)b.ow0)));
                 if (b.count == 8) {
@@ -1076,17 +1098,19 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
         uint32_t complete = next < 0 ? 0 : next > height ? height : (uint32_t)next;
         for (; written < complete; written++)
             band_write_row(gp, band + (size_t)(written % gp->band_rows) * gp->band_width,
-                           dx_plane + written * o->strides[3] * element);
+                           dx_plane + written * o->strides[3] * element, half);
     }
 }
 
-/* band_plane specialized for the window's width. */
+/* band_plane specialized for the window's width and the type. */
 static void band_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
                            char* dx_plane, float* band, grad_row* r, row_cache* cache) {
-    if (gp->g.window_w == 3)
-        band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3);
-    else
-        band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2);
+    switch ((gp->g.window_w == 3) * 2 + gp->g.half) {
+    case 0: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, false); break;
+    case 1: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, true); break;
+    case 2: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3, false); break;
+    default: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3, true); break;
+    }
 }
 
 static HRESULT run_grad(const dml_kernel_args* args) {

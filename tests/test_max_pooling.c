@@ -747,6 +747,39 @@ TEST_CASE(overlapping_window_gradients_match_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
+/* Outputs of 8 MiB and more, which the NCHW fast paths stream past the
+ * caches (values and UINT32 indices of rows of whole blocks, FLOAT32
+ * gradients): 2x2/2 forward and gradient, 3x3/2 p1 gradient (the band),
+ * packed or with padded pitches (rows that start unaligned), one and two
+ * threads. */
+TEST_CASE(large_outputs_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    for (int i = 0; i < 3 && !test_case_failed(); i++) {
+        pool_case c = {.type = i == 0 ? DML_OPERATOR_MAX_POOLING1 : DML_OPERATOR_MAX_POOLING_GRAD,
+                       .data_type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = i == 0 ? DML_TENSOR_DATA_TYPE_UINT32 : DML_TENSOR_DATA_TYPE_UNKNOWN,
+                       .rank = 4,
+                       .input_sizes = {1, 64, 256, 256}};
+        c.output_sizes[0] = 1;
+        c.output_sizes[1] = 64;
+        uint32_t window = i == 2 ? 3 : 2, padding = i == 2 ? 1 : 0;
+        for (uint32_t d = 0; d < 2; d++) {
+            c.window[d] = window;
+            c.strides[d] = 2;
+            c.dilations[d] = 1;
+            c.start_padding[d] = c.end_padding[d] = padding;
+        }
+        for (int t = 0; t < 3; t++)
+            c.layouts[t] = test_rand_bool() ? TEST_LAYOUT_PACKED : TEST_LAYOUT_PADDED;
+        fit_output_sizes(&c);
+        expect_generic_bits(devices[i % 2], generic, &c, false, false);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
 /* Gradients of disjoint windows (every stride at least its window,
  * undilated: each input element in at most one window), NCHW and
  * channels-last: the paths that write each element once. Odd sizes, larger

@@ -91,6 +91,22 @@ static ALWAYS_INLINE __m256 load_tap(const void* from, int stride, bool half) {
     return _mm256_shuffle_ps(_mm256_loadu_ps(at), _mm256_loadu_ps(at + 7), _MM_SHUFFLE(3, 1, 2, 0));
 }
 
+/* The first two taps of a W-stride-2 block at `from` (columns 0, 2, .. 14
+ * and 1, 3, .. 15, block lane order) from two loads of columns 0 .. 15:
+ * one conversion per input column for FLOAT16. */
+static ALWAYS_INLINE void load_tap_pair(const void* from, bool half, __m256* first, __m256* second) {
+    __m256 low, high;
+    if (half) {
+        low = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)from));
+        high = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)from + 8)));
+    } else {
+        low = _mm256_loadu_ps((const float*)from);
+        high = _mm256_loadu_ps((const float*)from + 8);
+    }
+    *first = _mm256_shuffle_ps(low, high, _MM_SHUFFLE(2, 0, 2, 0));
+    *second = _mm256_shuffle_ps(low, high, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
 /* Eight channels (the first `count` of them real) as FLOAT32 lanes. */
 static ALWAYS_INLINE __m256 load_channels(const char* at, bool half, uint32_t count) {
     if (count == 8)
@@ -387,21 +403,21 @@ static ALWAYS_INLINE void reduce_row(const char* from, __m256i columns, int32_t 
                                      bool track, bool left_edge, __m256* value, __m256i* position) {
     const size_t element = half ? 2 : 4;
     __m256i at = _mm256_add_epi32(columns, _mm256_set1_epi32(row_position)), best_at = at;
-    __m256 best;
+    __m256 best, second;
     if (left_edge) {
         /* Block lane l holds column stride2_lane[l]; the lane holding the column before it: */
         const __m256i previous_column = _mm256_setr_epi32(0, 0, 5, 2, 1, 4, 3, 6);
         const __m256 lane0 = _mm256_castsi256_ps(_mm256_setr_epi32(-1, 0, 0, 0, 0, 0, 0, 0));
-        __m256 second = load_tap(from + element, 2, half);
+        second = load_tap(from + element, 2, half);
         best = _mm256_blendv_ps(_mm256_permutevar8x32_ps(load_tap(from + 2 * element, 2, half), previous_column),
                                 second, lane0);
         best_at = _mm256_castps_si256(_mm256_blendv_ps(
             _mm256_castsi256_ps(at), _mm256_castsi256_ps(_mm256_add_epi32(at, _mm256_set1_epi32(1))), lane0));
     } else {
-        best = load_tap(from, 2, half);
+        load_tap_pair(from, half, &best, &second);
     }
     for (int kw = 1; kw < window_w; kw++) {
-        __m256 candidate = load_tap(from + kw * element, 2, half);
+        __m256 candidate = kw == 1 ? second : load_tap(from + kw * element, 2, half);
         __m256 take = lanes_win(candidate, best);
         best = _mm256_blendv_ps(best, candidate, take);
         if (track) {
@@ -601,7 +617,10 @@ static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_blo
             for (int lane = 0; lane < 8; lane++)
                 if (nan_lanes >> lane & 1) lanes[lane] = half_at_position(g, a->plane, (uint32_t)position[lane]);
         }
-        memcpy((uint16_t*)a->output + b.ow0, lanes, b.count * sizeof *lanes);
+        if (b.count == 8) /* a whole block: one store (memcpy of a variable size is a call) */
+            _mm_storeu_si128((__m128i*)((uint16_t*)a->output + b.ow0), _mm_loadu_si128((const __m128i*)lanes));
+        else
+            memcpy((uint16_t*)a->output + b.ow0, lanes, b.count * sizeof *lanes);
     } else if (b.count == 8 && a->plan->stream) {
         store_block_streaming((float*)a->output + b.ow0, value);
     } else if (b.count == 8) {

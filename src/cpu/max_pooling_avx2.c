@@ -979,7 +979,9 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
  * generic kernel's (increasing output index): an even column shared by
  * outputs ow - 1 (its third column) and ow gets ow - 1's value first.
  * Adding +0 changes nothing: a sum starting from +0 is never -0, and a NaN
- * stays the same NaN. Input rows no later output row reaches are written to
+ * stays the same NaN. (Where two different NaNs meet in one sum, which one
+ * x86 keeps follows the operand order the compiler chose, here as in the
+ * generic kernel: gcc and clang differ.) Input rows no later output row reaches are written to
  * OutputGradient at once and their band row zeroed. */
 
 enum { GRAD_ROW_COLUMNS = ROW_BLOCKS * 8 + ROW_EDGE_COLUMNS + 8 }; /* whole-row outputs, + a block of slack */
@@ -992,15 +994,6 @@ typedef struct grad_row {
     _Alignas(32) int32_t offset[GRAD_ROW_COLUMNS];
     _Alignas(32) float dy[GRAD_ROW_COLUMNS];
 } grad_row;
-
-/* sum + term with the sum as the first source operand, which x86 returns
- * when both are NaN: the NaN the generic kernel's `acc += dy` keeps (with
- * the intrinsic the compiler may swap the operands). */
-static ALWAYS_INLINE __m256 add_to_sum(__m256 sum, __m256 term) {
-    __m256 result;
-    __asm__("vaddps %2, %1, %0" : "=x"(result) : "x"(sum), "xm"(term));
-    return result;
-}
 
 /* Adds one output row's values into band row `acc` for the input row whose
  * plane position is `row_offset` past that of the windows' first row. */
@@ -1016,9 +1009,9 @@ static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t b
         __m256 dy = _mm256_load_ps(r->dy + j);
         __m256 at_first = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, first)));
         __m256 at_second = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, second)));
-        _mm256_storeu_ps(odd + j, add_to_sum(_mm256_loadu_ps(odd + j), at_second));
+        _mm256_storeu_ps(odd + j, _mm256_add_ps(_mm256_loadu_ps(odd + j), at_second));
         if (window_w == 2) {
-            _mm256_storeu_ps(even + j, add_to_sum(_mm256_loadu_ps(even + j), at_first));
+            _mm256_storeu_ps(even + j, _mm256_add_ps(_mm256_loadu_ps(even + j), at_first));
             continue;
         }
         /* The third column of lane l is the first of lane l + 1: lane l - 1's value comes first. */
@@ -1026,7 +1019,7 @@ static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t b
         __m256 rotated = _mm256_permutevar8x32_ps(at_third, rotate);
         __m256 from_previous = _mm256_blend_ps(rotated, previous_third, 0x01);
         previous_third = rotated;
-        _mm256_storeu_ps(even + j, add_to_sum(add_to_sum(_mm256_loadu_ps(even + j), from_previous), at_first));
+        _mm256_storeu_ps(even + j, _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(even + j), from_previous), at_first));
     }
 }
 

@@ -767,6 +767,10 @@ static bool in_a_window(const dml_pooling_params* p, uint32_t dim, uint32_t x, u
     return padded % p->strides[dim] < p->window[dim] && padded / p->strides[dim] < out_size;
 }
 
+/* The band of each thread starts on a cache line of its own: threads
+ * writing the same line would pass it back and forth (false sharing). */
+enum { BAND_ALIGNMENT = 64 };
+
 /* How many eight-column blocks band_add_row visits: one past the last
  * output column, so that its window's third column (the next window's
  * first) is added too. */
@@ -784,7 +788,7 @@ static void grad_plan_set_band(grad_plan* gp, const dml_pooling_params* p) {
     uint64_t rows = (uint64_t)(p->window[1] - 1) * p->dilations[1] + 1;
     if (rows > g->in.sizes[3]) rows = g->in.sizes[3];
     uint64_t width = 16 * (uint64_t)band_blocks(g->out_width) + 16; /* 64-byte lines: no false sharing */
-    if (rows * width > gp->plane_size) return;
+    if (2 * rows * width > gp->plane_size) return; /* room for BAND_ALIGNMENT within the plane's bound */
     gp->band_rows = (uint32_t)rows;
     gp->band_width = (uint32_t)width;
 }
@@ -818,6 +822,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     *state = gp;
     uint64_t per_thread = gp.band_rows ? (uint64_t)gp.band_rows * gp.band_width : gp.plane_size;
     plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * per_thread * sizeof(float);
+    if (gp.band_rows) plan->temporary_size += BAND_ALIGNMENT;
     return S_OK;
 }
 
@@ -1137,7 +1142,10 @@ static HRESULT run_grad(const dml_kernel_args* args) {
 #pragma omp parallel num_threads(gp->threads)
     {
         int thread = dml_cpu_thread_index();
-        float* acc = scratch + (size_t)thread * (gp->band_rows ? gp->band_rows * gp->band_width : gp->plane_size);
+        float* acc = scratch + (size_t)thread * gp->plane_size;
+        if (gp->band_rows) /* each thread's band on its own cache lines, wherever the resource starts */
+            acc = (float*)(((uintptr_t)scratch + BAND_ALIGNMENT - 1) & ~(uintptr_t)(BAND_ALIGNMENT - 1)) +
+                  (size_t)thread * gp->band_rows * gp->band_width;
         row_cache cache;
         cache.row = NULL;
         grad_row band_row; /* band_plane's output row: the columns past its end never hit */

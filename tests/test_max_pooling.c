@@ -609,8 +609,10 @@ static DMLDevice* generic_device(void) {
 }
 
 /* Runs case c on `device` (checked against the float64 reference) and on the
- * generic kernel, and expects the same bytes in every output. */
-static void expect_generic_bits(DMLDevice* device, DMLDevice* generic, const pool_case* c, bool channels_last) {
+ * generic kernel, and expects the same bytes in every output. Gradients:
+ * `gradient_specials` puts NaN and infinities among InputGradient's values. */
+static void expect_generic_bits(DMLDevice* device, DMLDevice* generic, const pool_case* c, bool channels_last,
+                                bool gradient_specials) {
     pool_run r;
     pool_run_init(&r, c);
     if (channels_last) pool_run_channels_last(&r, c);
@@ -620,6 +622,16 @@ static void expect_generic_bits(DMLDevice* device, DMLDevice* generic, const poo
         if (test_rand_bool()) /* and -0, whose sum with the +0 a sum starts from is +0 */
             for (uint64_t i = 0; i < r.output.element_count; i += 3)
                 test_store(c->data_type, r.output_buffer.data, test_tensor_offset(&r.output, i), -0.0);
+        /* Infinities of one sign per case: every NaN of a sum is then the data's NaN. Two different
+         * NaNs (+inf + -inf is x86's default NaN) would meet in sums, where which one is kept
+         * follows the operand order each compiler picks for the generic kernel's `acc += dy`
+         * (gcc and clang differ), which no other implementation can follow. */
+        double infinity = test_rand_bool() ? INFINITY : -INFINITY;
+        double specials[2] = {NAN, infinity};
+        if (gradient_specials)
+            for (uint64_t i = test_rand_range(0, 6); i < r.output.element_count; i += test_rand_range(1, 13))
+                test_store(c->data_type, r.output_buffer.data, test_tensor_offset(&r.output, i),
+                           specials[test_rand_range(0, 1)]);
     }
     char what[200];
     snprintf(what, sizeof what, "%s%s", case_name(c), channels_last ? " (channels-last)" : "");
@@ -648,7 +660,7 @@ TEST_CASE(fast_paths_match_generic_bit_for_bit) {
         DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
         bool channels_last = test_rand_bool();
         pool_case c = fast_path_case(types[i % 4], type, channels_last);
-        expect_generic_bits(devices[i % 2], generic, &c, channels_last);
+        expect_generic_bits(devices[i % 2], generic, &c, channels_last, false);
     }
     dmlReleaseDevice(devices[0]);
     dmlReleaseDevice(devices[1]);
@@ -696,7 +708,72 @@ TEST_CASE(whole_row_path_matches_generic_bit_for_bit) {
             set_window(&c, 0, test_rand_range(1, 3), test_rand_range(1, 3));
         }
         fit_output_sizes(&c);
-        expect_generic_bits(devices[i % 2], generic, &c, false);
+        expect_generic_bits(devices[i % 2], generic, &c, false, false);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
+/* Gradients of overlapping windows on 2-D planes whose rows take the
+ * whole-row path (W stride 2, two or three columns): the band of
+ * accumulator rows. Heights where the band's rows wrap around several
+ * times and where the last window ends before the last row, H windows of
+ * one to four rows with dilation 1 or 2, H strides 1 to 3, padding on every
+ * side, 5-D tensors of depth 1, NaN and infinities among the gradients, one
+ * to three threads. Few distinct input values make ties, so that windows
+ * sharing a column often share their argmax. */
+TEST_CASE(overlapping_window_gradients_match_generic_bit_for_bit) {
+    DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(3)};
+    DMLDevice* generic = generic_device();
+    for (int i = 0; i < 240 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = i % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        pool_case c = fast_path_case(DML_OPERATOR_MAX_POOLING_GRAD, type, false);
+        uint32_t w = c.rank - 3, h = w - 1;
+        if (c.rank == 5) { /* depth 1: a 2-D plane */
+            c.input_sizes[2] = 1;
+            set_window(&c, 0, 1, test_rand_range(1, 2));
+        }
+        set_window(&c, w, test_rand_range(2, 3), 2);
+        c.input_sizes[2 + w] = test_rand_range(16, 90);
+        c.input_sizes[2 + h] = test_rand_range(1, 20);
+        set_window(&c, h, test_rand_range(1, 4), test_rand_range(1, 3));
+        c.dilations[h] = test_rand_range(1, 2);
+        fit_output_sizes(&c);
+        expect_generic_bits(devices[i % 3], generic, &c, false, test_rand_bool());
+    }
+    for (int i = 0; i < 3; i++)
+        dmlReleaseDevice(devices[i]);
+    dmlReleaseDevice(generic);
+}
+
+/* Outputs of 8 MiB and more, which the NCHW fast paths stream past the
+ * caches (values and UINT32 indices of rows of whole blocks, FLOAT32
+ * gradients): 2x2/2 forward and gradient, 3x3/2 p1 gradient (the band),
+ * packed or with padded pitches (rows that start unaligned), one and two
+ * threads. */
+TEST_CASE(large_outputs_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    for (int i = 0; i < 3 && !test_case_failed(); i++) {
+        pool_case c = {.type = i == 0 ? DML_OPERATOR_MAX_POOLING1 : DML_OPERATOR_MAX_POOLING_GRAD,
+                       .data_type = DML_TENSOR_DATA_TYPE_FLOAT32,
+                       .index_type = i == 0 ? DML_TENSOR_DATA_TYPE_UINT32 : DML_TENSOR_DATA_TYPE_UNKNOWN,
+                       .rank = 4,
+                       .input_sizes = {1, 64, 256, 256}};
+        c.output_sizes[0] = 1;
+        c.output_sizes[1] = 64;
+        uint32_t window = i == 2 ? 3 : 2, padding = i == 2 ? 1 : 0;
+        for (uint32_t d = 0; d < 2; d++) {
+            c.window[d] = window;
+            c.strides[d] = 2;
+            c.dilations[d] = 1;
+            c.start_padding[d] = c.end_padding[d] = padding;
+        }
+        for (int t = 0; t < 3; t++)
+            c.layouts[t] = test_rand_bool() ? TEST_LAYOUT_PACKED : TEST_LAYOUT_PADDED;
+        fit_output_sizes(&c);
+        expect_generic_bits(devices[i % 2], generic, &c, false, false);
     }
     dmlReleaseDevice(devices[0]);
     dmlReleaseDevice(devices[1]);
@@ -721,7 +798,7 @@ TEST_CASE(disjoint_window_gradients_match_generic_bit_for_bit) {
             set_window(&c, d, window, window + (d == w ? 0 : test_rand_range(0, 1)));
         }
         fit_output_sizes(&c);
-        expect_generic_bits(devices[i % 2], generic, &c, channels_last);
+        expect_generic_bits(devices[i % 2], generic, &c, channels_last, false);
     }
     dmlReleaseDevice(devices[0]);
     dmlReleaseDevice(devices[1]);
@@ -748,7 +825,7 @@ TEST_CASE(channels_last_paths_match_generic_bit_for_bit) {
                 set_window(&c, d, 3, 2);
             fit_output_sizes(&c);
         }
-        expect_generic_bits(devices[i % 2], generic, &c, true);
+        expect_generic_bits(devices[i % 2], generic, &c, true, false);
     }
     dmlReleaseDevice(devices[0]);
     dmlReleaseDevice(devices[1]);

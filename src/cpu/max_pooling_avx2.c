@@ -24,7 +24,10 @@
  * temporary resource, exactly as the generic kernel, then writes the plane.
  * Where windows are disjoint (2x2/2), every element of OutputGradient is
  * written once straight from its window's argmax instead (write_once_plane;
- * channels-last: write_once_nhwc), with no accumulator. */
+ * channels-last: write_once_nhwc), with no accumulator. Overlapping windows
+ * of 2-D planes on the whole-row path (3x3/2) accumulate with vector adds
+ * in a band of input rows, each row written once complete (band_plane).
+ * Outputs far larger than the caches are streamed (STREAM_BYTES). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>
@@ -51,6 +54,11 @@ typedef struct nchw_geometry {
 /* The most input columns an edge block copies per input row; wider
  * windows decline to the generic kernel. */
 enum { EDGE_SEGMENT = 64 };
+
+/* Outputs of at least this many bytes are streamed past the caches: far
+ * larger than the caches, they would be evicted before anyone read them,
+ * and a plain store first reads each line it writes. */
+#define STREAM_BYTES ((uint64_t)8 << 20)
 
 /* What one vector of eight output columns found: per lane (block lane
  * order) the winning value, its plane-relative position (d * H + h) * W + w
@@ -84,6 +92,22 @@ static ALWAYS_INLINE __m256 load_tap(const void* from, int stride, bool half) {
     const float* at = from;
     if (stride == 1) return _mm256_loadu_ps(at);
     return _mm256_shuffle_ps(_mm256_loadu_ps(at), _mm256_loadu_ps(at + 7), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* The first two taps of a W-stride-2 block at `from` (columns 0, 2, .. 14
+ * and 1, 3, .. 15, block lane order) from two loads of columns 0 .. 15:
+ * one conversion per input column for FLOAT16. */
+static ALWAYS_INLINE void load_tap_pair(const void* from, bool half, __m256* first, __m256* second) {
+    __m256 low, high;
+    if (half) {
+        low = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)from));
+        high = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)from + 8)));
+    } else {
+        low = _mm256_loadu_ps((const float*)from);
+        high = _mm256_loadu_ps((const float*)from + 8);
+    }
+    *first = _mm256_shuffle_ps(low, high, _MM_SHUFFLE(2, 0, 2, 0));
+    *second = _mm256_shuffle_ps(low, high, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
 /* Eight channels (the first `count` of them real) as FLOAT32 lanes. */
@@ -382,21 +406,21 @@ static ALWAYS_INLINE void reduce_row(const char* from, __m256i columns, int32_t 
                                      bool track, bool left_edge, __m256* value, __m256i* position) {
     const size_t element = half ? 2 : 4;
     __m256i at = _mm256_add_epi32(columns, _mm256_set1_epi32(row_position)), best_at = at;
-    __m256 best;
+    __m256 best, second;
     if (left_edge) {
         /* Block lane l holds column stride2_lane[l]; the lane holding the column before it: */
         const __m256i previous_column = _mm256_setr_epi32(0, 0, 5, 2, 1, 4, 3, 6);
         const __m256 lane0 = _mm256_castsi256_ps(_mm256_setr_epi32(-1, 0, 0, 0, 0, 0, 0, 0));
-        __m256 second = load_tap(from + element, 2, half);
+        second = load_tap(from + element, 2, half);
         best = _mm256_blendv_ps(_mm256_permutevar8x32_ps(load_tap(from + 2 * element, 2, half), previous_column),
                                 second, lane0);
         best_at = _mm256_castps_si256(_mm256_blendv_ps(
             _mm256_castsi256_ps(at), _mm256_castsi256_ps(_mm256_add_epi32(at, _mm256_set1_epi32(1))), lane0));
     } else {
-        best = load_tap(from, 2, half);
+        load_tap_pair(from, half, &best, &second);
     }
     for (int kw = 1; kw < window_w; kw++) {
-        __m256 candidate = load_tap(from + kw * element, 2, half);
+        __m256 candidate = kw == 1 ? second : load_tap(from + kw * element, 2, half);
         __m256 take = lanes_win(candidate, best);
         best = _mm256_blendv_ps(best, candidate, take);
         if (track) {
@@ -517,6 +541,7 @@ typedef struct forward_plan {
     nchw_geometry g;
     dml_pool_view out, idx;
     bool has_indices, indices_64;
+    bool stream;  /* outputs far larger than the caches, rows of whole blocks: streamed (store_block_streaming) */
     int64_t rows; /* N * C * OD * OH */
     int threads;
 } forward_plan;
@@ -544,6 +569,11 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     uint64_t row_cost = (uint64_t)f.out.sizes[4] * p->window[0] * p->window[1] * p->window[2];
     f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.rows,
                                     dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
+    uint64_t out_bytes = (uint64_t)f.rows * f.out.sizes[4] * (f.g.half ? 2 : 4) * (f.has_indices ? 2 : 1);
+    /* Rows of whole blocks only (partial lines of streamed rows, 28 columns, cost more than they save),
+     * and no single columns: a line both streamed and stored through the cache is slow. */
+    f.stream = out_bytes >= STREAM_BYTES && f.out.sizes[4] % 8 == 0 && f.g.interior_begin == 0 &&
+               f.g.interior_end == f.out.sizes[4];
     forward_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
     *state = f;
@@ -567,6 +597,14 @@ static uint16_t half_at_position(const nchw_geometry* g, const char* plane, uint
     return ((const uint16_t*)plane)[d * g->in.strides[2] + h * g->in.strides[3] + w];
 }
 
+/* Stores a full block of 32-bit lanes at `at`, streamed where aligned. */
+static ALWAYS_INLINE void store_block_streaming(void* at, __m256 lanes) {
+    if (((uintptr_t)at & 31) == 0)
+        _mm256_stream_ps((float*)at, lanes);
+    else
+        _mm256_storeu_ps((float*)at, lanes);
+}
+
 /* Writes one block: the window maxima, or -inf and an all-ones index where
  * no tap was valid (decision MP-2). */
 static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_block b, block_max m) {
@@ -582,7 +620,12 @@ static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_blo
             for (int lane = 0; lane < 8; lane++)
                 if (nan_lanes >> lane & 1) lanes[lane] = half_at_position(g, a->plane, (uint32_t)position[lane]);
         }
-        memcpy((uint16_t*)a->output + b.ow0, lanes, b.count * sizeof *lanes);
+        if (b.count == 8) /* a whole block: one store (memcpy of a variable size is a call) */
+            _mm_storeu_si128((__m128i*)((uint16_t*)a->output + b.ow0), _mm_loadu_si128((const __m128i*)lanes));
+        else
+            memcpy((uint16_t*)a->output + b.ow0, lanes, b.count * sizeof *lanes);
+    } else if (b.count == 8 && a->plan->stream) {
+        store_block_streaming((float*)a->output + b.ow0, value);
     } else if (b.count == 8) {
         _mm256_storeu_ps((float*)a->output + b.ow0, value);
     } else {
@@ -593,7 +636,9 @@ static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_blo
     if (a->indices32) {
         __m256i index = _mm256_add_epi32(m.position, _mm256_set1_epi32((int32_t)(uint32_t)a->plane_index));
         index = _mm256_or_si256(index, _mm256_xor_si256(m.found, _mm256_set1_epi32(-1)));
-        if (b.count == 8) {
+        if (b.count == 8 && a->plan->stream) {
+            store_block_streaming(a->indices32 + b.ow0, _mm256_castsi256_ps(index));
+        } else if (b.count == 8) {
             _mm256_storeu_si256((__m256i*)(a->indices32 + b.ow0), index);
         } else {
             __m256i mask =
@@ -668,6 +713,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
                 done = b.ow0 + b.count;
             }
         }
+        _mm_sfence(); /* the streamed stores are visible before the dispatch returns */
     }
     return S_OK;
 }
@@ -681,8 +727,11 @@ typedef struct grad_plan {
     dml_pool_view grad_in, grad_out;
     bool write_once;   /* disjoint windows: write_once_plane, no accumulator */
     bool zero_columns; /* write_once: some input columns lie in no window */
+    bool stream;       /* FLOAT32 OutputGradient far larger than the caches: streamed where aligned */
     int64_t planes;
     uint64_t plane_size; /* D * H * W: floats of one accumulator plane */
+    uint32_t band_rows;  /* > 0: 2-D planes through band_plane, with this many accumulator rows */
+    uint32_t band_width; /* floats of a band row: its even and odd columns (8 per block each) and 16 of slack */
     int threads;
 } grad_plan;
 
@@ -721,6 +770,32 @@ static bool in_a_window(const dml_pooling_params* p, uint32_t dim, uint32_t x, u
     return padded % p->strides[dim] < p->window[dim] && padded / p->strides[dim] < out_size;
 }
 
+/* The band of each thread starts on a cache line of its own: threads
+ * writing the same line would pass it back and forth (false sharing). */
+enum { BAND_ALIGNMENT = 64 };
+
+/* How many eight-column blocks band_add_row visits: one past the last
+ * output column, so that its window's third column (the next window's
+ * first) is added too. */
+static uint32_t band_blocks(uint32_t out_width) { return (out_width + 1 + 7) / 8; }
+
+/* Whether the band applies: a 2-D plane whose rows take the whole-row path,
+ * InputGradient and OutputGradient contiguous along W, and a band no larger
+ * than the plane (the temporary resource's bound). */
+static void grad_plan_set_band(grad_plan* gp, const dml_pooling_params* p) {
+    const nchw_geometry* g = &gp->g;
+    gp->band_rows = 0;
+    if (g->row_blocks == 0 || g->in.sizes[2] != 1 || g->out_depth != 1 || gp->grad_in.strides[4] != 1 ||
+        gp->grad_out.strides[4] != 1)
+        return;
+    uint64_t rows = (uint64_t)(p->window[1] - 1) * p->dilations[1] + 1;
+    if (rows > g->in.sizes[3]) rows = g->in.sizes[3];
+    uint64_t width = 16 * (uint64_t)band_blocks(g->out_width) + 16; /* 64-byte lines: no false sharing */
+    if (2 * rows * width > gp->plane_size) return; /* room for BAND_ALIGNMENT within the plane's bound */
+    gp->band_rows = (uint32_t)rows;
+    gp->band_width = (uint32_t)width;
+}
+
 static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     grad_plan gp;
@@ -741,8 +816,16 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     if (state == NULL) return E_OUTOFMEMORY;
     gp.write_once = write_once_applies(&gp, p);
     if (gp.write_once) gp.zero_columns = some_coordinate_in_no_window(p, 2, gp.g.in.sizes[4], gp.g.out_width);
+    if (!gp.write_once) grad_plan_set_band(&gp, p);
+    /* Lines are never both streamed and stored through the cache (slow): no single columns, or
+     * columns in no window (zeroed first), in the disjoint-window path. */
+    gp.stream =
+        !gp.g.half && gp.planes * gp.plane_size * sizeof(float) >= STREAM_BYTES &&
+        (!gp.write_once || (!gp.zero_columns && gp.g.interior_begin == 0 && gp.g.interior_end == gp.g.out_width));
     *state = gp;
-    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * gp.plane_size * sizeof(float);
+    uint64_t per_thread = gp.band_rows ? (uint64_t)gp.band_rows * gp.band_width : gp.plane_size;
+    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * per_thread * sizeof(float);
+    if (gp.band_rows) plan->temporary_size += BAND_ALIGNMENT;
     return S_OK;
 }
 
@@ -807,6 +890,14 @@ static ALWAYS_INLINE void store_lanes(char* at, __m256 lanes, bool half, uint32_
     }
 }
 
+/* Sixteen consecutive input columns from eight W-stride-2 windows' lanes:
+ * lane l's `even` value at column 2 l, its `odd` value at 2 l + 1. */
+static ALWAYS_INLINE void interleave_columns(__m256 even, __m256 odd, __m256* low, __m256* high) {
+    __m256 a = _mm256_unpacklo_ps(even, odd), b = _mm256_unpackhi_ps(even, odd);
+    *low = _mm256_permute2f128_ps(a, b, 0x20);
+    *high = _mm256_permute2f128_ps(a, b, 0x31);
+}
+
 /* OutputGradient of one plane when windows are disjoint: for each output
  * row, each input row of its windows is written from the argmaxes, +0 + dy
  * at a window's argmax (the generic sum of one term) and +0 elsewhere;
@@ -854,11 +945,15 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
                         _mm256_and_ps(gradient, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
                                                     m.position, _mm256_add_epi32(position, _mm256_set1_epi32(1)))));
                     if (!b.single) { /* an interior block: columns first .. first + 15, inside the row */
-                        __m256 low = _mm256_unpacklo_ps(even, odd), high = _mm256_unpackhi_ps(even, odd);
-                        store_lanes(dx_row + first * (int64_t)element, _mm256_permute2f128_ps(low, high, 0x20), g->half,
-                                    8);
-                        store_lanes(dx_row + (first + 8) * (int64_t)element, _mm256_permute2f128_ps(low, high, 0x31),
-                                    g->half, 8);
+                        __m256 low, high;
+                        interleave_columns(even, odd, &low, &high);
+                        if (gp->stream) {
+                            store_block_streaming((float*)dx_row + first, low);
+                            store_block_streaming((float*)dx_row + first + 8, high);
+                        } else {
+                            store_lanes(dx_row + first * (int64_t)element, low, g->half, 8);
+                            store_lanes(dx_row + (first + 8) * (int64_t)element, high, g->half, 8);
+                        }
                         continue;
                     }
                     /* A single column (lane 0): its window's columns inside the row. */
@@ -876,6 +971,168 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
         }
 }
 
+/* ---- Overlapping windows of 2-D planes: a band of accumulator rows ----
+ *
+ * A 2-D plane (D = 1, one output depth) whose rows take the whole-row path
+ * (3x3/2: windows share a column with each neighbour and a row with the next
+ * output row) accumulates in a ring of band_rows input rows instead of a
+ * whole plane. For each output row, each argmax's offset from its window's
+ * first element and the InputGradient values go into column-ordered arrays
+ * (grad_row); then for each input row of the windows, eight output columns
+ * at a time compare the offsets with those of their window's columns in
+ * that row and add the values that hit, +0 elsewhere (band_add_row). A band
+ * row keeps a W-stride-2 window's first columns (the "even" ones, 2 ow -
+ * padding) apart from its second columns ("odd"), so that lanes add to
+ * lanes; band_write_row interleaves them. The order per element is the
+ * generic kernel's (increasing output index): an even column shared by
+ * outputs ow - 1 (its third column) and ow gets ow - 1's value first.
+ * Adding +0 changes nothing: a sum starting from +0 is never -0, and a NaN
+ * stays the same NaN. (Where two different NaNs meet in one sum, which one
+ * x86 keeps follows the operand order the compiler chose, here as in the
+ * generic kernel: gcc and clang differ.) Input rows no later output row reaches are written to
+ * OutputGradient at once and their band row zeroed. */
+
+enum { GRAD_ROW_COLUMNS = ROW_BLOCKS * 8 + ROW_EDGE_COLUMNS + 8 }; /* whole-row outputs, + a block of slack */
+
+/* One output row: per column its argmax's plane position minus that of its
+ * window's first element (row 0 of the window, column 2 ow - padding), and
+ * its InputGradient value (0 where no tap was valid); columns past the
+ * row's end hold offset -1 and value 0, so they never hit. */
+typedef struct grad_row {
+    _Alignas(32) int32_t offset[GRAD_ROW_COLUMNS];
+    _Alignas(32) float dy[GRAD_ROW_COLUMNS];
+} grad_row;
+
+/* Adds one output row's values into band row `acc` for the input row whose
+ * plane position is `row_offset` past that of the windows' first row. */
+static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t blocks, int32_t row_offset,
+                                       int window_w) {
+    const __m256i rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+    const __m256i first = _mm256_set1_epi32(row_offset), second = _mm256_set1_epi32(row_offset + 1);
+    const __m256i third = _mm256_set1_epi32(row_offset + 2);
+    float *even = acc, *odd = acc + 8 * blocks;
+    __m256 previous_third = _mm256_setzero_ps(); /* rotated: the last lane's third-column value in lane 0 */
+    for (uint32_t j = 0; j < 8 * blocks; j += 8) {
+        __m256i offset = _mm256_load_si256((const __m256i*)(r->offset + j));
+        __m256 dy = _mm256_load_ps(r->dy + j);
+        __m256 at_first = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, first)));
+        __m256 at_second = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, second)));
+        _mm256_storeu_ps(odd + j, _mm256_add_ps(_mm256_loadu_ps(odd + j), at_second));
+        if (window_w == 2) {
+            _mm256_storeu_ps(even + j, _mm256_add_ps(_mm256_loadu_ps(even + j), at_first));
+            continue;
+        }
+        /* The third column of lane l is the first of lane l + 1: lane l - 1's value comes first. */
+        __m256 at_third = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, third)));
+        __m256 rotated = _mm256_permutevar8x32_ps(at_third, rotate);
+        __m256 from_previous = _mm256_blend_ps(rotated, previous_third, 0x01);
+        previous_third = rotated;
+        _mm256_storeu_ps(even + j, _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(even + j), from_previous), at_first));
+    }
+}
+
+/* Writes band row `acc` as an OutputGradient row, interleaving its even and
+ * odd columns, and zeroes it for the input row that takes its place. */
+static ALWAYS_INLINE void band_write_row(const grad_plan* gp, float* acc, char* dx_row, bool half) {
+    const uint32_t width = gp->g.in.sizes[4], padding = gp->g.padding_w;
+    const size_t element = half ? 2 : 4;
+    const float *even = acc, *odd = acc + 8 * band_blocks(gp->g.out_width);
+    /* Input column c is band column c + padding: of the even ones when that is even. */
+    const float* at_even_column = padding % 2 ? odd + (padding - 1) / 2 : even + padding / 2;
+    const float* at_odd_column = padding % 2 ? even + (padding + 1) / 2 : odd + padding / 2;
+    uint32_t w = 0;
+    for (; w + 16 <= width; w += 16) {
+        __m256 low, high;
+        interleave_columns(_mm256_loadu_ps(at_even_column + w / 2), _mm256_loadu_ps(at_odd_column + w / 2), &low,
+                           &high);
+        if (half) {
+            _mm_storeu_si128((__m128i*)((uint16_t*)dx_row + w), _mm256_cvtps_ph(low, _MM_FROUND_TO_NEAREST_INT));
+            _mm_storeu_si128((__m128i*)((uint16_t*)dx_row + w + 8), _mm256_cvtps_ph(high, _MM_FROUND_TO_NEAREST_INT));
+        } else if (gp->stream) {
+            store_block_streaming((float*)dx_row + w, low);
+            store_block_streaming((float*)dx_row + w + 8, high);
+        } else {
+            _mm256_storeu_ps((float*)dx_row + w, low);
+            _mm256_storeu_ps((float*)dx_row + w + 8, high);
+        }
+    }
+    if (w < width) { /* the last 1 to 15 columns */
+        __m256 low, high;
+        interleave_columns(_mm256_loadu_ps(at_even_column + w / 2), _mm256_loadu_ps(at_odd_column + w / 2), &low,
+                           &high);
+        for (uint32_t column = w; column < width; column += 8, low = high) {
+            uint32_t count = width - column < 8 ? width - column : 8;
+            if (!half && gp->stream && count == 8) /* lines are never both streamed and cached */
+                store_block_streaming((float*)dx_row + column, low);
+            else
+                store_lanes(dx_row + column * element, low, half, count);
+        }
+    }
+    memset(acc, 0, gp->band_width * sizeof *acc);
+}
+
+/* The gradient of one 2-D plane through the band (see above). */
+static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_params* p, const char* plane,
+                                     const char* dy_plane, char* dx_plane, float* band, grad_row* r, row_cache* cache,
+                                     int window_w, bool half) {
+    const nchw_geometry* g = &gp->g;
+    const dml_pool_view* dy = &gp->grad_in;
+    const dml_pool_view* o = &gp->grad_out;
+    const size_t element = half ? 2 : 4;
+    const uint32_t height = g->in.sizes[3], blocks = band_blocks(g->out_width);
+    const dml_pool_taps rd = dml_pool_window_taps(p, 0, 0, 1);
+    uint32_t written = 0; /* input rows before it are in OutputGradient */
+    for (uint32_t oh = 0; oh < g->out_height; oh++) {
+        dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, height);
+        window_rows w;
+        window_rows_at(g, p, plane, &rd, &rh, &w);
+        if (w.count > 0) {
+            row_block layout[ROW_PIECES];
+            block_max blocks_max[ROW_PIECES];
+            uint32_t pieces = whole_row_maxima(g, p, plane, &rd, &rh, cache, layout, blocks_max);
+            const char* dy_row = dy_plane + oh * dy->strides[3] * element;
+            /* Lane l's window starts at plane position first + 2 (ow0 + l). */
+            const int32_t first = w.position[0] - (int32_t)g->padding_w;
+            const __m256i lane_first = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+            for (uint32_t i = 0; i < pieces; i++) {
+                row_block b = layout[i];
+                block_max m = blocks_max[i];
+                __m256 value =
+                    _mm256_and_ps(load_channels(dy_row + b.ow0 * element, half, b.count), _mm256_castsi256_ps(m.found));
+                __m256i offset = _mm256_sub_epi32(
+                    m.position, _mm256_add_epi32(lane_first, _mm256_set1_epi32(first + 2 * (int32_t)b.ow0)));
+                if (b.count == 8) {
+                    _mm256_storeu_si256((__m256i*)(r->offset + b.ow0), offset);
+                    _mm256_storeu_ps(r->dy + b.ow0, value);
+                } else { /* a single column */
+                    r->offset[b.ow0] = _mm256_cvtsi256_si32(offset);
+                    r->dy[b.ow0] = _mm256_cvtss_f32(value);
+                }
+            }
+            for (uint32_t k = 0; k < w.count; k++)
+                band_add_row(band + (size_t)(w.h[k] % gp->band_rows) * gp->band_width, r, blocks,
+                             w.position[k] - w.position[0], window_w);
+        }
+        /* Rows before the next output row's first window row are complete. */
+        int64_t next = oh + 1 < g->out_height ? (int64_t)(oh + 1) * p->strides[1] - p->start_padding[1] : height;
+        uint32_t complete = next < 0 ? 0 : next > height ? height : (uint32_t)next;
+        for (; written < complete; written++)
+            band_write_row(gp, band + (size_t)(written % gp->band_rows) * gp->band_width,
+                           dx_plane + written * o->strides[3] * element, half);
+    }
+}
+
+/* band_plane specialized for the window's width and the type. */
+static void band_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
+                           char* dx_plane, float* band, grad_row* r, row_cache* cache) {
+    switch ((gp->g.window_w == 3) * 2 + gp->g.half) {
+    case 0: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, false); break;
+    case 1: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, true); break;
+    case 2: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3, false); break;
+    default: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3, true); break;
+    }
+}
+
 static HRESULT run_grad(const dml_kernel_args* args) {
     const grad_plan* gp = DML_PLAN_STATE(args, grad_plan);
     const nchw_geometry* g = &gp->g;
@@ -889,8 +1146,19 @@ static HRESULT run_grad(const dml_kernel_args* args) {
     {
         int thread = dml_cpu_thread_index();
         float* acc = scratch + (size_t)thread * gp->plane_size;
+        if (gp->band_rows) /* each thread's band on its own cache lines, wherever the resource starts */
+            acc = (float*)(((uintptr_t)scratch + BAND_ALIGNMENT - 1) & ~(uintptr_t)(BAND_ALIGNMENT - 1)) +
+                  (size_t)thread * gp->band_rows * gp->band_width;
         row_cache cache;
         cache.row = NULL;
+        grad_row band_row; /* band_plane's output row: the columns past its end never hit */
+        if (gp->band_rows) {
+            for (uint32_t i = 0; i < GRAD_ROW_COLUMNS; i++) {
+                band_row.offset[i] = -1;
+                band_row.dy[i] = 0;
+            }
+            memset(acc, 0, (size_t)gp->band_rows * gp->band_width * sizeof *acc);
+        }
 #pragma omp for schedule(static)
         for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
             uint32_t c = (uint32_t)((uint64_t)plane_index % g->in.sizes[1]);
@@ -901,6 +1169,13 @@ static HRESULT run_grad(const dml_kernel_args* args) {
                 const dml_pool_view* o = &gp->grad_out;
                 write_once_plane(gp, p, plane, input_gradient + (n * dy->strides[0] + c * dy->strides[1]) * element,
                                  output_gradient + (n * o->strides[0] + c * o->strides[1]) * element, &cache);
+                continue;
+            }
+            if (gp->band_rows) {
+                const dml_pool_view* o = &gp->grad_out;
+                band_plane_any(gp, p, plane, input_gradient + (n * dy->strides[0] + c * dy->strides[1]) * element,
+                               output_gradient + (n * o->strides[0] + c * o->strides[1]) * element, acc, &band_row,
+                               &cache);
                 continue;
             }
             memset(acc, 0, gp->plane_size * sizeof *acc);
@@ -929,6 +1204,7 @@ static HRESULT run_grad(const dml_kernel_args* args) {
             const dml_pool_view* o = &gp->grad_out;
             write_grad_plane(gp, acc, output_gradient + (n * o->strides[0] + c * o->strides[1]) * element);
         }
+        _mm_sfence(); /* the streamed stores are visible before the dispatch returns */
     }
     return S_OK;
 }

@@ -743,8 +743,10 @@ __device__ __forceinline__ tap_max<V> argmax_lane_rows(const lane_row<typename V
 
 /* Whether the row kernels take the plan's problem, and their rows per warp.
  * FLOAT32 only: with FLOAT16's 4-byte pairs the whole-plane kernels are
- * faster (H100, 32x256x56x56: forward 0.058 vs 0.061 ms, gradient 0.090 vs
- * 0.107 ms; FLOAT32: 0.066 vs 0.062, 0.097 vs 0.092). */
+ * faster (H100, 32x256x56x56: forward 0.053-0.058 vs 0.061 ms, gradient
+ * 0.085-0.090 vs 0.107 ms; FLOAT32: 0.066 vs 0.062, 0.097 vs 0.092). Loading
+ * two or three row pairs ahead instead of one was no faster (issue-bound:
+ * SM throughput ~80%, DRAM ~70%). */
 void plan_rows_3x3s2(nchw_plan* n, uint32_t rows) {
     uint32_t columns = n->out_width > n->width / 2 ? n->out_width : n->width / 2;
     n->rows_3x3s2 = n->window_3x3_stride_2 && n->type == DML_TENSOR_DATA_TYPE_FLOAT32 && columns <= kRowLanes;

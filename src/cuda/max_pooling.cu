@@ -379,6 +379,8 @@ struct nchw_plan {
     bool whole_planes;                /* one block per plane, staged in shared memory (plane_layout_of) */
     bool window_3x3;                  /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
     bool window_3x3_stride_2;         /* also strides 2, start padding 1, even H and W (argmax_3x3_stride_2) */
+    bool rows_3x3s2;                  /* also at most 32 window columns and column pairs: the row kernels */
+    uint32_t group_rows;              /* the row kernels' window rows (gradient: row pairs) per warp */
     uint64_t count;                   /* threads' work items of the kernel that runs */
     unsigned blocks;
 };
@@ -415,6 +417,7 @@ nchw_plan* plan_nchw(const dml_tensor& input, const dml_tensor& pooled, const dm
     n->type = input.type;
     n->tiles_exact = tiles_dimension(p, 1, n->height, n->out_height) && tiles_dimension(p, 2, n->width, n->out_width);
     n->whole_planes = false;
+    n->rows_3x3s2 = false;
     n->window_3x3 = p.window[1] == 3 && p.window[2] == 3 && p.dilations[1] == 1 && p.dilations[2] == 1;
     n->window_3x3_stride_2 = n->window_3x3 && p.strides[1] == 2 && p.strides[2] == 2 && p.start_padding[1] == 1 &&
                              p.start_padding[2] == 1 && n->height % 2 == 0 && n->width % 2 == 0;
@@ -469,8 +472,23 @@ __device__ uint32_t argmax_2d(const typename V::T* plane, const nchw_plan& n, in
  * 2b + 1 are one aligned pair load. Position all ones (value -inf) when no
  * tap is inside the input. */
 template <class V> struct tap_max {
+    typedef typename V::T T;
     uint32_t position;
-    typename V::T value;
+    T value;
+    __device__ void visit(T v, uint32_t at) {
+        if (position == ~0u || V::greater(v, value)) position = at, value = v;
+    }
+    /* The taps of one input row (starting at position `row`) of window
+     * column b, as argmax_3x3_stride_2 scans them: column 2b - 1 (`left`),
+     * then 2b and 2b + 1 (`pair`). */
+    __device__ __forceinline__ void visit_row(uint32_t row, uint32_t b, uint32_t width, T left, pair_of<T> pair) {
+        uint32_t right = 2 * b;
+        if (right - 1 < width) visit(left, row + right - 1); /* right - 1 wraps to all ones for b = 0 */
+        if (right < width) {                                 /* then right + 1 < W too: W is even */
+            visit(pair.v[0], row + right);
+            visit(pair.v[1], row + right + 1);
+        }
+    }
 };
 
 template <class V>
@@ -478,20 +496,17 @@ __device__ __forceinline__ tap_max<V> argmax_3x3_stride_2(const typename V::T* p
                                                           uint32_t b) {
     typedef typename V::T T;
     tap_max<V> best = {~0u, V::lowest()};
-    auto visit = [&](T value, uint32_t position) {
-        if (best.position == ~0u || V::greater(value, best.value)) best = {position, value};
-    };
     uint32_t left = 2 * b - 1, right = 2 * b; /* columns; left wraps to all ones for b = 0 */
 #pragma unroll
     for (int32_t kh = 0; kh < 3; kh++) {
         int32_t h = 2 * (int32_t)a - 1 + kh;
         if (h < 0 || h >= (int32_t)n.height) continue;
         uint32_t row = (uint32_t)h * n.width;
-        if (left < n.width) visit(plane[row + left], row + left);
+        if (left < n.width) best.visit(plane[row + left], row + left);
         if (right < n.width) { /* then right + 1 < W too: W is even */
             pair_of<T> pair = *(const pair_of<T>*)(plane + row + right);
-            visit(pair.v[0], row + right);
-            visit(pair.v[1], row + right + 1);
+            best.visit(pair.v[0], row + right);
+            best.visit(pair.v[1], row + right + 1);
         }
     }
     return best;
@@ -678,6 +693,179 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/* ---- 3x3 windows, strides 2, start padding 1, planes at most 64 wide ----
+ * One block per plane, each warp a group of `group_rows` consecutive window
+ * rows (forward) or input row pairs (gradient), lane b the window column b:
+ * each input row is one pair load of columns 2b, 2b + 1 per lane, column
+ * 2b - 1 comes from lane b - 1, and the row two consecutive window rows share
+ * stays in registers; the loads of the next rows are issued before the
+ * current ones are used. No shared memory and no block barrier; the scan,
+ * comparisons and gradient sums are those of the whole-plane kernels. */
+constexpr unsigned kRowWarps = 4;
+
+/* The most window columns (or column pairs) one warp covers. */
+constexpr uint32_t kRowLanes = 32;
+
+/* One input row as lane b sees it: columns 2b, 2b + 1, and 2b - 1 once
+ * `take_left` has run (all lanes of the warp together). */
+template <class T> struct lane_row {
+    pair_of<T> pair;
+    T left;
+    uint32_t row; /* position of the row's first element; all ones outside the input */
+    __device__ void take_left() {
+        uint32_t bits = 0;
+        memcpy(&bits, &pair.v[1], sizeof(T));
+        bits = __shfl_up_sync(~0u, bits, 1);
+        memcpy(&left, &bits, sizeof(T));
+    }
+};
+
+template <class T> __device__ __forceinline__ lane_row<T> load_lane_row(const T* plane, const nchw_plan& n, int32_t h) {
+    lane_row<T> r = {};
+    r.row = h >= 0 && h < (int32_t)n.height ? (uint32_t)h * n.width : ~0u;
+    uint32_t b = threadIdx.x % kRowLanes;
+    if (r.row != ~0u && 2 * b < n.width) r.pair = *(const pair_of<T>*)(plane + r.row + 2 * b);
+    return r;
+}
+
+/* The first maximal tap of the window over rows top, middle, bottom. */
+template <class V>
+__device__ __forceinline__ tap_max<V> argmax_lane_rows(const lane_row<typename V::T>& top,
+                                                       const lane_row<typename V::T>& middle,
+                                                       const lane_row<typename V::T>& bottom, uint32_t width) {
+    tap_max<V> best = {~0u, V::lowest()};
+    uint32_t b = threadIdx.x % kRowLanes;
+    if (top.row != ~0u) best.visit_row(top.row, b, width, top.left, top.pair);
+    if (middle.row != ~0u) best.visit_row(middle.row, b, width, middle.left, middle.pair);
+    if (bottom.row != ~0u) best.visit_row(bottom.row, b, width, bottom.left, bottom.pair);
+    return best;
+}
+
+/* Whether the row kernels take the plan's problem, and their rows per warp.
+ * FLOAT32 only: with FLOAT16's 4-byte pairs the whole-plane kernels are
+ * faster (H100, 32x256x56x56: forward 0.053-0.058 vs 0.061 ms, gradient
+ * 0.085-0.090 vs 0.107 ms; FLOAT32: 0.066 vs 0.062, 0.097 vs 0.092). Loading
+ * two or three row pairs ahead instead of one was no faster (issue-bound:
+ * SM throughput ~80%, DRAM ~70%). */
+void plan_rows_3x3s2(nchw_plan* n, uint32_t rows) {
+    uint32_t columns = n->out_width > n->width / 2 ? n->out_width : n->width / 2;
+    n->rows_3x3s2 = n->window_3x3_stride_2 && n->type == DML_TENSOR_DATA_TYPE_FLOAT32 && columns <= kRowLanes;
+    n->group_rows = (rows + kRowWarps - 1) / kRowWarps;
+}
+
+template <class V, class I>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    max_pooling_forward_3x3s2_rows(const nchw_plan n, const void* input, void* output, void* indices) {
+    typedef typename V::T T;
+    const uint32_t b = threadIdx.x % kRowLanes, first = threadIdx.x / kRowLanes * n.group_rows;
+    const uint32_t end = first + n.group_rows < n.out_height ? first + n.group_rows : n.out_height;
+    const uint64_t plane_base = (uint64_t)blockIdx.x * n.height * n.width;
+    const T* in = (const T*)input + plane_base;
+    if (first >= end) return;
+    lane_row<T> top = load_lane_row(in, n, 2 * (int32_t)first - 1);
+    lane_row<T> middle = load_lane_row(in, n, 2 * (int32_t)first),
+                bottom = load_lane_row(in, n, 2 * (int32_t)first + 1);
+    top.take_left();
+    for (uint32_t a = first; a < end; a++) {
+        lane_row<T> next_middle = {}, next_bottom = {};
+        if (a + 1 < end) {
+            next_middle = load_lane_row(in, n, 2 * (int32_t)a + 2);
+            next_bottom = load_lane_row(in, n, 2 * (int32_t)a + 3);
+        }
+        middle.take_left();
+        bottom.take_left();
+        tap_max<V> best = argmax_lane_rows<V>(top, middle, bottom, n.width);
+        if (b < n.out_width) {
+            uint64_t out = ((uint64_t)blockIdx.x * n.out_height + a) * n.out_width + b;
+            ((T*)output)[out] = best.value;
+            if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, best.position);
+        }
+        top = bottom, middle = next_middle, bottom = next_bottom;
+    }
+}
+
+/* A window's argmax and output gradient as lane b holds them (position all
+ * ones, gradient 0 where the window is not there). */
+struct lane_window {
+    uint32_t position;
+    float gradient;
+    __device__ lane_window from_next_lane() const {
+        return {__shfl_down_sync(~0u, position, 1), __shfl_down_sync(~0u, gradient, 1)};
+    }
+};
+
+/* Gradient: warp rows are input row pairs a (rows 2a, 2a + 1), each lane the
+ * quad at columns 2b, 2b + 1 of its pair; only windows (a, b), (a, b + 1),
+ * (a + 1, b), (a + 1, b + 1) cover the quad, visited in that order
+ * (increasing (oh, ow)) as in max_pooling_grad_3x3s2. */
+template <class V>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    max_pooling_grad_3x3s2_rows(const nchw_plan n, const void* input, const void* input_gradient,
+                                void* output_gradient) {
+    typedef typename V::T T;
+    const uint32_t b = threadIdx.x % kRowLanes, first = threadIdx.x / kRowLanes * n.group_rows;
+    const uint32_t pairs = n.height / 2, end = first + n.group_rows < pairs ? first + n.group_rows : pairs;
+    const uint64_t plane_base = (uint64_t)blockIdx.x * n.height * n.width;
+    const T* in = (const T*)input + plane_base;
+    const T* dy = (const T*)input_gradient + (uint64_t)blockIdx.x * n.out_height * n.out_width;
+    T* dx = (T*)output_gradient + plane_base;
+    auto load_gradient = [&](uint32_t oh) {
+        return oh < n.out_height && b < n.out_width ? to_float(dy[oh * n.out_width + b]) : 0.0f;
+    };
+    auto window = [&](uint32_t oh, const lane_row<T>& top, const lane_row<T>& middle, const lane_row<T>& bottom,
+                      float gradient) {
+        lane_window w = {~0u, gradient};
+        if (oh < n.out_height && b < n.out_width)
+            w.position = argmax_lane_rows<V>(top, middle, bottom, n.width).position;
+        return w;
+    };
+    if (first >= end) return;
+    /* Window row `first`; then for pair a, window row a + 1 from the row it
+     * shares with window row a and two rows loaded one pair ahead. */
+    lane_row<T> top = load_lane_row(in, n, 2 * (int32_t)first - 1);
+    lane_row<T> middle = load_lane_row(in, n, 2 * (int32_t)first),
+                bottom = load_lane_row(in, n, 2 * (int32_t)first + 1);
+    float gradient = load_gradient(first);
+    lane_row<T> next_middle = load_lane_row(in, n, 2 * (int32_t)first + 2);
+    lane_row<T> next_bottom = load_lane_row(in, n, 2 * (int32_t)first + 3);
+    float next_gradient = load_gradient(first + 1);
+    top.take_left(), middle.take_left(), bottom.take_left();
+    lane_window current = window(first, top, middle, bottom, gradient);
+    for (uint32_t a = first; a < end; a++) {
+        lane_row<T> ahead_middle = {}, ahead_bottom = {};
+        float ahead_gradient = 0.0f;
+        if (a + 1 < end) {
+            ahead_middle = load_lane_row(in, n, 2 * (int32_t)a + 4);
+            ahead_bottom = load_lane_row(in, n, 2 * (int32_t)a + 5);
+            ahead_gradient = load_gradient(a + 2);
+        }
+        next_middle.take_left(), next_bottom.take_left();
+        lane_window next = window(a + 1, bottom, next_middle, next_bottom, next_gradient);
+        const lane_window covering[4] = {current, current.from_next_lane(), next, next.from_next_lane()};
+        const uint32_t top_left = 2 * a * n.width + 2 * b;
+        float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* the quad in row-major order */
+#pragma unroll
+        for (uint32_t k = 0; k < 4; k++) {
+            if (b + k % 2 >= n.out_width) continue;            /* lane 31's next lane is itself */
+            uint32_t chosen = covering[k].position - top_left; /* huge unless inside the quad's rows (~0u too) */
+            if (chosen == 0)
+                sums[0] += covering[k].gradient;
+            else if (chosen == 1)
+                sums[1] += covering[k].gradient;
+            else if (chosen == n.width)
+                sums[2] += covering[k].gradient;
+            else if (chosen == n.width + 1)
+                sums[3] += covering[k].gradient;
+        }
+        if (2 * b < n.width) {
+            *(pair_of<T>*)(dx + top_left) = {{from_float<T>(sums[0]), from_float<T>(sums[1])}};
+            *(pair_of<T>*)(dx + top_left + n.width) = {{from_float<T>(sums[2]), from_float<T>(sums[3])}};
+        }
+        current = next, bottom = next_bottom;
+        next_middle = ahead_middle, next_bottom = ahead_bottom, next_gradient = ahead_gradient;
+    }
+}
+
 template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* args, const nchw_plan& n) {
     const void* input = args->inputs[DML_POOL_INPUT];
     void* output = args->outputs[DML_POOL_OUTPUT];
@@ -688,6 +876,10 @@ template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* a
         (!indices || aligned_to(indices, 2 * sizeof(I)))) {
         max_pooling_forward_2x2<V, I><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
         return dml_cuda_check_launch("max_pooling_forward_2x2");
+    }
+    if (n.rows_3x3s2 && aligned_to(input, 2 * sizeof(typename V::T))) {
+        max_pooling_forward_3x3s2_rows<V, I><<<n.planes, kRowWarps * 32, 0, stream>>>(n, input, output, indices);
+        return dml_cuda_check_launch("max_pooling_forward_3x3s2_rows");
     }
     if (n.whole_planes) {
         bool vector = aligned_to(input, 16) && (size_t)n.height * n.width * sizeof(typename V::T) % 16 == 0;
@@ -738,6 +930,7 @@ HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EX
     n->count = n->tiles_2x2 ? outputs / 2 : outputs;
     n->blocks = grid_blocks(device, n->count);
     n->whole_planes = !n->tiles_2x2 && fits_whole_planes(*n, false);
+    plan_rows_3x3s2(n, n->out_height);
     return S_OK;
 }
 
@@ -1009,6 +1202,7 @@ HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECU
         return S_OK;
     }
     n->whole_planes = fits_whole_planes(*n, true);
+    plan_rows_3x3s2(n, n->height / 2);
     if (n->whole_planes) return S_OK;
     /* Bands of about 16 elements per thread and at most 256 rows; the window
      * rows that can cover `band_rows` input rows: those o with o * stride in
@@ -1033,6 +1227,10 @@ template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const n
     const void* dy = args->inputs[DML_POOL_INPUT_GRADIENT];
     void* dx = args->outputs[DML_POOL_OUTPUT];
     cudaStream_t stream = dml_cuda_stream(args);
+    if (n.rows_3x3s2 && aligned_to(input, 2 * sizeof(T)) && aligned_to(dx, 2 * sizeof(T))) {
+        max_pooling_grad_3x3s2_rows<V><<<n.planes, kRowWarps * 32, 0, stream>>>(n, input, dy, dx);
+        return dml_cuda_check_launch("max_pooling_grad_3x3s2_rows");
+    }
     if (n.whole_planes) {
         const size_t plane_bytes = (size_t)n.height * n.width * sizeof(T);
         const size_t gradient_bytes = (size_t)n.out_height * n.out_width * sizeof(T);

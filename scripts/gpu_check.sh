@@ -7,6 +7,7 @@
 #
 #   scripts/gpu_check.sh            # everything
 #   SANITIZE=0 scripts/gpu_check.sh # without compute-sanitizer
+#   SANITIZE_TOOLS=racecheck scripts/gpu_check.sh  # one tool (racecheck alone takes minutes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
@@ -40,7 +41,7 @@ if [ -x "$build/tools/dmlrun/dmlrun" ]; then
 fi
 
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     echo "== compute-sanitizer --tool $tool"
     for test in $(cd "$build" && ctest -N -L cuda | sed -n 's/^ *Test *#[0-9]*: //p'); do
       program=${test%_cuda}

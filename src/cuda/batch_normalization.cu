@@ -1522,27 +1522,18 @@ bool in_layout(const dml_tensor& input, const dml_tensor* const same_layout[2], 
  * as the GPU holds at once (the grid-wide barrier needs every block
  * resident), no more than the larger phase has tasks; 0 when the GPU cannot
  * launch it cooperatively. */
-template <class V, int W> HRESULT fused_grid(const DMLDevice* device, const nchw_plan& n, uint32_t* blocks) {
-    const void* kernel =
-        n.rules.forward ? (const void*)bn_nchw_fused<V, W, true> : (const void*)bn_nchw_fused<V, W, false>;
-    int cooperative = 0, per_multiprocessor = 0;
-    cudaError_t error =
-        cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, dml_cuda_state(device)->ordinal);
-    if (error == cudaSuccess)
-        error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kThreads, 0);
-    if (error != cudaSuccess) return dml_cuda_kernel_error(error, "planning bn_nchw_fused");
-    uint64_t resident = cooperative ? (uint64_t)per_multiprocessor * dml_cuda_state(device)->multiprocessors : 0;
+template <class V, int W> uint32_t fused_grid(const DMLDevice* device, const nchw_plan& n) {
+    uint64_t resident = n.rules.forward
+                            ? dml_cuda_resident_blocks(device, bn_nchw_fused<V, W, true>, kThreads, 0, true)
+                            : dml_cuda_resident_blocks(device, bn_nchw_fused<V, W, false>, kThreads, 0, true);
     uint64_t tasks = (uint64_t)n.channels * (n.chunks > n.image_blocks ? n.chunks : n.image_blocks);
-    *blocks = (uint32_t)(resident < tasks ? resident : tasks);
-    return S_OK;
+    return (uint32_t)(resident < tasks ? resident : tasks);
 }
 
-template <class V> HRESULT plan_fused_grids(const DMLDevice* device, nchw_plan& n) {
-    dml_cuda_device_guard guard(device);
-    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+template <class V> void plan_fused_grids(const DMLDevice* device, nchw_plan& n) {
     constexpr int vector = kVectorBytes / sizeof(typename V::T);
-    HRESULT status = fused_grid<V, 1>(device, n, &n.fused_blocks[0]);
-    return FAILED(status) ? status : fused_grid<V, vector>(device, n, &n.fused_blocks[1]);
+    n.fused_blocks[0] = fused_grid<V, 1>(device, n);
+    n.fused_blocks[1] = fused_grid<V, vector>(device, n);
 }
 
 /* The packed NCHW plan when the input and every tensor of `same_layout`
@@ -1572,7 +1563,10 @@ HRESULT plan_nchw(const DMLDevice* device, const dml_tensor& input, const dml_te
     n->rules = rules;
     plan->temporary_size = rules.inference ? 0 : (uint64_t)n->channels * n->chunks * sizeof(double2);
     if (rules.inference) return S_OK;
-    DML_TRY(is_half(&input) ? plan_fused_grids<f16_type>(device, *n) : plan_fused_grids<f32_type>(device, *n));
+    if (is_half(&input))
+        plan_fused_grids<f16_type>(device, *n);
+    else
+        plan_fused_grids<f32_type>(device, *n);
     return n->fused_blocks[0] > 0 && n->fused_blocks[1] > 0 ? S_OK : S_FALSE;
 }
 

@@ -71,17 +71,24 @@ unsigned dml_cuda_blocks(const dml_kernel_args* args, uint64_t count, unsigned t
 
 /* The blocks of `kernel` (`threads` threads, `shared_bytes` of dynamic
  * shared memory) that the device's multiprocessors hold at once: the grid of
- * a persistent kernel, whose blocks loop over tasks. 0 if the query fails. */
+ * a persistent kernel, whose blocks loop over tasks. With `cooperative`, 0
+ * where the device cannot launch cooperatively (a grid-wide barrier needs
+ * every block resident). 0 if a query fails: the plan then declines. */
 template <class Kernel>
-unsigned dml_cuda_resident_blocks(const DMLDevice* device, Kernel kernel, unsigned threads, size_t shared_bytes) {
+unsigned dml_cuda_resident_blocks(const DMLDevice* device, Kernel kernel, unsigned threads, size_t shared_bytes,
+                                  bool cooperative = false) {
     dml_cuda_device_guard guard(device);
-    int per_multiprocessor = 0;
-    if (guard.status() != cudaSuccess || cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                                             &per_multiprocessor, kernel, (int)threads, shared_bytes) != cudaSuccess) {
+    int per_multiprocessor = 0, can_cooperate = 1;
+    cudaError_t error = guard.status();
+    if (error == cudaSuccess && cooperative)
+        error = cudaDeviceGetAttribute(&can_cooperate, cudaDevAttrCooperativeLaunch, dml_cuda_state(device)->ordinal);
+    if (error == cudaSuccess)
+        error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, (int)threads, shared_bytes);
+    if (error != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
-    return (unsigned)per_multiprocessor * (unsigned)dml_cuda_state(device)->multiprocessors;
+    return can_cooperate ? (unsigned)per_multiprocessor * (unsigned)dml_cuda_state(device)->multiprocessors : 0;
 }
 
 /* A 4-D tensor stored packed in NCHW order (the layout class of the

@@ -1183,10 +1183,6 @@ struct listed_plan {
     uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes, transposed_bytes;
 };
 
-template <class T> cudaError_t listed_blocks_per_multiprocessor(int* blocks) {
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, roi_align_grad_listed<T>, kThreads, 0);
-}
-
 HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
@@ -1210,20 +1206,10 @@ HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXE
     if (pixels >= UINT32_MAX / 2 || samples * taps > ((uint64_t)1 << 20)) return S_FALSE;
     uint64_t list_bytes = align_up(samples * taps * sizeof(contribution));
 
-    dml_cuda_device_guard guard(device);
-    int cooperative = 0, per_multiprocessor = 0;
-    cudaError_t error = guard.status();
-    if (error == cudaSuccess)
-        error = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, dml_cuda_state(device)->ordinal);
-    if (error == cudaSuccess)
-        error = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16
-                    ? listed_blocks_per_multiprocessor<uint16_t>(&per_multiprocessor)
-                    : listed_blocks_per_multiprocessor<float>(&per_multiprocessor);
-    if (error != cudaSuccess) {
-        (void)cudaGetLastError();
-        return S_FALSE; /* the strided kernels then */
-    }
-    if (!cooperative || per_multiprocessor < 1) return S_FALSE;
+    unsigned resident = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16
+                            ? dml_cuda_resident_blocks(device, roi_align_grad_listed<uint16_t>, kThreads, 0, true)
+                            : dml_cuda_resident_blocks(device, roi_align_grad_listed<float>, kThreads, 0, true);
+    if (resident == 0) return S_FALSE; /* the strided kernels then */
 
     listed_plan* lp = (listed_plan*)dml_plan_state(plan, sizeof(listed_plan));
     if (lp == nullptr) return E_OUTOFMEMORY;
@@ -1239,7 +1225,7 @@ HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXE
     g.pixels = (uint32_t)pixels;
     g.pixel_tiles = (uint32_t)((pixels + kGatherPixels - 1) / kGatherPixels);
     g.channel_groups = (s.channels + kGatherChannels - 1) / kGatherChannels;
-    lp->blocks = (unsigned)per_multiprocessor * (unsigned)dml_cuda_state(device)->multiprocessors;
+    lp->blocks = resident;
     lp->offsets_bytes = align_up((pixels + 1) * sizeof(uint32_t));
     lp->cursors_bytes = align_up(pixels * sizeof(uint32_t));
     lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));

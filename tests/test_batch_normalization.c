@@ -1033,7 +1033,7 @@ TEST_CASE(half_precision_passes) {
 }
 
 /* FLOAT16 inference whose output is large enough for non-temporal stores
- * (8 MiB, STREAM_BYTES in src/cpu/batch_normalization_avx2.c): runs of
+ * (8 MiB, DML_CPU_STREAM_BYTES in src/cpu/cpu.h): runs of
  * 362 x 363 elements (not a multiple of 16), so that they start on 32-byte
  * boundaries (16 halves per store) and off them (8 per store), with tails. */
 TEST_CASE(half_precision_streamed_inference) {

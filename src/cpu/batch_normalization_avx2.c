@@ -47,16 +47,15 @@
 #include "batch_normalization_cpu.h"
 
 enum {
-    CHUNK = 4096,            /* elements of a run per statistics chunk (runs) */
-    CHUNK_ROWS = 256,        /* at most this many rows per chunk (channels) */
-    CHUNK_ELEMENTS = 65536,  /* and about this many elements: a chunk stays in L2 between its two passes */
-    BLOCK = 16,              /* groups per block (channels): one 64-byte line of FLOAT32 */
-    TILE = 256,              /* groups per tile of the element-wise pass (channels), whole blocks */
-    MIN_GROUPS = 8,          /* fewer groups than this cannot keep the threads busy: generic */
-    MIN_RUN = 8,             /* shorter runs (but > 1) are declined: generic */
-    STREAM_BYTES = 8u << 20, /* outputs at least this large bypass the caches */
-    STREAM_ITEM = 65536,     /* elements per work item of inference (runs) */
-    PREFETCH_BYTES = 2048    /* how far ahead a pass that streams from memory asks for lines */
+    CHUNK = 4096,           /* elements of a run per statistics chunk (runs) */
+    CHUNK_ROWS = 256,       /* at most this many rows per chunk (channels) */
+    CHUNK_ELEMENTS = 65536, /* and about this many elements: a chunk stays in L2 between its two passes */
+    BLOCK = 16,             /* groups per block (channels): one 64-byte line of FLOAT32 */
+    TILE = 256,             /* groups per tile of the element-wise pass (channels), whole blocks */
+    MIN_GROUPS = 8,         /* fewer groups than this cannot keep the threads busy: generic */
+    MIN_RUN = 8,            /* shorter runs (but > 1) are declined: generic */
+    STREAM_ITEM = 65536,    /* elements per work item of inference (runs) */
+    PREFETCH_BYTES = 2048   /* how far ahead a pass that streams from memory asks for lines */
 };
 
 /* The plan: the layout class and what the run steps need. */
@@ -140,7 +139,7 @@ static HRESULT plan_accept(const bn_fast_plan* candidate, bool channels, const D
     if (plan == NULL) return E_OUTOFMEMORY;
     *plan = *candidate;
     plan->threads = (int)device->threads;
-    plan->stream = output->element_count * dml_tensor_element_size(output) >= STREAM_BYTES;
+    plan->stream = output->element_count * dml_tensor_element_size(output) >= DML_CPU_STREAM_BYTES;
     if (plan->channels) {
         plan->chunk_rows = CHUNK_ELEMENTS / plan->groups;
         if (plan->chunk_rows > CHUNK_ROWS) plan->chunk_rows = CHUNK_ROWS;

@@ -77,4 +77,10 @@ static inline uint64_t dml_cpu_items_per_thread(uint64_t item_cost, uint64_t min
 /* Element visits a thread should have before another thread is worth waking. */
 #define DML_CPU_MIN_WORK_PER_THREAD 32768
 
+/* Outputs of at least this many bytes are written by the fast paths with
+ * non-temporal (streaming) stores where they can: far larger than the
+ * caches, they would be evicted before anyone read them, and a plain store
+ * first reads each line it writes (perf: a third of ROI pooling's time). */
+#define DML_CPU_STREAM_BYTES ((uint64_t)8 << 20)
+
 #endif

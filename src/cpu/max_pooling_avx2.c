@@ -27,7 +27,7 @@
  * channels-last: write_once_nhwc), with no accumulator. Overlapping windows
  * of 2-D planes on the whole-row path (3x3/2) accumulate with vector adds
  * in a band of input rows, each row written once complete (band_plane).
- * Outputs far larger than the caches are streamed (STREAM_BYTES). */
+ * Outputs far larger than the caches are streamed (DML_CPU_STREAM_BYTES). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>
@@ -54,11 +54,6 @@ typedef struct nchw_geometry {
 /* The most input columns an edge block copies per input row; wider
  * windows decline to the generic kernel. */
 enum { EDGE_SEGMENT = 64 };
-
-/* Outputs of at least this many bytes are streamed past the caches: far
- * larger than the caches, they would be evicted before anyone read them,
- * and a plain store first reads each line it writes. */
-#define STREAM_BYTES ((uint64_t)8 << 20)
 
 /* What one vector of eight output columns found: per lane (block lane
  * order) the winning value, its plane-relative position (d * H + h) * W + w
@@ -572,7 +567,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     uint64_t out_bytes = (uint64_t)f.rows * f.out.sizes[4] * (f.g.half ? 2 : 4) * (f.has_indices ? 2 : 1);
     /* Rows of whole blocks only (partial lines of streamed rows, 28 columns, cost more than they save),
      * and no single columns: a line both streamed and stored through the cache is slow. */
-    f.stream = out_bytes >= STREAM_BYTES && f.out.sizes[4] % 8 == 0 && f.g.interior_begin == 0 &&
+    f.stream = out_bytes >= DML_CPU_STREAM_BYTES && f.out.sizes[4] % 8 == 0 && f.g.interior_begin == 0 &&
                f.g.interior_end == f.out.sizes[4];
     forward_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
@@ -820,7 +815,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     /* Lines are never both streamed and stored through the cache (slow): no single columns, or
      * columns in no window (zeroed first), in the disjoint-window path. */
     gp.stream =
-        !gp.g.half && gp.planes * gp.plane_size * sizeof(float) >= STREAM_BYTES &&
+        !gp.g.half && gp.planes * gp.plane_size * sizeof(float) >= DML_CPU_STREAM_BYTES &&
         (!gp.write_once || (!gp.zero_columns && gp.g.interior_begin == 0 && gp.g.interior_end == gp.g.out_width));
     *state = gp;
     uint64_t per_thread = gp.band_rows ? (uint64_t)gp.band_rows * gp.band_width : gp.plane_size;

@@ -226,14 +226,10 @@ static inline void stream_bytes(char* to, const char* from, uint64_t bytes) {
     memcpy(to + at, from + at, bytes - at);
 }
 
-/* Outputs of at least this size are streamed: no cache keeps them until
- * they are read (a ROI pooling or ROI align output of 512 ROIs x 256
- * channels x 7 x 7 is 25 MB), and plain stores would first read each line
- * (perf: a third of ROI pooling's time went into those stores). */
-#define ROI_STREAM_OUTPUT_BYTES ((uint64_t)8 << 20)
-
+/* Whether an output is streamed (DML_CPU_STREAM_BYTES; a ROI pooling or ROI
+ * align output of 512 ROIs x 256 channels x 7 x 7 is 25 MB). */
 static inline bool roi_output_streams(const dml_tensor* output) {
-    return output->element_count * dml_tensor_element_size(output) >= ROI_STREAM_OUTPUT_BYTES;
+    return output->element_count * dml_tensor_element_size(output) >= DML_CPU_STREAM_BYTES;
 }
 
 /* Bytes of lanes_stream_bins' staging area for `bins` bins: 8 channels'

@@ -17,7 +17,7 @@
  *   its columns for 8 channels at once: one vmaxps per 8 input elements and
  *   one transpose per 8 columns of a bin row, instead of a transpose per
  *   8 pixels.
- *   An output of ROI_STREAM_OUTPUT_BYTES or more is written with
+ *   An output of DML_CPU_STREAM_BYTES or more is written with
  *   non-temporal stores, each task's 8 channels in one piece
  *   (lanes_stream_bins).
  * - Channels-last (channel stride 1): each element of a bin is a contiguous

@@ -473,11 +473,30 @@ __device__ void inference_group_values(const dim_view<5>& parameters, const void
  * + bias [+ FusedAdd, after Bias and before the activation (§5)] in FLOAT64
  * as on the CPU, with round-to-nearest intrinsics so that no multiply-add is
  * fused, rounded to FLOAT32, then the activation in FLOAT32 (§8.2). */
+/* The fused activations a kernel is compiled for: the fast paths take the
+ * common ones without dml_activation_apply's switch on every element. */
+enum activation_kind { kNoActivation /* NONE, IDENTITY */, kRelu, kAnyActivation };
+
+activation_kind kind_of(const dml_activation& activation) {
+    if (activation.type == DML_ACTIVATION_NONE || activation.type == DML_ACTIVATION_IDENTITY) return kNoActivation;
+    return activation.type == DML_ACTIVATION_RELU ? kRelu : kAnyActivation;
+}
+
+template <int Act> __device__ __forceinline__ float activate(const dml_activation& activation, float value) {
+    if constexpr (Act == kNoActivation)
+        return value;
+    else if constexpr (Act == kRelu)
+        return dml_activation_relu(value);
+    else
+        return dml_activation_apply(&activation, value);
+}
+
+template <int Act = kAnyActivation>
 __device__ __forceinline__ float forward_element(double x, double mean, double factor, double bias, bool has_add,
                                                  double add, const dml_activation& activation) {
     double value = __dadd_rn(__dmul_rn(__dsub_rn(x, mean), factor), bias);
     if (has_add) value = __dadd_rn(value, add);
-    return dml_activation_apply(&activation, (float)value);
+    return activate<Act>(activation, (float)value);
 }
 
 /* The input gradient from the group's {Mean, k, u, w}; GRAD reads no x. */
@@ -919,7 +938,7 @@ HRESULT run_gradient_batch_statistics(const dml_kernel_args* args) { return batc
  * once, so that a grid-wide barrier can separate its two phases (one launch:
  * half the host time of two):
  *
- * 1. Partials, in one read: tasks of kThreads * kItems consecutive elements
+ * 1. Partials, in one read: tasks of kThreads * chunk_items consecutive elements
  *    m = n * HW + hw of one channel (the chunks depend on the problem alone,
  *    never on the grid), taken by the blocks in turn, loaded 16 bytes at a
  *    time where HW and the bindings allow it (else one element). TRAINING
@@ -979,9 +998,15 @@ struct bn_bindings {
 
 template <class T, int W> struct alignas(W * sizeof(T)) vector_of { T v[W]; };
 
-/* W consecutive elements from `offset` (a multiple of W when W > 1). */
+/* W consecutive elements from `offset` (a multiple of W when W > 1), as stored. */
+template <class V, int W>
+__device__ __forceinline__ vector_of<typename V::T, W> load_stored(const void* base, uint32_t offset) {
+    return ((const vector_of<typename V::T, W>*)base)[offset / W];
+}
+
+/* The same, converted. */
 template <class V, int W> __device__ __forceinline__ void load_vector(const void* base, uint32_t offset, float* out) {
-    vector_of<typename V::T, W> v = ((const vector_of<typename V::T, W>*)base)[offset / W];
+    vector_of<typename V::T, W> v = load_stored<V, W>(base, offset);
 #pragma unroll
     for (int i = 0; i < W; i++)
         out[i] = V::to_float(v.v[i]);
@@ -1068,33 +1093,40 @@ __device__ __forceinline__ nchw_chunk chunk_of_task(const nchw_plan& n, uint32_t
     return k;
 }
 
+/* Elements per thread and partials chunk: four 16-byte vectors of the type
+ * (loaded before any is used: 64 bytes in flight per thread, FLOAT16 too),
+ * whatever the loads' width, so that the chunks (and the sums) do not depend
+ * on the bindings' alignment. */
+template <class V> __host__ __device__ constexpr int chunk_items() { return 4 * kVectorBytes / sizeof(typename V::T); }
+
 /* TRAINING's partial of one task; warp_sums: kThreads / 32 in shared memory. */
 template <class V, int W>
 __device__ void statistics_partial(const nchw_plan& n, const bn_bindings& p, uint32_t task, double* warp_sums) {
+    constexpr int kLoads = chunk_items<V>() / W;
     nchw_chunk k = chunk_of_task(n, task);
-    float values[kItems]; /* elements (threadIdx.x + i * kThreads) * W + e of the chunk */
+    /* Elements (threadIdx.x + i * kThreads) * W + e of the chunk as stored
+     * (converted when used: as many registers for FLOAT16 as for FLOAT32); absent ones 0. */
+    vector_of<typename V::T, W> stored[kLoads];
     double sum = 0;
 #pragma unroll
-    for (int i = 0; i < kItems / W; i++) {
+    for (int i = 0; i < kLoads; i++) {
         uint32_t local = (threadIdx.x + (uint32_t)i * kThreads) * W; /* the chunk and HW are multiples of W */
-        if (local < k.length)
-            load_vector<V, W>(p.input, nchw_offset(n, k.c, k.begin + local), &values[i * W]);
-        else
-#pragma unroll
-            for (int e = 0; e < W; e++)
-                values[i * W + e] = 0.0f;
+        stored[i] = local < k.length ? load_stored<V, W>(p.input, nchw_offset(n, k.c, k.begin + local))
+                                     : vector_of<typename V::T, W>{};
     }
 #pragma unroll
-    for (int i = 0; i < kItems; i++)
-        sum += (double)values[i]; /* absent elements add 0 */
+    for (int i = 0; i < kLoads; i++)
+#pragma unroll
+        for (int e = 0; e < W; e++)
+            sum += (double)V::to_float(stored[i].v[e]); /* absent elements add 0 */
     double mean = block_sum(sum, warp_sums) / (double)k.length;
     double m2 = 0;
 #pragma unroll
-    for (int i = 0; i < kItems / W; i++) {
+    for (int i = 0; i < kLoads; i++) {
         if ((threadIdx.x + (uint32_t)i * kThreads) * W < k.length)
 #pragma unroll
             for (int e = 0; e < W; e++) {
-                double deviation = (double)values[i * W + e] - mean;
+                double deviation = (double)V::to_float(stored[i].v[e]) - mean;
                 m2 += deviation * deviation;
             }
     }
@@ -1111,7 +1143,7 @@ __device__ void gradient_partial(const nchw_plan& n, const bn_bindings& p, uint3
     double mean = (double)load<V>(p.in[0], parameter_offsets[0]);
     double sdy = 0, sdyxc = 0;
 #pragma unroll
-    for (int i = 0; i < kItems / W; i++) {
+    for (int i = 0; i < chunk_items<V>() / W; i++) {
         uint32_t local = (threadIdx.x + (uint32_t)i * kThreads) * W;
         if (local < k.length) {
             uint32_t offset = nchw_offset(n, k.c, k.begin + local);
@@ -1220,7 +1252,7 @@ __device__ __forceinline__ void apply_in_batches(const nchw_plan& n, const nchw_
 
 /* The forward apply of one task; channel: 3 doubles in shared memory (mean,
  * factor, bias). */
-template <class V, int W>
+template <class V, int W, int Act>
 __device__ void forward_apply(const nchw_plan& n, const bn_bindings& p, const nchw_planes& b, double* channel) {
     vector_of<typename V::T, W> x[kBatch], add[kBatch];
     auto prologue = [&]() {
@@ -1243,9 +1275,9 @@ __device__ void forward_apply(const nchw_plan& n, const bn_bindings& p, const nc
         typename V::T y[W];
 #pragma unroll
         for (int e = 0; e < W; e++)
-            y[e] = V::from_float(
-                forward_element((double)V::to_float(x[i].v[e]), channel[0], channel[1], channel[2], p.second != NULL,
-                                p.second != NULL ? (double)V::to_float(add[i].v[e]) : 0.0, n.rules.activation));
+            y[e] = V::from_float(forward_element<Act>(
+                (double)V::to_float(x[i].v[e]), channel[0], channel[1], channel[2], p.second != NULL,
+                p.second != NULL ? (double)V::to_float(add[i].v[e]) : 0.0, n.rules.activation));
         store_vector_once<V, W>(p.output, offset, y);
     };
     apply_in_batches<W>(n, b, prologue, load_batch, finish);
@@ -1278,15 +1310,16 @@ __device__ void backward_apply(const nchw_plan& n, const bn_bindings& p, const n
     apply_in_batches<W>(n, b, prologue, load_batch, finish);
 }
 
-template <class V, int W>
+template <class V, int W, int Act>
 __global__ void __launch_bounds__(kThreads) bn_nchw_inference(const nchw_plan n, const bn_bindings p) {
     __shared__ double channel[3];
     /* Neighbouring blocks: neighbouring planes in memory. */
-    forward_apply<V, W>(n, p, planes_of<W>(n, blockIdx.x % n.channels, blockIdx.x / n.channels), channel);
+    forward_apply<V, W, Act>(n, p, planes_of<W>(n, blockIdx.x % n.channels, blockIdx.x / n.channels), channel);
 }
 
-/* TRAINING (Forward) or the GRADs; launched cooperatively, every block resident. */
-template <class V, int W, bool Forward>
+/* TRAINING (Forward, with activation kind Act) or the GRADs; launched
+ * cooperatively, every block resident. */
+template <class V, int W, bool Forward, int Act>
 __global__ void __launch_bounds__(kThreads, 4) bn_nchw_fused(const nchw_plan n, const bn_bindings p) {
     __shared__ double shared[kThreads / 32]; /* the partials' warp sums, then the apply's channel values */
     for (uint32_t task = blockIdx.x; task < n.channels * n.chunks; task += gridDim.x) {
@@ -1301,7 +1334,7 @@ __global__ void __launch_bounds__(kThreads, 4) bn_nchw_fused(const nchw_plan n, 
         uint32_t reversed = tasks - 1 - task; /* channel-major, as the partials' chunks */
         nchw_planes b = planes_of<W>(n, reversed / n.image_blocks, reversed % n.image_blocks);
         if (Forward)
-            forward_apply<V, W>(n, p, b, shared);
+            forward_apply<V, W, Act>(n, p, b, shared);
         else
             backward_apply<V, W>(n, p, b, shared);
         __syncthreads(); /* the next task's merge rewrites shared */
@@ -1311,11 +1344,15 @@ __global__ void __launch_bounds__(kThreads, 4) bn_nchw_fused(const nchw_plan n, 
 /* ---- Packed NHWC fast paths ("/cuda/nhwc") ----
  *
  * The same operators on rank-4 tensors stored channels-last (rows of C
- * channels, R = N * H * W rows), reduced over N, H and W, in three launches:
+ * channels, R = N * H * W rows), reduced over N, H and W, in three phases of
+ * one cooperative launch (bn_nhwc_fused, a grid of the blocks the GPU holds
+ * at once, each looping over the phase's blocks; grid-wide barriers between
+ * the phases):
  *
  * 1. Partials, in one read: blocks of gx vector columns (16 bytes of
- *    neighbouring channels each, or one channel) times gy rows; the grid is
- *    the column blocks times row ranges whose size depends on R alone. Thread
+ *    neighbouring channels each, or one channel) times gy rows; the phase's
+ *    blocks are the column blocks times row ranges whose size depends on R
+ *    alone (never on the GPU: the sums' order is fixed). Thread
  *    (tx, ty) runs over rows ty, ty + gy, ... of its range with FLOAT64 sums
  *    in order, then a fixed tree over ty (column_sum). TRAINING sums d = x - K
  *    and d^2 with K the channel's first element: shifted sums, so no
@@ -1323,8 +1360,10 @@ __global__ void __launch_bounds__(kThreads, 4) bn_nchw_fused(const nchw_plan n, 
  * 2. Finalize: a warp per channel sums the row ranges' partials in a fixed
  *    order (warp_sum) and writes the per-channel outputs and the values of
  *    the element-wise pass.
- * 3. Apply: the partials' block shape; each thread keeps its channels'
- *    values in registers and runs over its rows kBatch at a time. */
+ * 3. Apply: the partials' blocks, in reverse order; each thread keeps its
+ *    channels' values in registers and runs over its rows kBatch at a time.
+ *
+ * BATCH_NORMALIZATION (inference) is the apply alone (bn_nhwc_inference). */
 
 constexpr uint32_t kRowRanges = 1024; /* row ranges of a large problem: every SM busy */
 constexpr uint32_t kWarps = kThreads / 32;
@@ -1340,6 +1379,7 @@ struct nhwc_plan {
     uint32_t range_rows, ranges; /* rows per range, ranges */
     bool vectorizable;           /* C a multiple of the elements in kVectorBytes */
     nhwc_shape shapes[2];        /* [0] element loads, [1] vector loads */
+    uint32_t fused_blocks[2];    /* bn_nhwc_fused's grid, likewise */
     uint64_t partials_bytes;     /* the groups' values follow the partials */
     group_rules rules;
 };
@@ -1350,10 +1390,11 @@ struct nhwc_position {
     bool active;
 };
 
-template <int W> __device__ __forceinline__ nhwc_position nhwc_position_of_thread(const nhwc_plan& n) {
+/* This thread's channels and rows in `block` of the partials' (and the apply's) grid. */
+template <int W> __device__ __forceinline__ nhwc_position nhwc_position_of_thread(const nhwc_plan& n, uint32_t block) {
     const nhwc_shape& s = n.shapes[W > 1];
     nhwc_position q;
-    uint32_t column_block = blockIdx.x % s.column_blocks, range = blockIdx.x / s.column_blocks;
+    uint32_t column_block = block % s.column_blocks, range = block / s.column_blocks;
     q.c0 = ((column_block << s.block.gx_log2) + thread_x(s.block)) * W;
     q.active = q.c0 < n.channels;
     q.ty = thread_y(s.block);
@@ -1363,11 +1404,12 @@ template <int W> __device__ __forceinline__ nhwc_position nhwc_position_of_threa
     return q;
 }
 
+/* Phase 1 for one block of the grid; shared: kThreads doubles. Every thread of the block calls it. */
 template <class V, int W>
-__global__ void __launch_bounds__(kThreads) bn_nhwc_partials(const nhwc_plan n, const bn_bindings p, bool statistics) {
-    __shared__ double shared[kThreads];
+__device__ void nhwc_partials(const nhwc_plan& n, const bn_bindings& p, bool statistics, uint32_t block,
+                              double* shared) {
     const block_shape& shape = n.shapes[W > 1].block;
-    nhwc_position q = nhwc_position_of_thread<W>(n);
+    nhwc_position q = nhwc_position_of_thread<W>(n, block);
     double center[W], first[W] = {}, second[W] = {};
     if (q.active) {
         if (statistics) { /* K: the channel's first element */
@@ -1400,7 +1442,7 @@ __global__ void __launch_bounds__(kThreads) bn_nhwc_partials(const nhwc_plan n, 
             }
         }
     }
-    uint32_t range = blockIdx.x / n.shapes[W > 1].column_blocks;
+    uint32_t range = block / n.shapes[W > 1].column_blocks;
 #pragma unroll
     for (int e = 0; e < W; e++) {
         double a = column_sum(first[e], shared, shape), b = column_sum(second[e], shared, shape);
@@ -1408,16 +1450,18 @@ __global__ void __launch_bounds__(kThreads) bn_nhwc_partials(const nhwc_plan n, 
     }
 }
 
-/* A warp per channel: the sums of its ranges' partials, then its outputs and values. */
+/* Phase 2, by one whole warp: channel c's sums of its ranges' partials (read
+ * from L2: written by other blocks before the grid-wide barrier), then its
+ * outputs and values. */
 template <class V>
-__global__ void __launch_bounds__(kThreads) bn_nhwc_finalize(const nhwc_plan n, const bn_bindings p, bool statistics) {
-    uint32_t c = blockIdx.x * kWarps + threadIdx.x / 32;
-    if (c >= n.channels) return; /* whole warps */
+__device__ void nhwc_finalize(const nhwc_plan& n, const bn_bindings& p, bool statistics, uint32_t c) {
     const double2* ranges = p.partials + (uint64_t)c * n.ranges;
     double a = 0, b = 0;
-#pragma unroll 8 /* loads in flight: the partials come from L2 */
-    for (uint32_t k = threadIdx.x % 32; k < n.ranges; k += 32)
-        a += ranges[k].x, b += ranges[k].y;
+#pragma unroll 8 /* loads in flight */
+    for (uint32_t k = threadIdx.x % 32; k < n.ranges; k += 32) {
+        double2 partial = __ldcg(ranges + k);
+        a += partial.x, b += partial.y;
+    }
     a = warp_sum(a);
     b = warp_sum(b);
     if (threadIdx.x % 32 != 0) return;
@@ -1434,9 +1478,10 @@ __global__ void __launch_bounds__(kThreads) bn_nhwc_finalize(const nhwc_plan n, 
     }
 }
 
-template <class V, int W>
-__global__ void __launch_bounds__(kThreads) bn_nhwc_apply(const nhwc_plan n, const bn_bindings p, bool forward) {
-    nhwc_position q = nhwc_position_of_thread<W>(n);
+/* Phase 3 (or inference's only pass) for one block of the grid. */
+template <class V, int W, int Act>
+__device__ void nhwc_apply(const nhwc_plan& n, const bn_bindings& p, bool forward, uint32_t block) {
+    nhwc_position q = nhwc_position_of_thread<W>(n, block);
     if (!q.active) return;
     double values[W][4] = {}; /* forward: 3 of them */
 #pragma unroll
@@ -1445,7 +1490,7 @@ __global__ void __launch_bounds__(kThreads) bn_nhwc_apply(const nhwc_plan n, con
             inference_group_values<V>(n.rules.parameters, p.in, n.rules.epsilon, q.c0 + e, values[e]);
         else
             for (int k = 0; k < (forward ? 3 : 4); k++)
-                values[e][k] = p.groups[4 * (uint64_t)(q.c0 + e) + k];
+                values[e][k] = __ldcg(p.groups + 4 * (uint64_t)(q.c0 + e) + k); /* from L2, as the partials */
     bool has_add = forward && p.second != NULL, reads_x = forward || n.rules.training;
     for (uint32_t row = q.begin + q.ty; row < q.end; row += q.gy * kBatch) {
         float x[kBatch][W], second[kBatch][W];
@@ -1465,14 +1510,39 @@ __global__ void __launch_bounds__(kThreads) bn_nhwc_apply(const nhwc_plan n, con
             for (int e = 0; e < W; e++) {
                 double xe = reads_x ? (double)x[i][e] : 0.0;
                 if (forward)
-                    y[e] = V::from_float(forward_element(xe, values[e][0], values[e][1], values[e][2], has_add,
-                                                         has_add ? (double)second[i][e] : 0.0, n.rules.activation));
+                    y[e] =
+                        V::from_float(forward_element<Act>(xe, values[e][0], values[e][1], values[e][2], has_add,
+                                                           has_add ? (double)second[i][e] : 0.0, n.rules.activation));
                 else
                     y[e] = V::from_double(backward_element(xe, (double)second[i][e], values[e], n.rules.training));
             }
             store_vector<V, W>(p.output, r * n.channels + q.c0, y);
         }
     }
+}
+
+/* TRAINING (Forward, activation kind Act) or the GRADs in one cooperative
+ * launch: the three phases over a grid of resident blocks, separated by
+ * grid-wide barriers; the apply visits the blocks in reverse, so that the
+ * rows read last by phase 1 are re-read from L2. */
+template <class V, int W, bool Forward, int Act>
+__global__ void __launch_bounds__(kThreads) bn_nhwc_fused(const nhwc_plan n, const bn_bindings p) {
+    __shared__ double shared[kThreads];
+    uint32_t blocks = n.shapes[W > 1].column_blocks * n.ranges;
+    for (uint32_t block = blockIdx.x; block < blocks; block += gridDim.x)
+        nhwc_partials<V, W>(n, p, Forward, block, shared);
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    grid.sync(); /* every partial written and visible */
+    for (uint32_t c = blockIdx.x * kWarps + threadIdx.x / 32; c < n.channels; c += gridDim.x * kWarps)
+        nhwc_finalize<V>(n, p, Forward, c);
+    grid.sync(); /* every channel's values written and visible */
+    for (uint32_t block = blockIdx.x; block < blocks; block += gridDim.x)
+        nhwc_apply<V, W, Act>(n, p, Forward, blocks - 1 - block);
+}
+
+template <class V, int W, int Act>
+__global__ void __launch_bounds__(kThreads) bn_nhwc_inference(const nhwc_plan n, const bn_bindings p) {
+    nhwc_apply<V, W, Act>(n, p, true, blockIdx.x);
 }
 
 /* ---- Host side of the fast paths ---- */
@@ -1518,22 +1588,64 @@ bool in_layout(const dml_tensor& input, const dml_tensor* const same_layout[2], 
     return true;
 }
 
-/* bn_nchw_fused's grid for element (W = 1) or vector loads: as many blocks
- * as the GPU holds at once (the grid-wide barrier needs every block
- * resident), no more than the larger phase has tasks; 0 when the GPU cannot
- * launch it cooperatively. */
-template <class V, int W> uint32_t fused_grid(const DMLDevice* device, const nchw_plan& n) {
-    uint64_t resident = n.rules.forward
-                            ? dml_cuda_resident_blocks(device, bn_nchw_fused<V, W, true>, kThreads, 0, true)
-                            : dml_cuda_resident_blocks(device, bn_nchw_fused<V, W, false>, kThreads, 0, true);
-    uint64_t tasks = (uint64_t)n.channels * (n.chunks > n.image_blocks ? n.chunks : n.image_blocks);
-    return (uint32_t)(resident < tasks ? resident : tasks);
+/* The kernels of a layout for (V, W): the fused TRAINING (with the
+ * activation's kind) or GRADs, and inference's apply. */
+struct nchw_kernels {
+    typedef nchw_plan plan;
+    template <class V, int W, bool Forward, int Act> static const void* fused() {
+        return (const void*)bn_nchw_fused<V, W, Forward, Act>;
+    }
+    template <class V, int W, int Act> static const void* inference() {
+        return (const void*)bn_nchw_inference<V, W, Act>;
+    }
+};
+
+struct nhwc_kernels {
+    typedef nhwc_plan plan;
+    template <class V, int W, bool Forward, int Act> static const void* fused() {
+        return (const void*)bn_nhwc_fused<V, W, Forward, Act>;
+    }
+    template <class V, int W, int Act> static const void* inference() {
+        return (const void*)bn_nhwc_inference<V, W, Act>;
+    }
+};
+
+template <class Kernels, class V, int W, int Act> const void* kernel_for(const group_rules& rules) {
+    if (rules.inference) return Kernels::template inference<V, W, Act>();
+    return rules.forward ? Kernels::template fused<V, W, true, Act>()
+                         : Kernels::template fused<V, W, false, kNoActivation>(); /* the GRADs: no activation */
 }
 
-template <class V> void plan_fused_grids(const DMLDevice* device, nchw_plan& n) {
+/* The kernel that runs a plan's rules with element (W = 1) or vector loads. */
+template <class Kernels, class V, int W> const void* kernel_for(const group_rules& rules) {
+    switch (kind_of(rules.activation)) {
+    case kNoActivation: return kernel_for<Kernels, V, W, kNoActivation>(rules);
+    case kRelu: return kernel_for<Kernels, V, W, kRelu>(rules);
+    default: return kernel_for<Kernels, V, W, kAnyActivation>(rules);
+    }
+}
+
+/* The fused kernel's grids for element and vector loads: as many blocks as
+ * the GPU holds at once (the grid-wide barrier needs every block resident),
+ * no more than `tasks` (the largest phase's); 0 when the GPU cannot launch it
+ * cooperatively. */
+template <class Kernels, class V>
+void plan_fused_grids(const DMLDevice* device, const group_rules& rules, uint64_t tasks, uint32_t blocks[2]) {
     constexpr int vector = kVectorBytes / sizeof(typename V::T);
-    n.fused_blocks[0] = fused_grid<V, 1>(device, n);
-    n.fused_blocks[1] = fused_grid<V, vector>(device, n);
+    const void* kernels[2] = {kernel_for<Kernels, V, 1>(rules), kernel_for<Kernels, V, vector>(rules)};
+    for (int k = 0; k < 2; k++) {
+        uint64_t resident = dml_cuda_resident_blocks(device, kernels[k], kThreads, 0, true);
+        blocks[k] = (uint32_t)(resident < tasks ? resident : tasks);
+    }
+}
+
+template <class Kernels>
+void plan_fused_grids(const DMLDevice* device, const dml_tensor& input, const group_rules& rules, uint64_t tasks,
+                      uint32_t blocks[2]) {
+    if (is_half(&input))
+        plan_fused_grids<Kernels, f16_type>(device, rules, tasks, blocks);
+    else
+        plan_fused_grids<Kernels, f32_type>(device, rules, tasks, blocks);
 }
 
 /* The packed NCHW plan when the input and every tensor of `same_layout`
@@ -1551,7 +1663,7 @@ HRESULT plan_nchw(const DMLDevice* device, const dml_tensor& input, const dml_te
     n->plane_divider = make_divider(n->plane);
     uint32_t vector = kVectorBytes / (is_half(&input) ? 2 : 4);
     n->vectorizable = n->plane % vector == 0;
-    n->chunk = kThreads * kItems;
+    n->chunk = kThreads * (is_half(&input) ? chunk_items<f16_type>() : chunk_items<f32_type>());
     n->chunks = (uint32_t)(((uint64_t)n->images * n->plane + n->chunk - 1) / n->chunk);
     /* Whole planes, about kApplyElements per block (even shares): few enough
      * blocks that each one's merge of the partials is a small part of its
@@ -1563,10 +1675,8 @@ HRESULT plan_nchw(const DMLDevice* device, const dml_tensor& input, const dml_te
     n->rules = rules;
     plan->temporary_size = rules.inference ? 0 : (uint64_t)n->channels * n->chunks * sizeof(double2);
     if (rules.inference) return S_OK;
-    if (is_half(&input))
-        plan_fused_grids<f16_type>(device, *n);
-    else
-        plan_fused_grids<f32_type>(device, *n);
+    uint64_t tasks = (uint64_t)n->channels * (n->chunks > n->image_blocks ? n->chunks : n->image_blocks);
+    plan_fused_grids<nchw_kernels>(device, input, rules, tasks, n->fused_blocks);
     return n->fused_blocks[0] > 0 && n->fused_blocks[1] > 0 ? S_OK : S_FALSE;
 }
 
@@ -1579,7 +1689,7 @@ nhwc_shape make_nhwc_shape(uint32_t columns) {
 }
 
 /* As plan_nchw, for packed NHWC tensors. */
-HRESULT plan_nhwc(const DMLDevice*, const dml_tensor& input, const dml_tensor* const same_layout[2],
+HRESULT plan_nhwc(const DMLDevice* device, const dml_tensor& input, const dml_tensor* const same_layout[2],
                   const group_rules& rules, dml_plan* plan) {
     if (!in_layout(input, same_layout, packed_nhwc)) return S_FALSE;
     nhwc_plan* n = (nhwc_plan*)dml_plan_state(plan, sizeof(nhwc_plan));
@@ -1596,7 +1706,10 @@ HRESULT plan_nhwc(const DMLDevice*, const dml_tensor& input, const dml_tensor* c
     n->partials_bytes = (uint64_t)n->channels * n->ranges * sizeof(double2);
     n->rules = rules;
     plan->temporary_size = rules.inference ? 0 : n->partials_bytes + (uint64_t)n->channels * 4 * sizeof(double);
-    return S_OK;
+    if (rules.inference) return S_OK;
+    uint32_t blocks = n->shapes[0].column_blocks * n->ranges, warp_blocks = (n->channels + kWarps - 1) / kWarps;
+    plan_fused_grids<nhwc_kernels>(device, input, rules, blocks > warp_blocks ? blocks : warp_blocks, n->fused_blocks);
+    return n->fused_blocks[0] > 0 && n->fused_blocks[1] > 0 ? S_OK : S_FALSE;
 }
 
 bool aligned_to(const void* pointer, size_t bytes) { return (uintptr_t)pointer % bytes == 0; }
@@ -1608,49 +1721,38 @@ bool use_vectors(bool vectorizable, const bn_bindings& p) {
            aligned_to(p.output, kVectorBytes);
 }
 
-template <class V, int W> HRESULT launch_nchw(const dml_kernel_args* args, const bn_bindings& p, bool forward) {
-    const nchw_plan& n = *DML_PLAN_STATE(args, nchw_plan);
+/* The grid of inference's apply: a block per task. */
+unsigned inference_blocks(const nchw_plan& n, int) { return n.channels * n.image_blocks; }
+unsigned inference_blocks(const nhwc_plan& n, int vectors) { return n.shapes[vectors].column_blocks * n.ranges; }
+
+/* One launch: inference's apply, or the fused kernel (cooperative). */
+template <class Kernels, class V, int W> HRESULT launch(const dml_kernel_args* args, const bn_bindings& p) {
+    typedef typename Kernels::plan plan_type;
+    const plan_type& n = *DML_PLAN_STATE(args, plan_type);
+    void* kernel_args[2] = {const_cast<plan_type*>(&n), const_cast<bn_bindings*>(&p)};
+    const void* kernel = kernel_for<Kernels, V, W>(n.rules);
     cudaStream_t stream = dml_cuda_stream(args);
-    if (n.rules.inference) {
-        bn_nchw_inference<V, W><<<n.channels * n.image_blocks, kThreads, 0, stream>>>(n, p);
-        return dml_cuda_check_launch("bn_nchw_inference");
-    }
-    void* kernel_args[2] = {const_cast<nchw_plan*>(&n), const_cast<bn_bindings*>(&p)};
-    const void* kernel = forward ? (const void*)bn_nchw_fused<V, W, true> : (const void*)bn_nchw_fused<V, W, false>;
-    cudaError_t error = cudaLaunchCooperativeKernel(kernel, n.fused_blocks[W > 1], kThreads, kernel_args, 0, stream);
-    return error == cudaSuccess ? S_OK : dml_cuda_kernel_error(error, "CUDA kernel bn_nchw_fused");
+    cudaError_t error =
+        n.rules.inference
+            ? cudaLaunchKernel(kernel, inference_blocks(n, W > 1), kThreads, kernel_args, 0, stream)
+            : cudaLaunchCooperativeKernel(kernel, n.fused_blocks[W > 1], kThreads, kernel_args, 0, stream);
+    return error == cudaSuccess ? S_OK : dml_cuda_kernel_error(error, "CUDA kernel (batch normalization fast path)");
 }
 
-template <class V, int W> HRESULT launch_nhwc(const dml_kernel_args* args, const bn_bindings& p, bool forward) {
-    const nhwc_plan& n = *DML_PLAN_STATE(args, nhwc_plan);
-    cudaStream_t stream = dml_cuda_stream(args);
-    unsigned blocks = n.shapes[W > 1].column_blocks * n.ranges;
-    if (n.rules.inference) {
-        bn_nhwc_apply<V, W><<<blocks, kThreads, 0, stream>>>(n, p, true);
-        return dml_cuda_check_launch("bn_nhwc_apply");
-    }
-    bn_nhwc_partials<V, W><<<blocks, kThreads, 0, stream>>>(n, p, forward);
-    DML_TRY(dml_cuda_check_launch("bn_nhwc_partials"));
-    bn_nhwc_finalize<V><<<(n.channels + kWarps - 1) / kWarps, kThreads, 0, stream>>>(n, p, forward);
-    DML_TRY(dml_cuda_check_launch("bn_nhwc_finalize"));
-    bn_nhwc_apply<V, W><<<blocks, kThreads, 0, stream>>>(n, p, forward);
-    return dml_cuda_check_launch("bn_nhwc_apply");
-}
-
-template <class V> HRESULT launch_typed(const dml_kernel_args* args, const bn_bindings& p, bool forward, bool nhwc) {
+template <class Kernels, class V> HRESULT launch_typed(const dml_kernel_args* args, const bn_bindings& p) {
     constexpr int vector = kVectorBytes / sizeof(typename V::T);
-    if (nhwc)
-        return use_vectors(DML_PLAN_STATE(args, nhwc_plan)->vectorizable, p) ? launch_nhwc<V, vector>(args, p, forward)
-                                                                             : launch_nhwc<V, 1>(args, p, forward);
-    return use_vectors(DML_PLAN_STATE(args, nchw_plan)->vectorizable, p) ? launch_nchw<V, vector>(args, p, forward)
-                                                                         : launch_nchw<V, 1>(args, p, forward);
+    return use_vectors(DML_PLAN_STATE(args, typename Kernels::plan)->vectorizable, p)
+               ? launch<Kernels, V, vector>(args, p)
+               : launch<Kernels, V, 1>(args, p);
 }
 
-HRESULT launch_fast_path(const dml_kernel_args* args, const bn_bindings& p, bool forward, bool nhwc) {
+HRESULT launch_fast_path(const dml_kernel_args* args, const bn_bindings& p, bool nhwc) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
-    return is_half(&args->op->inputs[0].tensor) ? launch_typed<f16_type>(args, p, forward, nhwc)
-                                                : launch_typed<f32_type>(args, p, forward, nhwc);
+    bool half = is_half(&args->op->inputs[0].tensor);
+    if (nhwc)
+        return half ? launch_typed<nhwc_kernels, f16_type>(args, p) : launch_typed<nhwc_kernels, f32_type>(args, p);
+    return half ? launch_typed<nchw_kernels, f16_type>(args, p) : launch_typed<nchw_kernels, f32_type>(args, p);
 }
 
 /* plan_nchw or plan_nhwc. */
@@ -1757,10 +1859,10 @@ HRESULT plan_inference_nhwc(const DMLOperator* op, const DMLDevice* device, DML_
     return plan_inference_as(op, device, plan_nhwc, plan);
 }
 HRESULT run_inference_nchw(const dml_kernel_args* args) {
-    return launch_fast_path(args, inference_bindings(args), true, false);
+    return launch_fast_path(args, inference_bindings(args), false);
 }
 HRESULT run_inference_nhwc(const dml_kernel_args* args) {
-    return launch_fast_path(args, inference_bindings(args), true, true);
+    return launch_fast_path(args, inference_bindings(args), true);
 }
 
 HRESULT plan_training_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
@@ -1783,18 +1885,18 @@ HRESULT plan_training_grad_nhwc(const DMLOperator* op, const DMLDevice* device, 
 }
 
 HRESULT run_training_nchw(const dml_kernel_args* args) {
-    return launch_fast_path(args, training_bindings(args, 0), true, false);
+    return launch_fast_path(args, training_bindings(args, 0), false);
 }
 HRESULT run_training_nhwc(const dml_kernel_args* args) {
     uint64_t partials_bytes = DML_PLAN_STATE(args, nhwc_plan)->partials_bytes;
-    return launch_fast_path(args, training_bindings(args, partials_bytes), true, true);
+    return launch_fast_path(args, training_bindings(args, partials_bytes), true);
 }
 HRESULT run_gradient_nchw(const dml_kernel_args* args) {
-    return launch_fast_path(args, gradient_bindings(args, 0), false, false);
+    return launch_fast_path(args, gradient_bindings(args, 0), false);
 }
 HRESULT run_gradient_nhwc(const dml_kernel_args* args) {
     uint64_t partials_bytes = DML_PLAN_STATE(args, nhwc_plan)->partials_bytes;
-    return launch_fast_path(args, gradient_bindings(args, partials_bytes), false, true);
+    return launch_fast_path(args, gradient_bindings(args, partials_bytes), true);
 }
 
 } // namespace

@@ -1349,7 +1349,7 @@ __global__ void __launch_bounds__(kThreads, 4) bn_nchw_fused(const nchw_plan n, 
  * at once, each looping over the phase's blocks; grid-wide barriers between
  * the phases):
  *
- * 1. Partials, in one read: blocks of gx vector columns (16 bytes of
+ * 1. Partials, in one read: blocks of gx vector columns (kNhwcVector
  *    neighbouring channels each, or one channel) times gy rows; the phase's
  *    blocks are the column blocks times row ranges whose size depends on R
  *    alone (never on the GPU: the sums' order is fixed). Thread
@@ -1366,6 +1366,10 @@ __global__ void __launch_bounds__(kThreads, 4) bn_nchw_fused(const nchw_plan n, 
  * BATCH_NORMALIZATION (inference) is the apply alone (bn_nhwc_inference). */
 
 constexpr uint32_t kRowRanges = 1024; /* row ranges of a large problem: every SM busy */
+/* Channels per vector load (16 bytes of FLOAT32, 8 of FLOAT16): a thread
+ * keeps 3 or 4 FLOAT64 values per channel, so more channels per thread
+ * would cost occupancy. */
+constexpr int kNhwcVector = 4;
 constexpr uint32_t kWarps = kThreads / 32;
 
 /* A block shape for one vector width: gx columns (log2) and the column blocks. */
@@ -1424,20 +1428,29 @@ __device__ void nhwc_partials(const nhwc_plan& n, const bn_bindings& p, bool sta
                 center[e] = (double)load<V>(p.in[0], offsets[0]);
             }
         }
-#pragma unroll 4
-        for (uint32_t row = q.begin + q.ty; row < q.end; row += q.gy) {
-            float x[W], dy[W];
-            load_vector<V, W>(p.input, row * n.channels + q.c0, x);
-            if (!statistics) load_vector<V, W>(p.second, row * n.channels + q.c0, dy);
+        /* Rows ty, ty + gy, ... in order, kBatch rows loaded before any is used. */
+        for (uint32_t row = q.begin + q.ty; row < q.end; row += q.gy * kBatch) {
+            float x[kBatch][W], dy[kBatch][W];
 #pragma unroll
-            for (int e = 0; e < W; e++) {
-                double d = (double)x[e] - center[e];
-                if (statistics) {
-                    first[e] += d;
-                    second[e] += d * d;
-                } else {
-                    first[e] += (double)dy[e];
-                    second[e] += (double)dy[e] * d;
+            for (int i = 0; i < kBatch; i++) {
+                uint32_t r = row + i * q.gy;
+                if (r >= q.end) continue;
+                load_vector<V, W>(p.input, r * n.channels + q.c0, x[i]);
+                if (!statistics) load_vector<V, W>(p.second, r * n.channels + q.c0, dy[i]);
+            }
+#pragma unroll
+            for (int i = 0; i < kBatch; i++) {
+                if (row + i * q.gy >= q.end) continue;
+#pragma unroll
+                for (int e = 0; e < W; e++) {
+                    double d = (double)x[i][e] - center[e];
+                    if (statistics) {
+                        first[e] += d;
+                        second[e] += d * d;
+                    } else {
+                        first[e] += (double)dy[i][e];
+                        second[e] += (double)dy[i][e] * d;
+                    }
                 }
             }
         }
@@ -1524,9 +1537,10 @@ __device__ void nhwc_apply(const nhwc_plan& n, const bn_bindings& p, bool forwar
 /* TRAINING (Forward, activation kind Act) or the GRADs in one cooperative
  * launch: the three phases over a grid of resident blocks, separated by
  * grid-wide barriers; the apply visits the blocks in reverse, so that the
- * rows read last by phase 1 are re-read from L2. */
+ * rows read last by phase 1 are re-read from L2. At most 80 registers: 3
+ * blocks per SM (96 without the bound: 2; 64: many spills). */
 template <class V, int W, bool Forward, int Act>
-__global__ void __launch_bounds__(kThreads) bn_nhwc_fused(const nhwc_plan n, const bn_bindings p) {
+__global__ void __launch_bounds__(kThreads, 3) bn_nhwc_fused(const nhwc_plan n, const bn_bindings p) {
     __shared__ double shared[kThreads];
     uint32_t blocks = n.shapes[W > 1].column_blocks * n.ranges;
     for (uint32_t block = blockIdx.x; block < blocks; block += gridDim.x)
@@ -1592,6 +1606,7 @@ bool in_layout(const dml_tensor& input, const dml_tensor* const same_layout[2], 
  * activation's kind) or GRADs, and inference's apply. */
 struct nchw_kernels {
     typedef nchw_plan plan;
+    template <class V> static constexpr int vector() { return kVectorBytes / sizeof(typename V::T); }
     template <class V, int W, bool Forward, int Act> static const void* fused() {
         return (const void*)bn_nchw_fused<V, W, Forward, Act>;
     }
@@ -1602,6 +1617,7 @@ struct nchw_kernels {
 
 struct nhwc_kernels {
     typedef nhwc_plan plan;
+    template <class V> static constexpr int vector() { return kNhwcVector; }
     template <class V, int W, bool Forward, int Act> static const void* fused() {
         return (const void*)bn_nhwc_fused<V, W, Forward, Act>;
     }
@@ -1631,7 +1647,7 @@ template <class Kernels, class V, int W> const void* kernel_for(const group_rule
  * cooperatively. */
 template <class Kernels, class V>
 void plan_fused_grids(const DMLDevice* device, const group_rules& rules, uint64_t tasks, uint32_t blocks[2]) {
-    constexpr int vector = kVectorBytes / sizeof(typename V::T);
+    constexpr int vector = Kernels::template vector<V>();
     const void* kernels[2] = {kernel_for<Kernels, V, 1>(rules), kernel_for<Kernels, V, vector>(rules)};
     for (int k = 0; k < 2; k++) {
         uint64_t resident = dml_cuda_resident_blocks(device, kernels[k], kThreads, 0, true);
@@ -1699,10 +1715,9 @@ HRESULT plan_nhwc(const DMLDevice* device, const dml_tensor& input, const dml_te
     n->rows = input.sizes[0] * input.sizes[2] * input.sizes[3]; /* < 2^32: T-1 */
     n->range_rows = (n->rows + kRowRanges - 1) / kRowRanges;
     n->ranges = (n->rows + n->range_rows - 1) / n->range_rows;
-    uint32_t vector = kVectorBytes / (is_half(&input) ? 2 : 4);
-    n->vectorizable = n->channels % vector == 0;
+    n->vectorizable = n->channels % kNhwcVector == 0;
     n->shapes[0] = make_nhwc_shape(n->channels);
-    n->shapes[1] = make_nhwc_shape(n->channels / vector);
+    n->shapes[1] = make_nhwc_shape(n->channels / kNhwcVector);
     n->partials_bytes = (uint64_t)n->channels * n->ranges * sizeof(double2);
     n->rules = rules;
     plan->temporary_size = rules.inference ? 0 : n->partials_bytes + (uint64_t)n->channels * 4 * sizeof(double);
@@ -1716,9 +1731,9 @@ bool aligned_to(const void* pointer, size_t bytes) { return (uintptr_t)pointer %
 
 /* Vector loads where the plan's sizes and the bindings allow them (bindings
  * need only element alignment). */
-bool use_vectors(bool vectorizable, const bn_bindings& p) {
-    return vectorizable && aligned_to(p.input, kVectorBytes) && aligned_to(p.second, kVectorBytes) &&
-           aligned_to(p.output, kVectorBytes);
+bool use_vectors(bool vectorizable, const bn_bindings& p, size_t vector_bytes) {
+    return vectorizable && aligned_to(p.input, vector_bytes) && aligned_to(p.second, vector_bytes) &&
+           aligned_to(p.output, vector_bytes);
 }
 
 /* The grid of inference's apply: a block per task. */
@@ -1740,10 +1755,10 @@ template <class Kernels, class V, int W> HRESULT launch(const dml_kernel_args* a
 }
 
 template <class Kernels, class V> HRESULT launch_typed(const dml_kernel_args* args, const bn_bindings& p) {
-    constexpr int vector = kVectorBytes / sizeof(typename V::T);
-    return use_vectors(DML_PLAN_STATE(args, typename Kernels::plan)->vectorizable, p)
-               ? launch<Kernels, V, vector>(args, p)
-               : launch<Kernels, V, 1>(args, p);
+    constexpr int vector = Kernels::template vector<V>();
+    bool vectorizable = DML_PLAN_STATE(args, typename Kernels::plan)->vectorizable;
+    return use_vectors(vectorizable, p, vector * sizeof(typename V::T)) ? launch<Kernels, V, vector>(args, p)
+                                                                        : launch<Kernels, V, 1>(args, p);
 }
 
 HRESULT launch_fast_path(const dml_kernel_args* args, const bn_bindings& p, bool nhwc) {

@@ -202,30 +202,6 @@ template <class V> __global__ void max_pooling_argmax(const grad_problem g) {
     }
 }
 
-/* The outputs o of dimension dim whose window has a tap on input position x:
- * o * stride - start_padding + k * dilation == x for some k < window. They
- * lie in [first, last]; those with (x + start_padding - o * stride) a
- * multiple of the dilation are the ones. */
-struct cover_range {
-    int64_t first, last;
-};
-
-__device__ cover_range covering_outputs(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
-    uint64_t stride = p.strides[dim];
-    uint64_t reach = (uint64_t)(p.window[dim] - 1) * p.dilations[dim]; /* < 2^64 */
-    uint64_t t = (uint64_t)x + p.start_padding[dim];                   /* o * stride = t - k * dilation, < 2^33 */
-    cover_range c;
-    c.first = reach >= t ? 0 : (int64_t)((t - reach + stride - 1) / stride);
-    c.last = (int64_t)(t / stride);
-    if (c.last > (int64_t)out_size - 1) c.last = (int64_t)out_size - 1;
-    return c;
-}
-
-__device__ bool on_tap(const dml_pooling_params& p, int dim, uint32_t x, int64_t o) {
-    int64_t distance = (int64_t)x + p.start_padding[dim] - o * p.strides[dim];
-    return distance % p.dilations[dim] == 0;
-}
-
 /* The gradient sums' conversions, by the GPU's instructions: binary16 ->
  * FLOAT32 is exact, FLOAT32 -> binary16 rounds to nearest even as
  * dml_float_to_half does for every number (a NaN keeps the software path,
@@ -249,18 +225,19 @@ template <class V> __global__ void max_pooling_gather(const grad_problem g) {
         coords_5d(g.in, g.elements, (uint32_t)i, x);
         uint32_t position = (x[2] * g.in.sizes[3] + x[3]) * g.in.sizes[4] + x[4];
         const T* dy = (const T*)g.input_gradient + x[0] * gi.strides[0] + x[1] * gi.strides[1];
-        cover_range cd = covering_outputs(g.params, 0, x[2], gi.sizes[2]);
-        cover_range ch = covering_outputs(g.params, 1, x[3], gi.sizes[3]);
-        cover_range cw = covering_outputs(g.params, 2, x[4], gi.sizes[4]);
+        const dml_pooling_params* p = &g.params;
+        dml_pool_cover cd = dml_pool_covering_windows(p, 0, x[2], gi.sizes[2]);
+        dml_pool_cover ch = dml_pool_covering_windows(p, 1, x[3], gi.sizes[3]);
+        dml_pool_cover cw = dml_pool_covering_windows(p, 2, x[4], gi.sizes[4]);
         /* FLOAT32 sum in increasing output order, as the CPU's scatter adds. */
         float sum = 0.0f;
-        for (int64_t od = cd.first; od <= cd.last; od++) {
-            if (!on_tap(g.params, 0, x[2], od)) continue;
-            for (int64_t oh = ch.first; oh <= ch.last; oh++) {
-                if (!on_tap(g.params, 1, x[3], oh)) continue;
-                for (int64_t ow = cw.first; ow <= cw.last; ow++) {
-                    if (!on_tap(g.params, 2, x[4], ow)) continue;
-                    const uint64_t window[5] = {x[0], x[1], (uint64_t)od, (uint64_t)oh, (uint64_t)ow};
+        for (uint32_t od = cd.first; od < cd.end; od++) {
+            if (!dml_pool_window_contains(p, 0, x[2], od)) continue;
+            for (uint32_t oh = ch.first; oh < ch.end; oh++) {
+                if (!dml_pool_window_contains(p, 1, x[3], oh)) continue;
+                for (uint32_t ow = cw.first; ow < cw.end; ow++) {
+                    if (!dml_pool_window_contains(p, 2, x[4], ow)) continue;
+                    const uint64_t window[5] = {x[0], x[1], od, oh, ow};
                     if (g.argmax[index_5d(gi, g.windows, window)] != position) continue;
                     sum += to_float(dy[od * gi.strides[2] + oh * gi.strides[3] + ow * gi.strides[4]]);
                 }
@@ -548,8 +525,8 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* covering_outputs and on_tap in 32-bit arithmetic (the plan keeps window
- * positions under 2^31): the windows [first, end) along dimension dim whose
+/* dml_pool_covering_windows and dml_pool_window_contains in 32-bit
+ * arithmetic (the plan keeps window positions under 2^31): the windows [first, end) along dimension dim whose
  * taps may include x; with dilation 1 every one of them does. */
 struct window_span {
     uint32_t first, end;

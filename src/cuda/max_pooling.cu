@@ -1312,6 +1312,269 @@ HRESULT run_grad_nchw(const dml_kernel_args* args) {
                                                   : launch_grad_nchw<f32_type>(args, n);
 }
 
+/* ---- Packed channels-last (NHWC) fast paths (4-D, FLOAT32 and FLOAT16) ----
+ * One thread per pixel and group of L channels (16 bytes of them when the
+ * channel count allows, else one): neighbouring threads read and write
+ * neighbouring channels, every access a vector. The forward scans the window
+ * as scan_window does; the gradient is a gather in one launch, without a
+ * temporary: each input pixel finds the windows that contain it
+ * (covering_span, the CPU's rule in 32-bit arithmetic), recomputes their argmax for
+ * its channels and adds, in increasing (oh, ow), the output gradients of
+ * those that chose it, in FLOAT32 from +0: the CPU's sums in the CPU's order. */
+
+struct nhwc_plan {
+    dml_pooling_params params;
+    uint32_t batch, channels, height, width, out_height, out_width;
+    uint32_t type;        /* DML_TENSOR_DATA_TYPE of the values */
+    uint32_t index_bytes; /* 0 (no indices), 4 or 8 */
+    uint32_t lanes;       /* channels per thread: 16 bytes of them, or 1 */
+    uint64_t count;       /* threads' work items: pixels * channels / lanes */
+    unsigned blocks;
+};
+
+/* The common plan of both directions: packed channels-last 4-D FLOAT32 or
+ * FLOAT16 tensors of at most INT32_MAX elements whose positions fit int32
+ * (32-bit offsets); NULL (declined) otherwise. */
+nhwc_plan* plan_nhwc(const DMLDevice* device, const dml_tensor& input, const dml_tensor& pooled,
+                     const dml_pooling_params& p, dml_plan* plan, bool* declined, uint64_t pixels) {
+    *declined = true;
+    if (input.type != DML_TENSOR_DATA_TYPE_FLOAT32 && input.type != DML_TENSOR_DATA_TYPE_FLOAT16) return nullptr;
+    if (!dml_cuda_packed_nhwc(input) || !dml_cuda_packed_nhwc(pooled) || input.element_count > INT32_MAX ||
+        pooled.element_count > INT32_MAX || !positions_fit_int32(input, pooled, p))
+        return nullptr;
+    *declined = false;
+    nhwc_plan* n = (nhwc_plan*)dml_plan_state(plan, sizeof(nhwc_plan));
+    if (n == nullptr) return nullptr;
+    n->params = p;
+    n->batch = input.sizes[0];
+    n->channels = input.sizes[1];
+    n->height = input.sizes[2];
+    n->width = input.sizes[3];
+    n->out_height = pooled.sizes[2];
+    n->out_width = pooled.sizes[3];
+    n->type = input.type;
+    n->index_bytes = 0;
+    uint32_t vector = input.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 8 : 4;
+    n->lanes = n->channels % vector == 0 ? vector : 1;
+    n->count = pixels * n->channels / n->lanes;
+    n->blocks = grid_blocks(device, n->count);
+    return n;
+}
+
+/* The first maximal tap of window (oh, ow) for each of L channels (the scan
+ * order and comparisons of scan_window; FLOAT16 widened exactly keeps its
+ * order): plane positions h * W + w (all ones when no tap is inside the
+ * input) and the chosen values' bits. `image` points at the channels of
+ * pixel (0, 0). */
+template <class V, unsigned L> struct channels_max {
+    typedef typename V::T T;
+    uint32_t position[L];
+    vector_of<T, L> value;
+
+    __device__ channels_max(const T* image, const nhwc_plan& n, uint32_t oh, uint32_t ow) {
+        const dml_pooling_params& p = n.params;
+        const int32_t h0 = (int32_t)(oh * p.strides[1]) - (int32_t)p.start_padding[1];
+        const int32_t w0 = (int32_t)(ow * p.strides[2]) - (int32_t)p.start_padding[2];
+        float best[L];
+#pragma unroll
+        for (unsigned k = 0; k < L; k++) {
+            position[k] = ~0u;
+            best[k] = 0.0f;
+            value.v[k] = V::lowest();
+        }
+        for (uint32_t kh = 0; kh < p.window[1]; kh++) {
+            int32_t h = h0 + (int32_t)(kh * p.dilations[1]);
+            if (h < 0 || h >= (int32_t)n.height) continue;
+            for (uint32_t kw = 0; kw < p.window[2]; kw++) {
+                int32_t w = w0 + (int32_t)(kw * p.dilations[2]);
+                if (w < 0 || w >= (int32_t)n.width) continue;
+                uint32_t at = (uint32_t)h * n.width + (uint32_t)w;
+                vector_of<T, L> v = *(const vector_of<T, L>*)(image + at * n.channels);
+#pragma unroll
+                for (unsigned k = 0; k < L; k++) {
+                    float x = to_float(v.v[k]);
+                    if (position[k] == ~0u || f32_type::greater(x, best[k])) {
+                        best[k] = x;
+                        position[k] = at;
+                        value.v[k] = v.v[k];
+                    }
+                }
+            }
+        }
+    }
+};
+
+/* Work item i: channels [c, c + L) of pixel (b, y, x) of a {B, Y, X, C} image. */
+struct nhwc_item {
+    uint32_t b, y, x, c;
+};
+
+__device__ nhwc_item nhwc_item_of(uint32_t i, uint32_t groups, uint32_t lanes, uint32_t rows, uint32_t columns) {
+    nhwc_item it;
+    uint32_t pixel = i / groups;
+    it.c = (i - pixel * groups) * lanes;
+    it.x = pixel % columns;
+    uint32_t rest = pixel / columns;
+    it.y = rest % rows;
+    it.b = rest / rows;
+    return it;
+}
+
+template <class V, class I, unsigned L>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_forward_nhwc(const nhwc_plan n, const void* input, void* output, void* indices) {
+    typedef typename V::T T;
+    const uint32_t groups = n.channels / L, plane_size = n.height * n.width;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
+        nhwc_item it = nhwc_item_of(i, groups, L, n.out_height, n.out_width);
+        const T* image = (const T*)input + (uint64_t)it.b * plane_size * n.channels + it.c;
+        channels_max<V, L> m(image, n, it.y, it.x);
+        uint32_t out = ((it.b * n.out_height + it.y) * n.out_width + it.x) * n.channels + it.c;
+        *(vector_of<T, L>*)((T*)output + out) = m.value;
+        if (sizeof(I) > 1) {
+            vector_of<I, L> index;
+            uint64_t plane_base = ((uint64_t)it.b * n.channels + it.c) * plane_size;
+#pragma unroll
+            for (unsigned k = 0; k < L; k++)
+                index.v[k] = m.position[k] == ~0u ? (I) ~(uint64_t)0 : (I)(plane_base + k * plane_size + m.position[k]);
+            *(vector_of<I, L>*)((I*)indices + out) = index;
+        }
+    }
+}
+
+template <class V, unsigned L>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_nhwc(const nhwc_plan n, const void* input, const void* input_gradient, void* output_gradient) {
+    typedef typename V::T T;
+    const dml_pooling_params* p = &n.params;
+    const uint32_t groups = n.channels / L;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
+        nhwc_item it = nhwc_item_of(i, groups, L, n.height, n.width);
+        const T* image = (const T*)input + (uint64_t)it.b * n.height * n.width * n.channels + it.c;
+        const T* dy = (const T*)input_gradient + (uint64_t)it.b * n.out_height * n.out_width * n.channels + it.c;
+        const uint32_t position = it.y * n.width + it.x;
+        const window_span ch = covering_span(*p, 1, it.y, n.out_height);
+        const window_span cw = covering_span(*p, 2, it.x, n.out_width);
+        float sum[L];
+#pragma unroll
+        for (unsigned k = 0; k < L; k++)
+            sum[k] = 0.0f;
+        for (uint32_t oh = ch.first; oh < ch.end; oh++) {
+            if (!ch.on_tap(oh)) continue;
+            for (uint32_t ow = cw.first; ow < cw.end; ow++) {
+                if (!cw.on_tap(ow)) continue;
+                channels_max<V, L> m(image, n, oh, ow);
+                vector_of<T, L> gradient = *(const vector_of<T, L>*)(dy + (oh * n.out_width + ow) * n.channels);
+#pragma unroll
+                for (unsigned k = 0; k < L; k++)
+                    if (m.position[k] == position) sum[k] += to_float(gradient.v[k]);
+            }
+        }
+        vector_of<T, L> dx;
+#pragma unroll
+        for (unsigned k = 0; k < L; k++)
+            dx.v[k] = from_float<T>(sum[k]);
+        *(vector_of<T, L>*)((T*)output_gradient + ((it.b * n.height + it.y) * n.width + it.x) * n.channels + it.c) = dx;
+    }
+}
+
+HRESULT plan_forward_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& output = op->outputs[DML_POOL_OUTPUT].tensor;
+    const dml_tensor* indices =
+        op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : nullptr;
+    bool has_indices = indices && indices->present;
+    if (has_indices && !dml_cuda_packed_nhwc(*indices)) return S_FALSE;
+    bool declined;
+    uint64_t pixels = (uint64_t)output.sizes[0] * output.sizes[2] * output.sizes[3];
+    nhwc_plan* n = plan_nhwc(device, op->inputs[DML_POOL_INPUT].tensor, output, *(const dml_pooling_params*)op->params,
+                             plan, &declined, pixels);
+    if (n == nullptr) return declined ? S_FALSE : E_OUTOFMEMORY;
+    n->index_bytes = has_indices ? dmlDataTypeSize(indices->type) : 0;
+    return S_OK;
+}
+
+/* The plan with one channel per thread: vectors of L channels need every
+ * base aligned to L elements (the channel count is a multiple of L). */
+nhwc_plan one_lane(const DMLDevice* device, const nhwc_plan& n) {
+    nhwc_plan scalar = n;
+    scalar.count = n.count * n.lanes;
+    scalar.lanes = 1;
+    scalar.blocks = grid_blocks(device, scalar.count);
+    return scalar;
+}
+
+template <class V, class I> HRESULT launch_forward_nhwc(const dml_kernel_args* args, const nhwc_plan& n) {
+    typedef typename V::T T;
+    constexpr unsigned L = 16 / sizeof(T);
+    const void* input = args->inputs[DML_POOL_INPUT];
+    void* output = args->outputs[DML_POOL_OUTPUT];
+    void* indices = n.index_bytes ? args->outputs[DML_POOL_OUTPUT_INDICES] : nullptr;
+    cudaStream_t stream = dml_cuda_stream(args);
+    if (n.lanes == L && aligned_to(input, 16) && aligned_to(output, 16) &&
+        (!indices || aligned_to(indices, L * sizeof(I))))
+        max_pooling_forward_nhwc<V, I, L><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
+    else {
+        const nhwc_plan scalar = one_lane(args->device, n);
+        max_pooling_forward_nhwc<V, I, 1><<<scalar.blocks, kThreads, 0, stream>>>(scalar, input, output, indices);
+    }
+    return dml_cuda_check_launch("max_pooling_forward_nhwc");
+}
+
+HRESULT run_forward_nhwc(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const nhwc_plan& n = *DML_PLAN_STATE(args, nhwc_plan);
+    bool half = n.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    switch (n.index_bytes) {
+    case 4:
+        return half ? launch_forward_nhwc<f16_type, uint32_t>(args, n)
+                    : launch_forward_nhwc<f32_type, uint32_t>(args, n);
+    case 8:
+        return half ? launch_forward_nhwc<f16_type, uint64_t>(args, n)
+                    : launch_forward_nhwc<f32_type, uint64_t>(args, n);
+    default:
+        return half ? launch_forward_nhwc<f16_type, uint8_t>(args, n) : launch_forward_nhwc<f32_type, uint8_t>(args, n);
+    }
+}
+
+HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& input = op->inputs[DML_POOL_INPUT].tensor;
+    const dml_tensor& dx = op->outputs[DML_POOL_OUTPUT].tensor;
+    if (!dml_cuda_packed_nhwc(dx)) return S_FALSE;
+    bool declined;
+    uint64_t pixels = (uint64_t)input.sizes[0] * input.sizes[2] * input.sizes[3];
+    nhwc_plan* n = plan_nhwc(device, input, op->inputs[DML_POOL_INPUT_GRADIENT].tensor,
+                             *(const dml_pooling_params*)op->params, plan, &declined, pixels);
+    if (n == nullptr) return declined ? S_FALSE : E_OUTOFMEMORY;
+    return S_OK;
+}
+
+template <class V> HRESULT launch_grad_nhwc(const dml_kernel_args* args, const nhwc_plan& n) {
+    typedef typename V::T T;
+    constexpr unsigned L = 16 / sizeof(T);
+    const void* input = args->inputs[DML_POOL_INPUT];
+    const void* dy = args->inputs[DML_POOL_INPUT_GRADIENT];
+    void* dx = args->outputs[DML_POOL_OUTPUT];
+    cudaStream_t stream = dml_cuda_stream(args);
+    if (n.lanes == L && aligned_to(input, 16) && aligned_to(dy, 16) && aligned_to(dx, 16))
+        max_pooling_grad_nhwc<V, L><<<n.blocks, kThreads, 0, stream>>>(n, input, dy, dx);
+    else {
+        const nhwc_plan scalar = one_lane(args->device, n);
+        max_pooling_grad_nhwc<V, 1><<<scalar.blocks, kThreads, 0, stream>>>(scalar, input, dy, dx);
+    }
+    return dml_cuda_check_launch("max_pooling_grad_nhwc");
+}
+
+HRESULT run_grad_nhwc(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const nhwc_plan& n = *DML_PLAN_STATE(args, nhwc_plan);
+    return n.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? launch_grad_nhwc<f16_type>(args, n)
+                                                  : launch_grad_nhwc<f32_type>(args, n);
+}
+
 } // namespace
 
 const dml_impl dml_cuda_max_pooling_generic = {"max_pooling/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
@@ -1321,3 +1584,7 @@ const dml_impl dml_cuda_max_pooling_nchw = {"max_pooling/cuda/nchw", DML_ISA_GEN
                                             run_forward_nchw};
 const dml_impl dml_cuda_max_pooling_grad_nchw = {"max_pooling_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_nchw,
                                                  run_grad_nchw};
+const dml_impl dml_cuda_max_pooling_nhwc = {"max_pooling/cuda/nhwc", DML_ISA_GENERIC, plan_forward_nhwc,
+                                            run_forward_nhwc};
+const dml_impl dml_cuda_max_pooling_grad_nhwc = {"max_pooling_grad/cuda/nhwc", DML_ISA_GENERIC, plan_grad_nhwc,
+                                                 run_grad_nhwc};

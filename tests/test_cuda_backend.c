@@ -127,6 +127,7 @@ typedef struct pool_case {
     UINT strides[3], window[3], start_padding[3], end_padding[3], dilations[3];
     test_tensor in, out, idx, grad_out; /* GRAD: out is InputGradient, grad_out OutputGradient */
     test_layout in_layout, out_layout, idx_layout;
+    bool channels_last; /* 4-D, every tensor packed N, H, W, C in memory instead of the layouts above */
     DML_MAX_POOLING_OPERATOR_DESC pool;
     DML_MAX_POOLING1_OPERATOR_DESC pool1;
     DML_MAX_POOLING2_OPERATOR_DESC pool2;
@@ -205,8 +206,11 @@ static const char* describe(const pool_case* c) {
     for (uint32_t i = 0; i + 2 < c->rank; i++)
         used += snprintf(text + used, sizeof text - (size_t)used, " %u/%u/%u,%u/%u", c->window[i], c->strides[i],
                          c->start_padding[i], c->end_padding[i], c->dilations[i]);
-    snprintf(text + used, sizeof text - (size_t)used, " layouts %s/%s/%s", test_layout_name(c->in_layout),
-             test_layout_name(c->out_layout), test_layout_name(c->idx_layout));
+    if (c->channels_last)
+        snprintf(text + used, sizeof text - (size_t)used, " layouts channels-last");
+    else
+        snprintf(text + used, sizeof text - (size_t)used, " layouts %s/%s/%s", test_layout_name(c->in_layout),
+                 test_layout_name(c->out_layout), test_layout_name(c->idx_layout));
     return text;
 }
 
@@ -261,11 +265,28 @@ static const DML_TENSOR_DATA_TYPE forward_types[] = {DML_TENSOR_DATA_TYPE_FLOAT3
                                                      DML_TENSOR_DATA_TYPE_UINT16,  DML_TENSOR_DATA_TYPE_UINT8};
 enum { FORWARD_TYPE_COUNT = sizeof forward_types / sizeof forward_types[0] };
 
+/* Restrides a 4-D tensor packed channels-last (N, H, W, C in memory): the
+ * same bytes as packed. */
+static void make_channels_last(test_tensor* t) {
+    t->strides[1] = 1;
+    t->strides[3] = t->sizes[1];
+    t->strides[2] = t->sizes[3] * t->sizes[1];
+    t->strides[0] = t->sizes[2] * t->strides[2];
+    t->buffer.Strides = t->strides;
+}
+
+/* The tensors of a case in its layouts (test_tensor_init, or channels-last). */
+static void init_case_tensor(const pool_case* c, test_tensor* t, DML_TENSOR_DATA_TYPE type, const uint32_t* sizes,
+                             test_layout layout) {
+    test_tensor_init(t, type, c->rank, sizes, c->channels_last ? TEST_LAYOUT_PACKED : layout);
+    if (c->channels_last) make_channels_last(t);
+}
+
 /* Runs one forward case on both devices and compares. */
 static void compare_forward(DMLDevice* cpu, DMLDevice* cuda, pool_case* c) {
-    test_tensor_init(&c->in, c->value_type, c->rank, c->in_sizes, c->in_layout);
-    test_tensor_init(&c->out, c->value_type, c->rank, c->out_sizes, c->out_layout);
-    if (c->index_type) test_tensor_init(&c->idx, c->index_type, c->rank, c->out_sizes, c->idx_layout);
+    init_case_tensor(c, &c->in, c->value_type, c->in_sizes, c->in_layout);
+    init_case_tensor(c, &c->out, c->value_type, c->out_sizes, c->out_layout);
+    if (c->index_type) init_case_tensor(c, &c->idx, c->index_type, c->out_sizes, c->idx_layout);
     build_descs(c);
 
     test_buffer in_cpu, out_cpu, idx_cpu = {0}, in_cuda, out_cuda, idx_cuda = {0};
@@ -336,9 +357,9 @@ TEST_CASE(cuda_max_pooling_matches_cpu) {
 /* Runs one gradient case on both devices and compares; FLOAT32 and FLOAT16
  * gradients must be bit-identical (same order of FLOAT32 sums). */
 static void compare_grad(DMLDevice* cpu, DMLDevice* cuda, pool_case* c) {
-    test_tensor_init(&c->in, c->value_type, c->rank, c->in_sizes, c->in_layout);
-    test_tensor_init(&c->out, c->value_type, c->rank, c->out_sizes, c->idx_layout);
-    test_tensor_init(&c->grad_out, c->value_type, c->rank, c->in_sizes, c->out_layout);
+    init_case_tensor(c, &c->in, c->value_type, c->in_sizes, c->in_layout);
+    init_case_tensor(c, &c->out, c->value_type, c->out_sizes, c->idx_layout);
+    init_case_tensor(c, &c->grad_out, c->value_type, c->in_sizes, c->out_layout);
     build_descs(c);
 
     test_buffer in_cpu, dy_cpu, dx_cpu, in_cuda, dy_cuda, dx_cuda;
@@ -515,12 +536,16 @@ static void nchw_geometry(pool_case* c) {
     }
 }
 
-/* The packed NCHW fast paths ("max_pooling/cuda/nchw", "max_pooling_grad/cuda/nchw"):
- * bit-identical to the CPU, ties, NaN, infinities and signed zeros included. */
-TEST_CASE(cuda_max_pooling_nchw_matches_cpu) {
+/* Cases of the fast paths of one layout class: the geometries of
+ * nchw_geometry, forward or gradient, FLOAT32 or FLOAT16, which CUDA must
+ * run by an implementation whose name contains `expected`; channels-last
+ * ones with channel counts that fill 16-byte vectors of channels and that
+ * do not (odd ones included). */
+static void compare_fast_path_cases(bool channels_last, int iterations, const char* expected) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < 400 && !test_case_failed(); iteration++) {
+    static const uint32_t channel_counts[] = {1, 3, 4, 7, 8, 12, 16, 24, 33};
+    for (int iteration = 0; iteration < iterations && !test_case_failed(); iteration++) {
         pool_case* c = calloc(1, sizeof *c);
         bool grad = iteration % 2;
         c->value_type = iteration % 4 < 2 ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
@@ -532,15 +557,21 @@ TEST_CASE(cuda_max_pooling_nchw_matches_cpu) {
                                         : DML_TENSOR_DATA_TYPE_UINT64;
         }
         nchw_geometry(c);
-        c->in_layout = c->out_layout = c->idx_layout = test_rand_bool() ? TEST_LAYOUT_PACKED : TEST_LAYOUT_EXPLICIT;
+        if (channels_last) {
+            uint32_t most = c->in_sizes[2] > 100 ? 4 : 8; /* tall planes: at most 8 channels */
+            c->in_sizes[1] = c->out_sizes[1] = channel_counts[test_rand_range(0, most)];
+            c->channels_last = true;
+        } else {
+            c->in_layout = c->out_layout = c->idx_layout = test_rand_bool() ? TEST_LAYOUT_PACKED : TEST_LAYOUT_EXPLICIT;
+        }
         /* The descriptions, to ask which implementation CUDA takes. */
-        test_tensor_init(&c->in, c->value_type, c->rank, c->in_sizes, c->in_layout);
-        test_tensor_init(&c->out, c->value_type, c->rank, c->out_sizes, c->out_layout);
-        if (c->index_type) test_tensor_init(&c->idx, c->index_type, c->rank, c->out_sizes, c->idx_layout);
-        test_tensor_init(&c->grad_out, c->value_type, c->rank, c->in_sizes, c->out_layout);
+        init_case_tensor(c, &c->in, c->value_type, c->in_sizes, c->in_layout);
+        init_case_tensor(c, &c->out, c->value_type, c->out_sizes, c->out_layout);
+        if (c->index_type) init_case_tensor(c, &c->idx, c->index_type, c->out_sizes, c->idx_layout);
+        init_case_tensor(c, &c->grad_out, c->value_type, c->in_sizes, c->out_layout);
         build_descs(c);
         const char* name = cuda_implementation_of(cuda, &c->op);
-        EXPECT(strstr(name, "/cuda/nchw") != NULL, "CUDA chose %s; %s", name, describe(c));
+        EXPECT(strstr(name, expected) != NULL, "CUDA chose %s; %s", name, describe(c));
         if (grad)
             compare_grad(cpu, cuda, c);
         else
@@ -550,6 +581,14 @@ TEST_CASE(cuda_max_pooling_nchw_matches_cpu) {
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
+
+/* The packed NCHW fast paths ("max_pooling/cuda/nchw", "max_pooling_grad/cuda/nchw"):
+ * bit-identical to the CPU, ties, NaN, infinities and signed zeros included. */
+TEST_CASE(cuda_max_pooling_nchw_matches_cpu) { compare_fast_path_cases(false, 400, "/cuda/nchw"); }
+
+/* The packed channels-last fast paths ("max_pooling/cuda/nhwc",
+ * "max_pooling_grad/cuda/nhwc"): the same, bit-identical to the CPU. */
+TEST_CASE(cuda_max_pooling_nhwc_matches_cpu) { compare_fast_path_cases(true, 300, "/cuda/nhwc"); }
 
 /* ---- Batch normalization: CPU vs CUDA ---- */
 

@@ -1639,25 +1639,16 @@ static void write_once_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* 
 
 /* The output coordinates along `dim` whose windows contain input
  * coordinate x are among [first, end), increasing; windows_contain says
- * which (a dilated window skips coordinates). */
-typedef struct window_span {
-    uint32_t first, end;
-} window_span;
+ * which (a dilated window skips coordinates). The rule is CUDA's too:
+ * src/ops/max_pooling_rules.h. */
+typedef dml_pool_cover window_span;
 
 static window_span windows_containing(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out_size) {
-    int64_t padded = (int64_t)x + p->start_padding[dim], stride = p->strides[dim];
-    int64_t lowest = padded - (int64_t)(p->window[dim] - 1) * p->dilations[dim]; /* window start of the last tap */
-    window_span s;
-    s.first = lowest <= 0 ? 0 : (uint32_t)((lowest + stride - 1) / stride);
-    int64_t end = padded / stride + 1;
-    s.end = end < out_size ? (uint32_t)end : out_size;
-    if (s.first > s.end) s.first = s.end;
-    return s;
+    return dml_pool_covering_windows(p, dim, x, out_size);
 }
 
 static ALWAYS_INLINE bool windows_contain(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out) {
-    int64_t offset = (int64_t)x + p->start_padding[dim] - (int64_t)out * p->strides[dim];
-    return p->dilations[dim] == 1 || offset % p->dilations[dim] == 0;
+    return dml_pool_window_contains(p, dim, x, out);
 }
 
 /* The argmax positions of output row (od, oh) of one task's chunk, one

@@ -98,6 +98,13 @@ static inline bool dml_cuda_packed_nchw(const dml_tensor& t) {
            t.strides[1] == (uint64_t)t.sizes[2] * t.sizes[3] && t.strides[0] == (uint64_t)t.sizes[1] * t.strides[1];
 }
 
+/* A 4-D tensor stored packed channels-last (N, H, W, C in memory; the
+ * layout class of the "<kernel>/cuda/nhwc" fast paths). */
+static inline bool dml_cuda_packed_nhwc(const dml_tensor& t) {
+    return t.rank == 4 && t.strides[1] == 1 && t.strides[3] == t.sizes[1] &&
+           t.strides[2] == (uint64_t)t.sizes[3] * t.sizes[1] && t.strides[0] == (uint64_t)t.sizes[2] * t.strides[2];
+}
+
 /* A value as FLOAT32: binary16 bits by the GPU's exact conversion (every
  * binary16 value is a FLOAT32 value; the software dml_half_to_float gives the
  * same numbers, only slower). */
@@ -158,6 +165,8 @@ DML_KERNEL_LIST(DML_CUDA_GENERIC_IMPL)
 /* Fast paths, before the generic ones in their lists. */
 extern const dml_impl dml_cuda_max_pooling_nchw;
 extern const dml_impl dml_cuda_max_pooling_grad_nchw;
+extern const dml_impl dml_cuda_max_pooling_nhwc;
+extern const dml_impl dml_cuda_max_pooling_grad_nhwc;
 extern const dml_impl dml_cuda_roi_align_nchw;
 extern const dml_impl dml_cuda_roi_align_grad_nchw;
 extern const dml_impl dml_cuda_roi_pooling_nchw;

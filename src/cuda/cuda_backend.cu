@@ -236,8 +236,9 @@ static HRESULT cuda_synchronize(DMLDevice* device) {
 
 /* Per kernel, the implementations in order of preference (as on the CPU,
  * cpu_impl_list.c); the generic strided one, last, takes every problem. */
-constexpr const dml_impl* max_pooling_impls[] = {&dml_cuda_max_pooling_nchw, &dml_cuda_max_pooling_generic, nullptr};
-constexpr const dml_impl* max_pooling_grad_impls[] = {&dml_cuda_max_pooling_grad_nchw,
+constexpr const dml_impl* max_pooling_impls[] = {&dml_cuda_max_pooling_nchw, &dml_cuda_max_pooling_nhwc,
+                                                 &dml_cuda_max_pooling_generic, nullptr};
+constexpr const dml_impl* max_pooling_grad_impls[] = {&dml_cuda_max_pooling_grad_nchw, &dml_cuda_max_pooling_grad_nhwc,
                                                       &dml_cuda_max_pooling_grad_generic, nullptr};
 constexpr const dml_impl* roi_pooling_impls[] = {&dml_cuda_roi_pooling_nchw, &dml_cuda_roi_pooling_generic, nullptr};
 constexpr const dml_impl* roi_align_impls[] = {&dml_cuda_roi_align_nchw, &dml_cuda_roi_align_generic, nullptr};

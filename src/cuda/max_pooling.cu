@@ -202,30 +202,6 @@ template <class V> __global__ void max_pooling_argmax(const grad_problem g) {
     }
 }
 
-/* The outputs o of dimension dim whose window has a tap on input position x:
- * o * stride - start_padding + k * dilation == x for some k < window. They
- * lie in [first, last]; those with (x + start_padding - o * stride) a
- * multiple of the dilation are the ones. */
-struct cover_range {
-    int64_t first, last;
-};
-
-__device__ cover_range covering_outputs(const dml_pooling_params& p, int dim, uint32_t x, uint32_t out_size) {
-    uint64_t stride = p.strides[dim];
-    uint64_t reach = (uint64_t)(p.window[dim] - 1) * p.dilations[dim]; /* < 2^64 */
-    uint64_t t = (uint64_t)x + p.start_padding[dim];                   /* o * stride = t - k * dilation, < 2^33 */
-    cover_range c;
-    c.first = reach >= t ? 0 : (int64_t)((t - reach + stride - 1) / stride);
-    c.last = (int64_t)(t / stride);
-    if (c.last > (int64_t)out_size - 1) c.last = (int64_t)out_size - 1;
-    return c;
-}
-
-__device__ bool on_tap(const dml_pooling_params& p, int dim, uint32_t x, int64_t o) {
-    int64_t distance = (int64_t)x + p.start_padding[dim] - o * p.strides[dim];
-    return distance % p.dilations[dim] == 0;
-}
-
 /* The gradient sums' conversions, by the GPU's instructions: binary16 ->
  * FLOAT32 is exact, FLOAT32 -> binary16 rounds to nearest even as
  * dml_float_to_half does for every number (a NaN keeps the software path,
@@ -249,18 +225,19 @@ template <class V> __global__ void max_pooling_gather(const grad_problem g) {
         coords_5d(g.in, g.elements, (uint32_t)i, x);
         uint32_t position = (x[2] * g.in.sizes[3] + x[3]) * g.in.sizes[4] + x[4];
         const T* dy = (const T*)g.input_gradient + x[0] * gi.strides[0] + x[1] * gi.strides[1];
-        cover_range cd = covering_outputs(g.params, 0, x[2], gi.sizes[2]);
-        cover_range ch = covering_outputs(g.params, 1, x[3], gi.sizes[3]);
-        cover_range cw = covering_outputs(g.params, 2, x[4], gi.sizes[4]);
+        const dml_pooling_params* p = &g.params;
+        dml_pool_cover cd = dml_pool_covering_windows(p, 0, x[2], gi.sizes[2]);
+        dml_pool_cover ch = dml_pool_covering_windows(p, 1, x[3], gi.sizes[3]);
+        dml_pool_cover cw = dml_pool_covering_windows(p, 2, x[4], gi.sizes[4]);
         /* FLOAT32 sum in increasing output order, as the CPU's scatter adds. */
         float sum = 0.0f;
-        for (int64_t od = cd.first; od <= cd.last; od++) {
-            if (!on_tap(g.params, 0, x[2], od)) continue;
-            for (int64_t oh = ch.first; oh <= ch.last; oh++) {
-                if (!on_tap(g.params, 1, x[3], oh)) continue;
-                for (int64_t ow = cw.first; ow <= cw.last; ow++) {
-                    if (!on_tap(g.params, 2, x[4], ow)) continue;
-                    const uint64_t window[5] = {x[0], x[1], (uint64_t)od, (uint64_t)oh, (uint64_t)ow};
+        for (uint32_t od = cd.first; od < cd.end; od++) {
+            if (!dml_pool_window_contains(p, 0, x[2], od)) continue;
+            for (uint32_t oh = ch.first; oh < ch.end; oh++) {
+                if (!dml_pool_window_contains(p, 1, x[3], oh)) continue;
+                for (uint32_t ow = cw.first; ow < cw.end; ow++) {
+                    if (!dml_pool_window_contains(p, 2, x[4], ow)) continue;
+                    const uint64_t window[5] = {x[0], x[1], od, oh, ow};
                     if (g.argmax[index_5d(gi, g.windows, window)] != position) continue;
                     sum += to_float(dy[od * gi.strides[2] + oh * gi.strides[3] + ow * gi.strides[4]]);
                 }
@@ -375,6 +352,7 @@ struct nchw_plan {
     uint32_t index_bytes;                                  /* 0 (no indices), 4 or 8 */
     bool tiles_2x2;                   /* window 2x2 == stride, no padding, dilation 1, even sizes, W % 4 == 0 */
     bool tiles_exact;                 /* window == stride, no padding, dilation 1, windows cover the input */
+    uint32_t tile_windows;            /* forward with tiles_2x2: windows per thread (2, or FLOAT16's 4) */
     uint32_t band_rows, band_windows; /* gather form: input rows per block, window rows it needs */
     bool whole_planes;                /* one block per plane, staged in shared memory (plane_layout_of) */
     bool window_3x3;                  /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
@@ -391,20 +369,27 @@ bool tiles_dimension(const dml_pooling_params& p, int dim, uint32_t in, uint32_t
            p.end_padding[dim] == 0 && (uint64_t)out * p.window[dim] == in;
 }
 
+/* Whether window and input positions of 4-D tensors, padding included, fit
+ * int32 (the fast paths' 32-bit coordinates). */
+bool positions_fit_int32(const dml_tensor& input, const dml_tensor& pooled, const dml_pooling_params& p) {
+    for (int dim = 1; dim < 3; dim++) {
+        uint64_t window = (uint64_t)p.window[dim] * p.dilations[dim] + p.start_padding[dim] + p.strides[dim];
+        if ((uint64_t)pooled.sizes[1 + dim] * p.strides[dim] + window > INT32_MAX ||
+            (uint64_t)input.sizes[1 + dim] + window > INT32_MAX)
+            return false;
+    }
+    return true;
+}
+
 /* The common plan of both directions: packed 4-D FLOAT32/FLOAT16 tensors whose
  * coordinates fit 32-bit arithmetic; NULL (declined) otherwise. */
 nchw_plan* plan_nchw(const dml_tensor& input, const dml_tensor& pooled, const dml_pooling_params& p, dml_plan* plan,
                      bool* declined) {
     *declined = true;
     if (input.type != DML_TENSOR_DATA_TYPE_FLOAT32 && input.type != DML_TENSOR_DATA_TYPE_FLOAT16) return nullptr;
-    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(pooled) || input.element_count > INT32_MAX)
+    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(pooled) || input.element_count > INT32_MAX ||
+        !positions_fit_int32(input, pooled, p))
         return nullptr;
-    for (int dim = 1; dim < 3; dim++) { /* window and input positions, padding included, in int32 */
-        uint64_t window = (uint64_t)p.window[dim] * p.dilations[dim] + p.start_padding[dim] + p.strides[dim];
-        if ((uint64_t)pooled.sizes[1 + dim] * p.strides[dim] + window > INT32_MAX ||
-            (uint64_t)input.sizes[1 + dim] + window > INT32_MAX)
-            return nullptr;
-    }
     *declined = false;
     nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
     if (n == nullptr) return nullptr;
@@ -548,8 +533,8 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* covering_outputs and on_tap in 32-bit arithmetic (the plan keeps window
- * positions under 2^31): the windows [first, end) along dimension dim whose
+/* dml_pool_covering_windows and dml_pool_window_contains in 32-bit
+ * arithmetic (the plan keeps window positions under 2^31): the windows [first, end) along dimension dim whose
  * taps may include x; with dilation 1 every one of them does. */
 struct window_span {
     uint32_t first, end;
@@ -587,42 +572,51 @@ struct row_walker {
     }
 };
 
-/* Windows 2x2, stride 2: one thread per two neighbouring windows of a row,
- * reading two 4-element rows. The first maximal of {a, b, c, d} in scan
- * order (a b on the first row, c d on the second). */
+/* Windows 2x2, stride 2: one thread per W neighbouring windows of a row,
+ * reading two rows of 2W elements (16 bytes for FLOAT16's W = 4, 8 bytes
+ * for W = 2), each element widened once. The first maximal of {a, b, c, d}
+ * in scan order (a b on the first row, c d on the second). */
 template <class V> __device__ int first_max4(const typename V::T q[4]) {
     int best = 0;
+#pragma unroll
     for (int k = 1; k < 4; k++)
         if (V::greater(q[k], q[best])) best = k;
     return best;
 }
 
-template <class V, class I>
+template <class T, unsigned N> struct alignas(N * sizeof(T)) vector_of { T v[N]; };
+
+template <class V, class I, unsigned W>
 __global__ void __launch_bounds__(kThreads)
     max_pooling_forward_2x2(const nchw_plan n, const void* input, void* output, void* indices) {
     typedef typename V::T T;
-    uint32_t pairs_per_row = n.out_width / 2;
+    uint32_t groups_per_row = n.out_width / W;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
-        uint32_t pair = i % pairs_per_row, row = i / pairs_per_row; /* row: plane * OH + oh */
+        uint32_t group = i % groups_per_row, row = i / groups_per_row; /* row: plane * OH + oh */
         uint32_t plane = row / n.out_height, oh = row % n.out_height;
         uint64_t plane_base = (uint64_t)plane * n.height * n.width;
-        uint32_t top = (2 * oh) * n.width + 4 * pair;
+        uint32_t top = (2 * oh) * n.width + 2 * W * group;
         const T* in = (const T*)input + plane_base;
-        quad_of<T> r0 = *(const quad_of<T>*)(in + top), r1 = *(const quad_of<T>*)(in + top + n.width);
-        pair_of<T> values;
-        uint32_t positions[2];
-        for (int k = 0; k < 2; k++) {
-            T q[4] = {r0.v[2 * k], r0.v[2 * k + 1], r1.v[2 * k], r1.v[2 * k + 1]};
-            int best = first_max4<V>(q);
-            values.v[k] = q[best];
+        vector_of<T, 2 * W> r0 = *(const vector_of<T, 2 * W>*)(in + top);
+        vector_of<T, 2 * W> r1 = *(const vector_of<T, 2 * W>*)(in + top + n.width);
+        vector_of<T, W> values;
+        uint32_t positions[W];
+#pragma unroll
+        for (unsigned k = 0; k < W; k++) {
+            const T q[4] = {r0.v[2 * k], r0.v[2 * k + 1], r1.v[2 * k], r1.v[2 * k + 1]};
+            const float widened[4] = {to_float(q[0]), to_float(q[1]), to_float(q[2]), to_float(q[3])};
+            int best = first_max4<f32_type>(widened); /* FLOAT16 widened exactly keeps its order */
+            values.v[k] = best == 0 ? q[0] : best == 1 ? q[1] : best == 2 ? q[2] : q[3]; /* no local array */
             positions[k] = top + 2 * k + (best & 1) + (best >> 1) * n.width;
         }
-        uint64_t out = (uint64_t)row * n.out_width + 2 * pair;
-        *(pair_of<T>*)((T*)output + out) = values;
-        if (sizeof(I) > 1) {
-            pair_of<I> index = {{(I)(plane_base + positions[0]), (I)(plane_base + positions[1])}};
-            *(pair_of<I>*)((I*)indices + out) = index;
-        }
+        uint64_t out = (uint64_t)row * n.out_width + W * group;
+        *(vector_of<T, W>*)((T*)output + out) = values;
+        if (sizeof(I) > 1)
+#pragma unroll
+            for (unsigned k = 0; k < W; k += 2) {
+                pair_of<I> index = {{(I)(plane_base + positions[k]), (I)(plane_base + positions[k + 1])}};
+                *(pair_of<I>*)((I*)indices + out + k) = index;
+            }
     }
 }
 
@@ -706,50 +700,88 @@ constexpr unsigned kRowWarps = 4;
 /* The most window columns (or column pairs) one warp covers. */
 constexpr uint32_t kRowLanes = 32;
 
-/* One input row as lane b sees it: columns 2b, 2b + 1, and 2b - 1 once
- * `take_left` has run (all lanes of the warp together). */
-template <class T> struct lane_row {
-    pair_of<T> pair;
-    T left;
+/* One input row as lane b sees it, in FLOAT32 (FLOAT16 widened once per
+ * load, exactly): columns 2b, 2b + 1, and 2b - 1 once `take_left` has run
+ * (all lanes of the warp together). */
+struct lane_row {
+    pair_of<float> pair;
+    float left;
     uint32_t row; /* position of the row's first element; all ones outside the input */
     __device__ void take_left() {
-        uint32_t bits = 0;
-        memcpy(&bits, &pair.v[1], sizeof(T));
-        bits = __shfl_up_sync(~0u, bits, 1);
-        memcpy(&left, &bits, sizeof(T));
+        float from_left = __shfl_up_sync(~0u, pair.v[1], 1);
+        left = threadIdx.x % kRowLanes == 0 ? absent() : from_left;
     }
+    /* The value of a tap outside the input: NaN, which fmaxf skips and which
+     * equals nothing (argmax_lane_rows). */
+    static __device__ float absent() { return __int_as_float(0x7FFFFFFF); }
 };
 
-template <class T> __device__ __forceinline__ lane_row<T> load_lane_row(const T* plane, const nchw_plan& n, int32_t h) {
-    lane_row<T> r = {};
-    r.row = h >= 0 && h < (int32_t)n.height ? (uint32_t)h * n.width : ~0u;
+__device__ pair_of<float> widen_pair(const float* at) { return *(const pair_of<float>*)at; }
+__device__ pair_of<float> widen_pair(const uint16_t* at) {
+    pair_of<uint16_t> pair = *(const pair_of<uint16_t>*)at;
+    return {{dml_cuda_widen(pair.v[0]), dml_cuda_widen(pair.v[1])}};
+}
+
+template <class T> __device__ __forceinline__ lane_row load_lane_row(const T* plane, const nchw_plan& n, int32_t h) {
+    lane_row r = {{{lane_row::absent(), lane_row::absent()}}, lane_row::absent(), ~0u};
+    if (h >= 0 && h < (int32_t)n.height) r.row = (uint32_t)h * n.width;
     uint32_t b = threadIdx.x % kRowLanes;
-    if (r.row != ~0u && 2 * b < n.width) r.pair = *(const pair_of<T>*)(plane + r.row + 2 * b);
+    if (r.row != ~0u && 2 * b < n.width) r.pair = widen_pair(plane + r.row + 2 * b);
     return r;
 }
 
-/* The first maximal tap of the window over rows top, middle, bottom. */
-template <class V>
-__device__ __forceinline__ tap_max<V> argmax_lane_rows(const lane_row<typename V::T>& top,
-                                                       const lane_row<typename V::T>& middle,
-                                                       const lane_row<typename V::T>& bottom, uint32_t width) {
-    tap_max<V> best = {~0u, V::lowest()};
-    uint32_t b = threadIdx.x % kRowLanes;
-    if (top.row != ~0u) best.visit_row(top.row, b, width, top.left, top.pair);
-    if (middle.row != ~0u) best.visit_row(middle.row, b, width, middle.left, middle.pair);
-    if (bottom.row != ~0u) best.visit_row(bottom.row, b, width, bottom.left, bottom.pair);
+/* A window's first maximal tap: its position (all ones when no tap is
+ * inside the input) and the maximum, in FLOAT32. */
+struct lane_max {
+    uint32_t position;
+    float maximum;
+};
+
+/* The first maximal tap of the window over rows top, middle, bottom, by the
+ * rule of tap_max::visit (FLOAT16 widened exactly keeps its order) in fewer
+ * instructions: m, the fmaxf of the taps (which skips NaN, absent taps
+ * included), then the first tap equal to m — a NaN never wins over a number
+ * and equal values (+0 and -0 too) go to the first; when m is NaN (every tap
+ * NaN), the first tap inside the input. */
+__device__ __forceinline__ lane_max argmax_lane_rows(const lane_row& top, const lane_row& middle,
+                                                     const lane_row& bottom, uint32_t width) {
+    const uint32_t b = threadIdx.x % kRowLanes;
+    const lane_row* rows[3] = {&top, &middle, &bottom};
+    float m = lane_row::absent();
+#pragma unroll
+    for (int r = 0; r < 3; r++)
+        m = fmaxf(m, fmaxf(rows[r]->left, fmaxf(rows[r]->pair.v[0], rows[r]->pair.v[1])));
+    const uint32_t first_row = top.row != ~0u ? top.row : middle.row != ~0u ? middle.row : bottom.row;
+    const uint32_t first_column = b > 0 && 2 * b - 1 < width ? 2 * b - 1 : 2 * b < width ? 2 * b : ~0u;
+    lane_max best = {first_row == ~0u || first_column == ~0u ? ~0u : first_row + first_column, m};
+#pragma unroll
+    for (int r = 2; r >= 0; r--) { /* backwards: the first equal tap is assigned last */
+        const uint32_t right = rows[r]->row + 2 * b;
+        if (rows[r]->pair.v[1] == m) best.position = right + 1;
+        if (rows[r]->pair.v[0] == m) best.position = right;
+        if (rows[r]->left == m) best.position = right - 1;
+    }
     return best;
 }
 
+/* The chosen input value in its storage type: the maximum (FLOAT16 narrows
+ * exactly: it was widened from one) unless it is a zero or NaN, whose bits
+ * the maximum may not carry: those are read again. */
+template <class V> __device__ typename V::T chosen_value(const typename V::T* plane, const lane_max& best) {
+    float m = best.maximum;
+    if (m == m && m != 0.0f) return from_float<typename V::T>(m);
+    return best.position == ~0u ? V::lowest() : plane[best.position];
+}
+
 /* Whether the row kernels take the plan's problem, and their rows per warp.
- * FLOAT32 only: with FLOAT16's 4-byte pairs the whole-plane kernels are
- * faster (H100, 32x256x56x56: forward 0.053-0.058 vs 0.061 ms, gradient
- * 0.085-0.090 vs 0.107 ms; FLOAT32: 0.066 vs 0.062, 0.097 vs 0.092). Loading
- * two or three row pairs ahead instead of one was no faster (issue-bound:
- * SM throughput ~80%, DRAM ~70%). */
-void plan_rows_3x3s2(nchw_plan* n, uint32_t rows) {
+ * Loading two or three row pairs ahead instead of one was no faster. The
+ * FLOAT16 gradient stays on the whole-plane kernel, faster there (H100,
+ * 32x256x56x56, same run: 0.087 vs 0.091 ms; the forward: 0.051 rows vs
+ * 0.053 ms whole planes). */
+void plan_rows_3x3s2(nchw_plan* n, uint32_t rows, bool gradient) {
     uint32_t columns = n->out_width > n->width / 2 ? n->out_width : n->width / 2;
-    n->rows_3x3s2 = n->window_3x3_stride_2 && n->type == DML_TENSOR_DATA_TYPE_FLOAT32 && columns <= kRowLanes;
+    bool half = n->type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    n->rows_3x3s2 = n->window_3x3_stride_2 && columns <= kRowLanes && !(gradient && half);
     n->group_rows = (rows + kRowWarps - 1) / kRowWarps;
 }
 
@@ -762,22 +794,21 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     const uint64_t plane_base = (uint64_t)blockIdx.x * n.height * n.width;
     const T* in = (const T*)input + plane_base;
     if (first >= end) return;
-    lane_row<T> top = load_lane_row(in, n, 2 * (int32_t)first - 1);
-    lane_row<T> middle = load_lane_row(in, n, 2 * (int32_t)first),
-                bottom = load_lane_row(in, n, 2 * (int32_t)first + 1);
+    lane_row top = load_lane_row(in, n, 2 * (int32_t)first - 1);
+    lane_row middle = load_lane_row(in, n, 2 * (int32_t)first), bottom = load_lane_row(in, n, 2 * (int32_t)first + 1);
     top.take_left();
     for (uint32_t a = first; a < end; a++) {
-        lane_row<T> next_middle = {}, next_bottom = {};
+        lane_row next_middle = {}, next_bottom = {};
         if (a + 1 < end) {
             next_middle = load_lane_row(in, n, 2 * (int32_t)a + 2);
             next_bottom = load_lane_row(in, n, 2 * (int32_t)a + 3);
         }
         middle.take_left();
         bottom.take_left();
-        tap_max<V> best = argmax_lane_rows<V>(top, middle, bottom, n.width);
+        lane_max best = argmax_lane_rows(top, middle, bottom, n.width);
         if (b < n.out_width) {
             uint64_t out = ((uint64_t)blockIdx.x * n.out_height + a) * n.out_width + b;
-            ((T*)output)[out] = best.value;
+            ((T*)output)[out] = chosen_value<V>(in, best);
             if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, best.position);
         }
         top = bottom, middle = next_middle, bottom = next_bottom;
@@ -812,27 +843,25 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     auto load_gradient = [&](uint32_t oh) {
         return oh < n.out_height && b < n.out_width ? to_float(dy[oh * n.out_width + b]) : 0.0f;
     };
-    auto window = [&](uint32_t oh, const lane_row<T>& top, const lane_row<T>& middle, const lane_row<T>& bottom,
+    auto window = [&](uint32_t oh, const lane_row& top, const lane_row& middle, const lane_row& bottom,
                       float gradient) {
         lane_window w = {~0u, gradient};
-        if (oh < n.out_height && b < n.out_width)
-            w.position = argmax_lane_rows<V>(top, middle, bottom, n.width).position;
+        if (oh < n.out_height && b < n.out_width) w.position = argmax_lane_rows(top, middle, bottom, n.width).position;
         return w;
     };
     if (first >= end) return;
     /* Window row `first`; then for pair a, window row a + 1 from the row it
      * shares with window row a and two rows loaded one pair ahead. */
-    lane_row<T> top = load_lane_row(in, n, 2 * (int32_t)first - 1);
-    lane_row<T> middle = load_lane_row(in, n, 2 * (int32_t)first),
-                bottom = load_lane_row(in, n, 2 * (int32_t)first + 1);
+    lane_row top = load_lane_row(in, n, 2 * (int32_t)first - 1);
+    lane_row middle = load_lane_row(in, n, 2 * (int32_t)first), bottom = load_lane_row(in, n, 2 * (int32_t)first + 1);
     float gradient = load_gradient(first);
-    lane_row<T> next_middle = load_lane_row(in, n, 2 * (int32_t)first + 2);
-    lane_row<T> next_bottom = load_lane_row(in, n, 2 * (int32_t)first + 3);
+    lane_row next_middle = load_lane_row(in, n, 2 * (int32_t)first + 2);
+    lane_row next_bottom = load_lane_row(in, n, 2 * (int32_t)first + 3);
     float next_gradient = load_gradient(first + 1);
     top.take_left(), middle.take_left(), bottom.take_left();
     lane_window current = window(first, top, middle, bottom, gradient);
     for (uint32_t a = first; a < end; a++) {
-        lane_row<T> ahead_middle = {}, ahead_bottom = {};
+        lane_row ahead_middle = {}, ahead_bottom = {};
         float ahead_gradient = 0.0f;
         if (a + 1 < end) {
             ahead_middle = load_lane_row(in, n, 2 * (int32_t)a + 4);
@@ -872,9 +901,15 @@ template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* a
     void* indices = n.index_bytes ? args->outputs[DML_POOL_OUTPUT_INDICES] : nullptr;
     cudaStream_t stream = dml_cuda_stream(args);
     /* Bindings need only element alignment: the vector form wants more. */
-    if (n.tiles_2x2 && aligned_to(input, 4 * sizeof(typename V::T)) && aligned_to(output, 2 * sizeof(typename V::T)) &&
-        (!indices || aligned_to(indices, 2 * sizeof(I)))) {
-        max_pooling_forward_2x2<V, I><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
+    const size_t element = sizeof(typename V::T);
+    if (n.tiles_2x2 && aligned_to(input, 2 * n.tile_windows * element) &&
+        aligned_to(output, n.tile_windows * element) && (!indices || aligned_to(indices, 2 * sizeof(I)))) {
+        if constexpr (sizeof(typename V::T) == 2)
+            if (n.tile_windows == 4) {
+                max_pooling_forward_2x2<V, I, 4><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
+                return dml_cuda_check_launch("max_pooling_forward_2x2");
+            }
+        max_pooling_forward_2x2<V, I, 2><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
         return dml_cuda_check_launch("max_pooling_forward_2x2");
     }
     if (n.rows_3x3s2 && aligned_to(input, 2 * sizeof(typename V::T))) {
@@ -927,10 +962,13 @@ HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EX
     if (n == nullptr) return declined ? S_FALSE : E_OUTOFMEMORY;
     n->index_bytes = indices && indices->present ? dmlDataTypeSize(indices->type) : 0;
     uint64_t outputs = (uint64_t)n->planes * n->out_height * n->out_width;
-    n->count = n->tiles_2x2 ? outputs / 2 : outputs;
+    /* FLOAT16 rows of whole 16-byte vectors: 4 windows per thread. */
+    bool half = n->type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    n->tile_windows = half && n->width % 8 == 0 ? 4 : 2;
+    n->count = n->tiles_2x2 ? outputs / n->tile_windows : outputs;
     n->blocks = grid_blocks(device, n->count);
     n->whole_planes = !n->tiles_2x2 && fits_whole_planes(*n, false);
-    plan_rows_3x3s2(n, n->out_height);
+    plan_rows_3x3s2(n, n->out_height, false);
     return S_OK;
 }
 
@@ -1202,7 +1240,7 @@ HRESULT plan_grad_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECU
         return S_OK;
     }
     n->whole_planes = fits_whole_planes(*n, true);
-    plan_rows_3x3s2(n, n->height / 2);
+    plan_rows_3x3s2(n, n->height / 2, true);
     if (n->whole_planes) return S_OK;
     /* Bands of about 16 elements per thread and at most 256 rows; the window
      * rows that can cover `band_rows` input rows: those o with o * stride in
@@ -1274,6 +1312,269 @@ HRESULT run_grad_nchw(const dml_kernel_args* args) {
                                                   : launch_grad_nchw<f32_type>(args, n);
 }
 
+/* ---- Packed channels-last (NHWC) fast paths (4-D, FLOAT32 and FLOAT16) ----
+ * One thread per pixel and group of L channels (16 bytes of them when the
+ * channel count allows, else one): neighbouring threads read and write
+ * neighbouring channels, every access a vector. The forward scans the window
+ * as scan_window does; the gradient is a gather in one launch, without a
+ * temporary: each input pixel finds the windows that contain it
+ * (covering_span, the CPU's rule in 32-bit arithmetic), recomputes their argmax for
+ * its channels and adds, in increasing (oh, ow), the output gradients of
+ * those that chose it, in FLOAT32 from +0: the CPU's sums in the CPU's order. */
+
+struct nhwc_plan {
+    dml_pooling_params params;
+    uint32_t batch, channels, height, width, out_height, out_width;
+    uint32_t type;        /* DML_TENSOR_DATA_TYPE of the values */
+    uint32_t index_bytes; /* 0 (no indices), 4 or 8 */
+    uint32_t lanes;       /* channels per thread: 16 bytes of them, or 1 */
+    uint64_t count;       /* threads' work items: pixels * channels / lanes */
+    unsigned blocks;
+};
+
+/* The common plan of both directions: packed channels-last 4-D FLOAT32 or
+ * FLOAT16 tensors of at most INT32_MAX elements whose positions fit int32
+ * (32-bit offsets); NULL (declined) otherwise. */
+nhwc_plan* plan_nhwc(const DMLDevice* device, const dml_tensor& input, const dml_tensor& pooled,
+                     const dml_pooling_params& p, dml_plan* plan, bool* declined, uint64_t pixels) {
+    *declined = true;
+    if (input.type != DML_TENSOR_DATA_TYPE_FLOAT32 && input.type != DML_TENSOR_DATA_TYPE_FLOAT16) return nullptr;
+    if (!dml_cuda_packed_nhwc(input) || !dml_cuda_packed_nhwc(pooled) || input.element_count > INT32_MAX ||
+        pooled.element_count > INT32_MAX || !positions_fit_int32(input, pooled, p))
+        return nullptr;
+    *declined = false;
+    nhwc_plan* n = (nhwc_plan*)dml_plan_state(plan, sizeof(nhwc_plan));
+    if (n == nullptr) return nullptr;
+    n->params = p;
+    n->batch = input.sizes[0];
+    n->channels = input.sizes[1];
+    n->height = input.sizes[2];
+    n->width = input.sizes[3];
+    n->out_height = pooled.sizes[2];
+    n->out_width = pooled.sizes[3];
+    n->type = input.type;
+    n->index_bytes = 0;
+    uint32_t vector = input.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 8 : 4;
+    n->lanes = n->channels % vector == 0 ? vector : 1;
+    n->count = pixels * n->channels / n->lanes;
+    n->blocks = grid_blocks(device, n->count);
+    return n;
+}
+
+/* The first maximal tap of window (oh, ow) for each of L channels (the scan
+ * order and comparisons of scan_window; FLOAT16 widened exactly keeps its
+ * order): plane positions h * W + w (all ones when no tap is inside the
+ * input) and the chosen values' bits. `image` points at the channels of
+ * pixel (0, 0). */
+template <class V, unsigned L> struct channels_max {
+    typedef typename V::T T;
+    uint32_t position[L];
+    vector_of<T, L> value;
+
+    __device__ channels_max(const T* image, const nhwc_plan& n, uint32_t oh, uint32_t ow) {
+        const dml_pooling_params& p = n.params;
+        const int32_t h0 = (int32_t)(oh * p.strides[1]) - (int32_t)p.start_padding[1];
+        const int32_t w0 = (int32_t)(ow * p.strides[2]) - (int32_t)p.start_padding[2];
+        float best[L];
+#pragma unroll
+        for (unsigned k = 0; k < L; k++) {
+            position[k] = ~0u;
+            best[k] = 0.0f;
+            value.v[k] = V::lowest();
+        }
+        for (uint32_t kh = 0; kh < p.window[1]; kh++) {
+            int32_t h = h0 + (int32_t)(kh * p.dilations[1]);
+            if (h < 0 || h >= (int32_t)n.height) continue;
+            for (uint32_t kw = 0; kw < p.window[2]; kw++) {
+                int32_t w = w0 + (int32_t)(kw * p.dilations[2]);
+                if (w < 0 || w >= (int32_t)n.width) continue;
+                uint32_t at = (uint32_t)h * n.width + (uint32_t)w;
+                vector_of<T, L> v = *(const vector_of<T, L>*)(image + at * n.channels);
+#pragma unroll
+                for (unsigned k = 0; k < L; k++) {
+                    float x = to_float(v.v[k]);
+                    if (position[k] == ~0u || f32_type::greater(x, best[k])) {
+                        best[k] = x;
+                        position[k] = at;
+                        value.v[k] = v.v[k];
+                    }
+                }
+            }
+        }
+    }
+};
+
+/* Work item i: channels [c, c + L) of pixel (b, y, x) of a {B, Y, X, C} image. */
+struct nhwc_item {
+    uint32_t b, y, x, c;
+};
+
+__device__ nhwc_item nhwc_item_of(uint32_t i, uint32_t groups, uint32_t lanes, uint32_t rows, uint32_t columns) {
+    nhwc_item it;
+    uint32_t pixel = i / groups;
+    it.c = (i - pixel * groups) * lanes;
+    it.x = pixel % columns;
+    uint32_t rest = pixel / columns;
+    it.y = rest % rows;
+    it.b = rest / rows;
+    return it;
+}
+
+template <class V, class I, unsigned L>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_forward_nhwc(const nhwc_plan n, const void* input, void* output, void* indices) {
+    typedef typename V::T T;
+    const uint32_t groups = n.channels / L, plane_size = n.height * n.width;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
+        nhwc_item it = nhwc_item_of(i, groups, L, n.out_height, n.out_width);
+        const T* image = (const T*)input + (uint64_t)it.b * plane_size * n.channels + it.c;
+        channels_max<V, L> m(image, n, it.y, it.x);
+        uint32_t out = ((it.b * n.out_height + it.y) * n.out_width + it.x) * n.channels + it.c;
+        *(vector_of<T, L>*)((T*)output + out) = m.value;
+        if (sizeof(I) > 1) {
+            vector_of<I, L> index;
+            uint64_t plane_base = ((uint64_t)it.b * n.channels + it.c) * plane_size;
+#pragma unroll
+            for (unsigned k = 0; k < L; k++)
+                index.v[k] = m.position[k] == ~0u ? (I) ~(uint64_t)0 : (I)(plane_base + k * plane_size + m.position[k]);
+            *(vector_of<I, L>*)((I*)indices + out) = index;
+        }
+    }
+}
+
+template <class V, unsigned L>
+__global__ void __launch_bounds__(kThreads)
+    max_pooling_grad_nhwc(const nhwc_plan n, const void* input, const void* input_gradient, void* output_gradient) {
+    typedef typename V::T T;
+    const dml_pooling_params* p = &n.params;
+    const uint32_t groups = n.channels / L;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n.count; i += gridDim.x * blockDim.x) {
+        nhwc_item it = nhwc_item_of(i, groups, L, n.height, n.width);
+        const T* image = (const T*)input + (uint64_t)it.b * n.height * n.width * n.channels + it.c;
+        const T* dy = (const T*)input_gradient + (uint64_t)it.b * n.out_height * n.out_width * n.channels + it.c;
+        const uint32_t position = it.y * n.width + it.x;
+        const window_span ch = covering_span(*p, 1, it.y, n.out_height);
+        const window_span cw = covering_span(*p, 2, it.x, n.out_width);
+        float sum[L];
+#pragma unroll
+        for (unsigned k = 0; k < L; k++)
+            sum[k] = 0.0f;
+        for (uint32_t oh = ch.first; oh < ch.end; oh++) {
+            if (!ch.on_tap(oh)) continue;
+            for (uint32_t ow = cw.first; ow < cw.end; ow++) {
+                if (!cw.on_tap(ow)) continue;
+                channels_max<V, L> m(image, n, oh, ow);
+                vector_of<T, L> gradient = *(const vector_of<T, L>*)(dy + (oh * n.out_width + ow) * n.channels);
+#pragma unroll
+                for (unsigned k = 0; k < L; k++)
+                    if (m.position[k] == position) sum[k] += to_float(gradient.v[k]);
+            }
+        }
+        vector_of<T, L> dx;
+#pragma unroll
+        for (unsigned k = 0; k < L; k++)
+            dx.v[k] = from_float<T>(sum[k]);
+        *(vector_of<T, L>*)((T*)output_gradient + ((it.b * n.height + it.y) * n.width + it.x) * n.channels + it.c) = dx;
+    }
+}
+
+HRESULT plan_forward_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& output = op->outputs[DML_POOL_OUTPUT].tensor;
+    const dml_tensor* indices =
+        op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : nullptr;
+    bool has_indices = indices && indices->present;
+    if (has_indices && !dml_cuda_packed_nhwc(*indices)) return S_FALSE;
+    bool declined;
+    uint64_t pixels = (uint64_t)output.sizes[0] * output.sizes[2] * output.sizes[3];
+    nhwc_plan* n = plan_nhwc(device, op->inputs[DML_POOL_INPUT].tensor, output, *(const dml_pooling_params*)op->params,
+                             plan, &declined, pixels);
+    if (n == nullptr) return declined ? S_FALSE : E_OUTOFMEMORY;
+    n->index_bytes = has_indices ? dmlDataTypeSize(indices->type) : 0;
+    return S_OK;
+}
+
+/* The plan with one channel per thread: vectors of L channels need every
+ * base aligned to L elements (the channel count is a multiple of L). */
+nhwc_plan one_lane(const DMLDevice* device, const nhwc_plan& n) {
+    nhwc_plan scalar = n;
+    scalar.count = n.count * n.lanes;
+    scalar.lanes = 1;
+    scalar.blocks = grid_blocks(device, scalar.count);
+    return scalar;
+}
+
+template <class V, class I> HRESULT launch_forward_nhwc(const dml_kernel_args* args, const nhwc_plan& n) {
+    typedef typename V::T T;
+    constexpr unsigned L = 16 / sizeof(T);
+    const void* input = args->inputs[DML_POOL_INPUT];
+    void* output = args->outputs[DML_POOL_OUTPUT];
+    void* indices = n.index_bytes ? args->outputs[DML_POOL_OUTPUT_INDICES] : nullptr;
+    cudaStream_t stream = dml_cuda_stream(args);
+    if (n.lanes == L && aligned_to(input, 16) && aligned_to(output, 16) &&
+        (!indices || aligned_to(indices, L * sizeof(I))))
+        max_pooling_forward_nhwc<V, I, L><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
+    else {
+        const nhwc_plan scalar = one_lane(args->device, n);
+        max_pooling_forward_nhwc<V, I, 1><<<scalar.blocks, kThreads, 0, stream>>>(scalar, input, output, indices);
+    }
+    return dml_cuda_check_launch("max_pooling_forward_nhwc");
+}
+
+HRESULT run_forward_nhwc(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const nhwc_plan& n = *DML_PLAN_STATE(args, nhwc_plan);
+    bool half = n.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    switch (n.index_bytes) {
+    case 4:
+        return half ? launch_forward_nhwc<f16_type, uint32_t>(args, n)
+                    : launch_forward_nhwc<f32_type, uint32_t>(args, n);
+    case 8:
+        return half ? launch_forward_nhwc<f16_type, uint64_t>(args, n)
+                    : launch_forward_nhwc<f32_type, uint64_t>(args, n);
+    default:
+        return half ? launch_forward_nhwc<f16_type, uint8_t>(args, n) : launch_forward_nhwc<f32_type, uint8_t>(args, n);
+    }
+}
+
+HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_tensor& input = op->inputs[DML_POOL_INPUT].tensor;
+    const dml_tensor& dx = op->outputs[DML_POOL_OUTPUT].tensor;
+    if (!dml_cuda_packed_nhwc(dx)) return S_FALSE;
+    bool declined;
+    uint64_t pixels = (uint64_t)input.sizes[0] * input.sizes[2] * input.sizes[3];
+    nhwc_plan* n = plan_nhwc(device, input, op->inputs[DML_POOL_INPUT_GRADIENT].tensor,
+                             *(const dml_pooling_params*)op->params, plan, &declined, pixels);
+    if (n == nullptr) return declined ? S_FALSE : E_OUTOFMEMORY;
+    return S_OK;
+}
+
+template <class V> HRESULT launch_grad_nhwc(const dml_kernel_args* args, const nhwc_plan& n) {
+    typedef typename V::T T;
+    constexpr unsigned L = 16 / sizeof(T);
+    const void* input = args->inputs[DML_POOL_INPUT];
+    const void* dy = args->inputs[DML_POOL_INPUT_GRADIENT];
+    void* dx = args->outputs[DML_POOL_OUTPUT];
+    cudaStream_t stream = dml_cuda_stream(args);
+    if (n.lanes == L && aligned_to(input, 16) && aligned_to(dy, 16) && aligned_to(dx, 16))
+        max_pooling_grad_nhwc<V, L><<<n.blocks, kThreads, 0, stream>>>(n, input, dy, dx);
+    else {
+        const nhwc_plan scalar = one_lane(args->device, n);
+        max_pooling_grad_nhwc<V, 1><<<scalar.blocks, kThreads, 0, stream>>>(scalar, input, dy, dx);
+    }
+    return dml_cuda_check_launch("max_pooling_grad_nhwc");
+}
+
+HRESULT run_grad_nhwc(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const nhwc_plan& n = *DML_PLAN_STATE(args, nhwc_plan);
+    return n.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? launch_grad_nhwc<f16_type>(args, n)
+                                                  : launch_grad_nhwc<f32_type>(args, n);
+}
+
 } // namespace
 
 const dml_impl dml_cuda_max_pooling_generic = {"max_pooling/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
@@ -1283,3 +1584,7 @@ const dml_impl dml_cuda_max_pooling_nchw = {"max_pooling/cuda/nchw", DML_ISA_GEN
                                             run_forward_nchw};
 const dml_impl dml_cuda_max_pooling_grad_nchw = {"max_pooling_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_nchw,
                                                  run_grad_nchw};
+const dml_impl dml_cuda_max_pooling_nhwc = {"max_pooling/cuda/nhwc", DML_ISA_GENERIC, plan_forward_nhwc,
+                                            run_forward_nhwc};
+const dml_impl dml_cuda_max_pooling_grad_nhwc = {"max_pooling_grad/cuda/nhwc", DML_ISA_GENERIC, plan_grad_nhwc,
+                                                 run_grad_nhwc};

@@ -65,6 +65,34 @@ DML_HOST_DEVICE dml_pool_taps dml_pool_window_taps(const dml_pooling_params* p, 
     return r;
 }
 
+/* The outputs along spatial dimension `dim` whose windows contain input
+ * coordinate x are among [first, end), increasing: those o with
+ * o * stride == x + start_padding - k * dilation for some tap k < window;
+ * dml_pool_window_contains says which (a dilated window skips coordinates).
+ * The gradient's gather form visits them in this order on every backend. */
+typedef struct dml_pool_cover {
+    uint32_t first, end;
+} dml_pool_cover;
+
+DML_HOST_DEVICE dml_pool_cover dml_pool_covering_windows(const dml_pooling_params* p, uint32_t dim, uint32_t x,
+                                                         uint32_t out_size) {
+    uint64_t stride = p->strides[dim];
+    uint64_t reach = (uint64_t)(p->window[dim] - 1) * p->dilations[dim]; /* < 2^64 */
+    uint64_t padded = (uint64_t)x + p->start_padding[dim];               /* < 2^33 */
+    uint64_t first = reach >= padded ? 0 : (padded - reach + stride - 1) / stride;
+    uint64_t end = padded / stride + 1;
+    dml_pool_cover c;
+    c.end = end < out_size ? (uint32_t)end : out_size;
+    c.first = first < c.end ? (uint32_t)first : c.end;
+    return c;
+}
+
+DML_HOST_DEVICE bool dml_pool_window_contains(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out) {
+    if (p->dilations[dim] == 1) return true;
+    int64_t distance = (int64_t)x + p->start_padding[dim] - (int64_t)out * p->strides[dim];
+    return distance % p->dilations[dim] == 0;
+}
+
 /* greater(v, best) of floating-point windows is dml_nan_aware_greater
  * (decision MP-3; FLOAT16 compared exactly as FLOAT32); integers: plain >. */
 DML_HOST_DEVICE bool dml_pool_greater_f16(uint16_t v, uint16_t best) {

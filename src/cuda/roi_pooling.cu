@@ -139,26 +139,24 @@ HRESULT run_roi_pooling(const dml_kernel_args* args) {
 }
 
 /* ---- "roi_pooling/cuda/nchw": packed NCHW input and output ----
- * A persistent grid; block tasks are (chunk of channels, ROI), ROIs fastest
- * (the tasks running together read the same planes, from L2). Warp 0 puts
- * the task's bins in shared memory; then each warp takes one row of bins ph of
- * kWarpChannels channels at a time, its lanes across that row: lane
- * pw * L + k reads columns start + k, start + k + L, ... of bin pw, so that a
- * load of the warp is a stretch of one image row (a few sectors), not 32
- * scattered elements. Each lane takes the FMNMX of its columns over the bin's
- * rows, and the L lanes of a bin combine theirs by shuffles. Nonzero numbers
- * have a single encoding, so that maximum is the bits of the CPU's first
- * maximal element; a zero or NaN maximum (or an empty bin) takes the exact
- * scan of bin_max instead (pooled_value). */
+ * A persistent grid; block tasks are (ROI, chunk of channels). The ROI's
+ * bins (the divisions of roi_pooling_math.h) are computed once per task into
+ * shared memory, one task ahead: warp 0 computes the next task's bins while
+ * the other warps pool the current one. Each thread then takes one (ph, pw)
+ * of kChannelsPerThread channels, c, c + groups, c + 2 groups, ... of the
+ * chunk, so that a warp's stores are contiguous and a thread has that many
+ * independent loads in flight. The bin's maximum is one FMNMX per element:
+ * nonzero numbers have a single encoding, so it is the bits of the CPU's
+ * first maximal element; a zero or NaN maximum (or an empty bin) takes the
+ * exact scan of bin_max instead (pooled_value). */
 
-constexpr unsigned kWarpChannels = 4; /* channels per warp step: independent loads in flight */
-constexpr unsigned kTaskChannels = 32;
+constexpr unsigned kChannelsPerThread = 4;
 
 struct nchw_plan {
     roi_pooling_problem shape_only; /* pointers unset */
     uint32_t rois;
-    uint32_t chunk, chunks; /* channels per task (a multiple of kWarpChannels), tasks per ROI */
-    uint32_t lane_shift;    /* lanes per bin L = 1 << lane_shift, PW * L <= 32 */
+    uint32_t groups; /* threads per (ph, pw) of a task; a task has groups * kChannelsPerThread channels */
+    uint32_t chunks; /* tasks per ROI */
     unsigned blocks;
 };
 
@@ -197,18 +195,17 @@ __host__ __device__ inline uint16_t narrow(float value, uint16_t) {
 /* fmaxf's identity: a NaN operand yields the other one. */
 __host__ __device__ inline float no_maximum() { return __builtin_nanf(""); }
 
-/* One lane's part of a row of bins in K planes: the FMNMX of columns
- * x_begin, x_begin + step, ... < x_end over the rows; NaN where they are
- * all NaN or there are none. */
+/* The FMNMX of a bin's elements in K planes; NaN where they are all NaN or
+ * there are none. */
 template <unsigned K, class T>
-__host__ __device__ __forceinline__ void lane_maxima(const T* const planes[K], uint32_t width, dml_pooled_bin rows,
-                                                     uint32_t x_begin, uint32_t x_end, uint32_t step, float maxima[K]) {
+__host__ __device__ __forceinline__ void bin_maxima(const T* const planes[K], uint32_t width, dml_pooled_bin rows,
+                                                    dml_pooled_bin columns, float maxima[K]) {
     DML_UNROLL
     for (unsigned j = 0; j < K; j++)
         maxima[j] = no_maximum();
     for (uint32_t y = rows.start; y < rows.end; y++) {
         const uint32_t row = y * width;
-        for (uint32_t x = x_begin; x < x_end; x += step) {
+        for (uint32_t x = columns.start; x < columns.end; x++) {
             T values[K];
             DML_UNROLL
             for (unsigned j = 0; j < K; j++)
@@ -231,51 +228,49 @@ __host__ __device__ T pooled_value(float maximum, const T* plane, uint32_t width
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_problem f, const nchw_plan n) {
-    extern __shared__ dml_pooled_bin bins[]; /* PH rows, then PW columns */
-    __shared__ uint32_t batch;
+    extern __shared__ dml_pooled_bin bins[]; /* two buffers of PH + PW bins */
+    __shared__ uint32_t batch[2];
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
-    const uint32_t plane_size = f.height * f.width;
-    const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    const uint32_t pw = lane >> n.lane_shift, k = lane & ((1u << n.lane_shift) - 1);
-    const uint32_t items = PH * (n.chunk / kWarpChannels); /* (ph, channel group) per task */
+    const uint32_t per_channel = PH * PW, chunk = n.groups * kChannelsPerThread;
     const uint64_t tasks = (uint64_t)n.rois * n.chunks;
-    for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
-        const uint32_t r = (uint32_t)(task % n.rois), c0 = (uint32_t)(task / n.rois) * n.chunk;
-        const uint32_t c_last = (c0 + n.chunk < f.channels ? c0 + n.chunk : f.channels) - 1;
-        __syncthreads(); /* the previous task is done with the bins */
-        if (warp == 0) roi_bins<T>(f, r, lane, 32, bins, &batch);
-        __syncthreads();
-        const dml_pooled_bin columns = pw < PW ? bins[PH + pw] : dml_pooled_bin{0, 0};
-        const T* image = (const T*)f.input + (uint64_t)batch * f.channels * plane_size;
-        T* out = (T*)f.output + (uint64_t)r * f.channels * PH * PW;
-        for (uint32_t item = warp; item < items; item += warps) {
-            const uint32_t ph = item % PH, c = c0 + item / PH * kWarpChannels;
-            const dml_pooled_bin rows = bins[ph];
-            const T* planes[kWarpChannels];
+    const uint32_t plane_size = f.height * f.width, lane = threadIdx.x % 32;
+    if (blockIdx.x < tasks && threadIdx.x < 32)
+        roi_bins<T>(f, (uint32_t)(blockIdx.x / n.chunks), lane, 32, bins, &batch[0]);
+    __syncthreads();
+    unsigned buffer = 0;
+    for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x, buffer ^= 1) {
+        const dml_pooled_bin* current = bins + buffer * (PH + PW);
+        const uint64_t next = task + gridDim.x;
+        if (next < tasks && threadIdx.x < 32)
+            roi_bins<T>(f, (uint32_t)(next / n.chunks), lane, 32, bins + (buffer ^ 1) * (PH + PW), &batch[buffer ^ 1]);
+        const uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * chunk;
+        const uint32_t c_last = (c0 + chunk < f.channels ? c0 + chunk : f.channels) - 1;
+        const T* planes = (const T*)f.input + (uint64_t)batch[buffer] * f.channels * plane_size;
+        T* out = (T*)f.output + (uint64_t)r * f.channels * per_channel;
+        for (dml_cuda_block_walker w(PW, PH); w.outer < n.groups; w.next()) {
+            const dml_pooled_bin rows = current[w.middle], columns = current[PH + w.inner];
+            const T* plane[kChannelsPerThread];
             DML_UNROLL
-            for (unsigned j = 0; j < kWarpChannels; j++) /* past the chunk: read, not stored */
-                planes[j] = image + (uint64_t)(c + j < c_last ? c + j : c_last) * plane_size;
-            float maxima[kWarpChannels];
-            lane_maxima<kWarpChannels>(planes, f.width, rows, columns.start + k, columns.end, 1u << n.lane_shift,
-                                       maxima);
-            for (uint32_t offset = 1; offset < (1u << n.lane_shift); offset <<= 1) {
-                DML_UNROLL
-                for (unsigned j = 0; j < kWarpChannels; j++)
-                    maxima[j] = fmaxf(maxima[j], __shfl_xor_sync(0xffffffffu, maxima[j], offset));
+            for (unsigned j = 0; j < kChannelsPerThread; j++) {
+                uint32_t c = c0 + w.outer + j * n.groups;
+                plane[j] = planes + (uint64_t)(c < c_last ? c : c_last) * plane_size; /* past C: read, not stored */
             }
-            if (k == 0 && pw < PW) {
-                DML_UNROLL
-                for (unsigned j = 0; j < kWarpChannels; j++)
-                    if (c + j <= c_last)
-                        out[(uint64_t)(c + j) * PH * PW + ph * PW + pw] =
-                            pooled_value(maxima[j], planes[j], f.width, rows, columns);
+            float maxima[kChannelsPerThread];
+            bin_maxima<kChannelsPerThread>(plane, f.width, rows, columns, maxima);
+            DML_UNROLL
+            for (unsigned j = 0; j < kChannelsPerThread; j++) {
+                uint32_t c = c0 + w.outer + j * n.groups;
+                if (c <= c_last)
+                    out[(uint64_t)c * per_channel + w.middle * PW + w.inner] =
+                        pooled_value(maxima[j], plane[j], f.width, rows, columns);
             }
         }
+        __syncthreads(); /* the next task's bins are in; this task's buffer is free */
     }
 }
 
 size_t nchw_shared_bytes(const roi_pooling_problem& f) {
-    return ((size_t)f.params.pooled_height + f.params.pooled_width) * sizeof(dml_pooled_bin);
+    return 2 * ((size_t)f.params.pooled_height + f.params.pooled_width) * sizeof(dml_pooled_bin);
 }
 
 /* The plan from the shapes alone (blocks unset): also what the host replay runs. */
@@ -285,19 +280,20 @@ HRESULT nchw_plan_make(const DMLOperator* op, nchw_plan* n) {
     if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
     const dml_roi_pooling_params& p = *(const dml_roi_pooling_params*)op->params;
     if ((uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX) return S_FALSE; /* 32-bit offsets in a plane */
-    if (p.pooled_width > 32) return S_FALSE;                                    /* a row of bins per warp */
-    if (((uint64_t)p.pooled_height + p.pooled_width) * sizeof(dml_pooled_bin) > 32768) return S_FALSE;
+    if (2 * ((uint64_t)p.pooled_height + p.pooled_width) * sizeof(dml_pooled_bin) > 32768) return S_FALSE;
     dml_kernel_args shapes_only = {};
     shapes_only.op = op;
     n->shape_only = roi_pooling_problem_make(&shapes_only);
-    n->lane_shift = 0;
-    while ((p.pooled_width << (n->lane_shift + 1)) <= 32)
-        n->lane_shift++;
     const uint32_t channels = input.sizes[1];
-    const uint32_t rounded = (channels + kWarpChannels - 1) / kWarpChannels * kWarpChannels;
-    n->chunk = rounded < kTaskChannels ? rounded : kTaskChannels;
+    const uint64_t per_channel = (uint64_t)p.pooled_height * p.pooled_width;
+    /* As many (ph, pw, group) threads as fit one pass of the block, and no
+     * more groups than the channels need. */
+    uint32_t groups = per_channel >= kThreads ? 1 : (uint32_t)(kThreads / per_channel);
+    uint32_t needed = (channels + kChannelsPerThread - 1) / kChannelsPerThread;
+    n->groups = groups < needed ? groups : needed;
+    uint32_t chunk = n->groups * kChannelsPerThread;
     n->rois = output.sizes[0];
-    n->chunks = (channels + n->chunk - 1) / n->chunk;
+    n->chunks = (channels + chunk - 1) / chunk;
     n->blocks = 0;
     return S_OK;
 }

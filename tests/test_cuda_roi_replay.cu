@@ -136,55 +136,8 @@ template <class T> static void replay_forward(const dml_kernel_args* args) {
         align_replay::forward_element<T>(f, i);
 }
 
-/* roi_align_forward_rows's warp items: every lane's values, then each
- * output's gather from its lanes in the shuffles' order. */
-template <class T>
-static void replay_forward_rows_task(const align_replay::forward_problem& f, const align_replay::forward_nchw_plan& n,
-                                     const align_replay::roi_region& region, const dml_roi_axis_sample* samples,
-                                     uint32_t r, uint32_t c0, uint32_t c_last) {
-    using align_replay::kRowChannels;
-    using align_replay::kRowSamples;
-    const align_replay::align_shape& s = f.shape;
-    const dml_roi_align_params& p = f.params;
-    const uint32_t span = s.out_width << n.lane_shift, L = 1u << n.lane_shift;
-    const uint32_t row_groups = (s.out_height + n.rows_per_warp - 1) / n.rows_per_warp;
-    const uint32_t per_x = region.x.per_output, per_y = region.y.per_output;
-    const uint32_t outputs = s.out_height * s.out_width, plane_size = s.height * s.width;
-    const bool imaged = region.batch < s.batch;
-    const dml_roi_axis_sample* ys = samples + region.x.count;
-    const T* image = (const T*)f.input + (imaged ? region.batch : 0) * s.channels * (uint64_t)plane_size;
-    T* out = (T*)f.output + (uint64_t)r * s.channels * outputs;
-    for (uint32_t item = 0; item < row_groups * (n.chunk / kRowChannels); item++) {
-        uint32_t c = c0 + item / row_groups * kRowChannels;
-        align_replay::packed_plane<T> planes[kRowChannels];
-        for (unsigned j = 0; j < kRowChannels; j++)
-            planes[j] = {image + (uint64_t)(c + j < c_last ? c + j : c_last) * plane_size, s.width};
-        float values[32][kRowChannels][kRowSamples];
-        for (uint32_t lane = 0; lane < n.rows_per_warp * span && imaged; lane++) {
-            uint32_t q = lane / span, ox = lane % span / L, k = lane % L;
-            uint32_t oy = item % row_groups * n.rows_per_warp + q;
-            if (k < per_x && oy < s.out_height)
-                align_replay::lane_values<kRowChannels>(p, planes, samples[ox * per_x + k], ys + oy * per_y, per_y,
-                                                        values[lane]);
-        }
-        for (uint32_t lane = 0; lane < n.rows_per_warp * span; lane += L) {
-            uint32_t q = lane / span, ox = lane % span / L, oy = item % row_groups * n.rows_per_warp + q;
-            if (oy >= s.out_height) continue;
-            align_replay::sample_reduction reductions[kRowChannels];
-            for (uint32_t tx = 0; tx < per_x && imaged; tx++)
-                for (uint32_t ty = 0; ty < per_y; ty++)
-                    for (unsigned j = 0; j < kRowChannels; j++)
-                        reductions[j].add(values[lane + tx][j][ty], p);
-            for (unsigned j = 0; j < kRowChannels; j++)
-                if (c + j <= c_last)
-                    align_replay::store_value(out, (uint64_t)(c + j) * outputs + oy * s.out_width + ox,
-                                              imaged ? reductions[j].result(p, region) : p.out_of_bounds_value);
-        }
-    }
-}
-
-/* roi_align_forward_nchw or _rows, as the plan picks, task by task in their
- * order (ROIs fastest). */
+/* roi_align_forward_nchw, task by task in its order (ROIs fastest), each
+ * thread's outputs in turn. */
 template <class T> static void replay_forward_nchw(const dml_kernel_args* args) {
     align_replay::forward_nchw_plan n;
     HRESULT status = align_replay::forward_nchw_plan_make(args->op, &n);
@@ -198,10 +151,6 @@ template <class T> static void replay_forward_nchw(const dml_kernel_args* args) 
         uint32_t c_last = (c0 + n.chunk < s.channels ? c0 + n.chunk : s.channels) - 1;
         align_replay::roi_region region = align_replay::region_make<T>(f.source, r, f.params, s);
         align_replay::region_samples(region, f.params, 0, 1, samples);
-        if (n.rows) {
-            replay_forward_rows_task<T>(f, n, region, samples, r, c0, c_last);
-            continue;
-        }
         for (uint32_t group = 0; group < n.groups; group++)
             for (uint32_t oy = 0; oy < s.out_height; oy++)
                 for (uint32_t ox = 0; ox < s.out_width; ox++)

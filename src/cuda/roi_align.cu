@@ -196,62 +196,54 @@ DML_CUDA_FN double power_of_two_inverse(uint64_t count) {
 #endif
 }
 
-/* One output's reduction (§4.4): its samples, fed in §4.4 order (X outer,
- * Y inner), summed in FLOAT64 or maximised. */
-struct sample_reduction {
-    double sum;
-    float best;
-    bool first;
-    DML_CUDA_FN sample_reduction() : sum(0.0), best(0.0f), first(true) {}
-    DML_CUDA_FN void add(float value, const dml_roi_align_params& p) {
-        if (p.reduction_max) {
-            bool take = first || dml_nan_aware_greater(value, best);
-            best = take ? value : best;
-        } else {
-            sum += value;
-        }
-        first = false;
-    }
-    DML_CUDA_FN float result(const dml_roi_align_params& p, const roi_region& region) const {
-        if (p.reduction_max) return best;
-        const uint64_t count = (uint64_t)region.x.per_output * region.y.per_output;
-        /* For S = 2^k the product by 2^-k is dml_roi_average's quotient
-         * exactly (the same real number, rounded once), without the FLOAT64
-         * division. */
-        if ((count & (count - 1)) == 0) return (float)(sum * power_of_two_inverse(count));
-        return dml_roi_average(sum, &region.x, &region.y);
-    }
-};
-
-/* The value of a sample (§4.3, §4.4): OutOfBoundsInputValue outside. */
-template <class Plane>
-DML_CUDA_FN float sample_or_outside(const Plane& plane, const dml_roi_axis_sample& sx, const dml_roi_axis_sample& sy,
-                                    const dml_roi_align_params& p) {
-    return sx.outside || sy.outside ? p.out_of_bounds_value : sample_value(plane, sx, sy, p.interpolation_linear);
-}
-
 /* The values of output (oy, ox) of an imaged region in K planes at once
- * (their loads are independent, so a thread keeps 4 K in flight).
- * sample_x(tx) and sample_y(ty) give the samples of each axis (computed, or
- * precomputed); Plane: plane_view or packed_plane. */
+ * (their loads are independent, so a thread keeps 4 K in flight): each
+ * plane's samples in §4.4 order (X outer, Y inner) summed in FLOAT64 or
+ * maximised. sample_x(tx) and sample_y(ty) give the samples of each axis
+ * (computed, or precomputed); Plane: plane_view or packed_plane. */
 template <unsigned K, class Plane, class SampleX, class SampleY>
 DML_CUDA_FN __forceinline__ void reduce_outputs(const dml_roi_align_params& p, const roi_region& region,
                                                 const Plane planes[K], uint32_t oy, uint32_t ox, SampleX sample_x,
                                                 SampleY sample_y, float results[K]) {
     uint64_t per_x = region.x.per_output, per_y = region.y.per_output;
-    sample_reduction reductions[K];
+    double sum[K];
+    float best[K];
+    DML_UNROLL
+    for (unsigned j = 0; j < K; j++) {
+        sum[j] = 0.0;
+        best[j] = 0.0f;
+    }
+    bool first = true;
     for (uint64_t tx = ox * per_x; tx < ox * per_x + per_x; tx++) {
         dml_roi_axis_sample sx = sample_x(tx);
         for (uint64_t ty = oy * per_y; ty < oy * per_y + per_y; ty++) {
             dml_roi_axis_sample sy = sample_y(ty);
+            bool outside = sx.outside || sy.outside;
             DML_UNROLL
-            for (unsigned j = 0; j < K; j++)
-                reductions[j].add(sample_or_outside(planes[j], sx, sy, p), p);
+            for (unsigned j = 0; j < K; j++) {
+                /* Out-of-bounds samples take part with OutOfBoundsInputValue (§4.4). */
+                float value = outside ? p.out_of_bounds_value : sample_value(planes[j], sx, sy, p.interpolation_linear);
+                if (p.reduction_max) {
+                    bool take = first || dml_nan_aware_greater(value, best[j]);
+                    best[j] = take ? value : best[j];
+                } else {
+                    sum[j] += value;
+                }
+            }
+            first = false;
         }
     }
+    const uint64_t count = (uint64_t)per_x * per_y;
+    const bool power_of_two = (count & (count - 1)) == 0;
+    const double inverse = power_of_two ? power_of_two_inverse(count) : 0.0;
     DML_UNROLL
-    for (unsigned j = 0; j < K; j++)
-        results[j] = reductions[j].result(p, region);
+    for (unsigned j = 0; j < K; j++) {
+        /* For S = 2^k the product by 2^-k is the quotient of dml_roi_average
+         * exactly (the same real number, rounded once), without the FLOAT64
+         * division. */
+        float average = power_of_two ? (float)(sum[j] * inverse) : dml_roi_average(sum[j], &region.x, &region.y);
+        results[j] = p.reduction_max ? best[j] : average;
+    }
 }
 
 template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
@@ -878,11 +870,8 @@ HRESULT run_grad(const dml_kernel_args* args) {
 constexpr unsigned kForwardChannels = 4;
 
 struct forward_nchw_plan {
-    bool rows;              /* roi_align_forward_rows (else roi_align_forward_nchw) */
-    uint32_t groups;        /* nchw: threads per (oy, ox) of a task */
-    uint32_t lane_shift;    /* rows: lanes per output L = 1 << lane_shift >= MaximumSamplesPerOutput */
-    uint32_t rows_per_warp; /* rows: output rows a warp takes at once, OW * L * rows_per_warp <= 32 */
-    uint32_t chunk, chunks; /* channels per task, tasks per ROI */
+    uint32_t groups;        /* threads per (oy, ox) of a task */
+    uint32_t chunk, chunks; /* channels per task (<= groups * kForwardChannels), tasks per ROI */
     unsigned blocks;
     size_t shared_bytes; /* (OW + OH) * MaximumSamplesPerOutput samples */
 };
@@ -950,98 +939,6 @@ __global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward
     }
 }
 
-/* ---- The same, a warp across a row of outputs: roi_align_forward_rows ----
- * Where MaximumSamplesPerOutput <= kRowSamples and OW * L <= 32 (L, the
- * lanes per output: MaximumSamplesPerOutput rounded up to a power of two).
- * Lane (q, ox, k) of a warp holds X sample k of output column ox (its taps
- * and weight in registers for the whole task) and computes, for output row
- * oy0 + q of kRowChannels channels, its samples' values at every Y sample of
- * that row. A warp's loads are then a few stretches of image rows (a few
- * sectors, not one per lane). The first lane of each output gathers the
- * values of its L lanes by shuffles in §4.4 order (X outer, Y inner) and
- * reduces them as forward_element does: the same bits. */
-
-constexpr unsigned kRowSamples = 4;  /* Y samples an output's values are held for (registers) */
-constexpr unsigned kRowChannels = 2; /* channels per warp step: loads in flight */
-constexpr unsigned kRowTaskChannels = 32;
-
-/* One lane's sample values: X sample sx at the Y samples ys[0, per_y) of one
- * output row, in K planes. */
-template <unsigned K, class T>
-DML_CUDA_FN __forceinline__ void lane_values(const dml_roi_align_params& p, const packed_plane<T> planes[K],
-                                             const dml_roi_axis_sample& sx, const dml_roi_axis_sample* ys,
-                                             uint32_t per_y, float values[K][kRowSamples]) {
-    DML_UNROLL
-    for (unsigned ty = 0; ty < kRowSamples; ty++) {
-        if (ty < per_y) {
-            const dml_roi_axis_sample sy = ys[ty];
-            DML_UNROLL
-            for (unsigned j = 0; j < K; j++)
-                values[j][ty] = sample_or_outside(planes[j], sx, sy, p);
-        }
-    }
-}
-
-template <class T>
-__global__ void __launch_bounds__(kThreads) roi_align_forward_rows(const forward_problem f, const forward_nchw_plan n) {
-    extern __shared__ dml_roi_axis_sample samples[]; /* X samples, then Y samples */
-    __shared__ roi_region region;
-    const dml_roi_align_params& p = f.params;
-    const align_shape& s = f.shape;
-    const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    const uint32_t span = s.out_width << n.lane_shift; /* lanes per output row */
-    const uint32_t q = lane / span, ox = lane % span >> n.lane_shift, k = lane & ((1u << n.lane_shift) - 1);
-    const uint32_t row_groups = (s.out_height + n.rows_per_warp - 1) / n.rows_per_warp;
-    const uint32_t items = row_groups * (n.chunk / kRowChannels); /* (row group, channel pair) per task */
-    const uint32_t outputs = s.out_height * s.out_width, plane_size = s.height * s.width;
-    for (uint64_t task = blockIdx.x; task < (uint64_t)s.roi_count * n.chunks; task += gridDim.x) {
-        const uint32_t r = (uint32_t)(task % s.roi_count), c0 = (uint32_t)(task / s.roi_count) * n.chunk;
-        const uint32_t c_last = (c0 + n.chunk < s.channels ? c0 + n.chunk : s.channels) - 1;
-        __syncthreads(); /* the previous task is done with the samples */
-        if (threadIdx.x == 0) region = region_make<T>(f.source, r, p, s);
-        __syncthreads();
-        region_samples(region, p, threadIdx.x, blockDim.x, samples);
-        __syncthreads();
-        const uint32_t per_x = region.x.per_output, per_y = region.y.per_output;
-        const bool imaged = region.batch < s.batch; /* else RA-12: no image to read */
-        /* Lanes past the row or the output's samples take a valid sample (all taps are in the image). */
-        const dml_roi_axis_sample sx =
-            samples[q < n.rows_per_warp && ox < s.out_width && k < per_x ? ox * per_x + k : 0];
-        const dml_roi_axis_sample* ys = samples + region.x.count;
-        const T* image = (const T*)f.input + (imaged ? region.batch : 0) * s.channels * (uint64_t)plane_size;
-        T* out = (T*)f.output + (uint64_t)r * s.channels * outputs;
-        for (uint32_t item = warp; item < items; item += warps) {
-            const uint32_t oy = item % row_groups * n.rows_per_warp + q, c = c0 + item / row_groups * kRowChannels;
-            const uint32_t oy_read = oy < s.out_height ? oy : s.out_height - 1;
-            packed_plane<T> planes[kRowChannels];
-            DML_UNROLL
-            for (unsigned j = 0; j < kRowChannels; j++) /* past c_last: read, not stored */
-                planes[j] = {image + (uint64_t)(c + j < c_last ? c + j : c_last) * plane_size, s.width};
-            float values[kRowChannels][kRowSamples];
-            if (imaged) lane_values<kRowChannels>(p, planes, sx, ys + oy_read * per_y, per_y, values);
-            sample_reduction reductions[kRowChannels];
-            DML_UNROLL
-            for (unsigned tx = 0; tx < kRowSamples; tx++) {
-                DML_UNROLL
-                for (unsigned ty = 0; ty < kRowSamples; ty++) {
-                    if (imaged && tx < per_x && ty < per_y) {
-                        DML_UNROLL
-                        for (unsigned j = 0; j < kRowChannels; j++)
-                            reductions[j].add(__shfl_sync(0xffffffffu, values[j][ty], lane - k + tx), p);
-                    }
-                }
-            }
-            if (k == 0 && q < n.rows_per_warp && ox < s.out_width && oy < s.out_height) {
-                DML_UNROLL
-                for (unsigned j = 0; j < kRowChannels; j++)
-                    if (c + j <= c_last)
-                        store_value(out, (uint64_t)(c + j) * outputs + oy * s.out_width + ox,
-                                    imaged ? reductions[j].result(p, region) : p.out_of_bounds_value);
-            }
-        }
-    }
-}
-
 /* The plan from the shapes alone (blocks, from the device, aside): also what the host replay runs. */
 HRESULT forward_nchw_plan_make(const DMLOperator* op, forward_nchw_plan* n) {
     const dml_tensor& input = op->inputs[DML_ROI_ALIGN_INPUT].tensor;
@@ -1052,19 +949,9 @@ HRESULT forward_nchw_plan_make(const DMLOperator* op, forward_nchw_plan* n) {
     n->shared_bytes = ((size_t)output.sizes[2] + output.sizes[3]) * p.max_samples * sizeof(dml_roi_axis_sample);
     if (n->shared_bytes > 24576) return S_FALSE;
     uint32_t outputs = output.sizes[2] * output.sizes[3]; /* <= 2^32 - 1 elements (spec T-1) */
-    const uint32_t channels = input.sizes[1], out_width = output.sizes[3];
-    n->lane_shift = 0;
-    while ((1u << n->lane_shift) < p.max_samples)
-        n->lane_shift++;
-    n->rows = p.max_samples <= kRowSamples && out_width <= 32 && (out_width << n->lane_shift) <= 32;
-    n->rows_per_warp = n->rows ? 32 / (out_width << n->lane_shift) : 0;
+    const uint32_t channels = input.sizes[1];
     n->groups = outputs >= kThreads ? 1 : kThreads / outputs;
-    if (n->rows) {
-        const uint32_t rounded = (channels + kRowChannels - 1) / kRowChannels * kRowChannels;
-        n->chunk = rounded < kRowTaskChannels ? rounded : kRowTaskChannels;
-    } else {
-        n->chunk = n->groups * kForwardChannels < channels ? n->groups * kForwardChannels : channels;
-    }
+    n->chunk = n->groups * kForwardChannels < channels ? n->groups * kForwardChannels : channels;
     n->chunks = (channels + n->chunk - 1) / n->chunk;
     n->blocks = 0;
     return S_OK;
@@ -1091,15 +978,7 @@ HRESULT run_forward_nchw(const dml_kernel_args* args) {
     const forward_nchw_plan& n = *DML_PLAN_STATE(args, forward_nchw_plan);
     forward_problem f = forward_problem_make(args);
     cudaStream_t stream = dml_cuda_stream(args);
-    const bool half = args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    if (n.rows) {
-        if (half)
-            roi_align_forward_rows<uint16_t><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
-        else
-            roi_align_forward_rows<float><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
-        return dml_cuda_check_launch("roi_align_forward_rows");
-    }
-    if (half)
+    if (args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
         roi_align_forward_nchw<uint16_t><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
     else
         roi_align_forward_nchw<float><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);

@@ -79,6 +79,15 @@ double* random_image(uint64_t count, bool specials) {
 
 /* ---- ROI align ---- */
 
+void packed_nchw_roi_align_case(roi_align_case* c, int iteration) {
+    if (iteration < PACKED_NCHW_ROI_ALIGN_CASES - 4)
+        random_roi_align_case(c);
+    else
+        large_roi_align_case(c, iteration - (PACKED_NCHW_ROI_ALIGN_CASES - 4));
+    c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
+    roi_align_case_describe(c);
+}
+
 void roi_align_case_describe(roi_align_case* c) {
     snprintf(c->context, sizeof c->context,
              "%s %s idx %s in [%u %u %u %u] R %u out %ux%u ranks %u/%u %s %s scale %g,%g offsets %g,%g oob %g "

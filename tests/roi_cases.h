@@ -65,6 +65,10 @@ void random_roi_align_case(roi_align_case* c);
 /* Many overlapping ROIs on few images (variant 0..3: AVERAGE/MAX, LINEAR/
  * NEAREST, FLOAT32/FLOAT16, aligned corners, NHWC input). */
 void large_roi_align_case(roi_align_case* c, int variant);
+/* Case `iteration` of PACKED_NCHW_ROI_ALIGN_CASES with packed NCHW input
+ * and output (the CUDA fast path's): random ones, then the large variants. */
+#define PACKED_NCHW_ROI_ALIGN_CASES 304
+void packed_nchw_roi_align_case(roi_align_case* c, int iteration);
 /* Sets c->context from the fields. */
 void roi_align_case_describe(roi_align_case* c);
 void roi_align_case_free(roi_align_case* c);

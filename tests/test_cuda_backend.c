@@ -1246,14 +1246,9 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
 TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < 304 && !test_case_failed(); iteration++) {
+    for (int iteration = 0; iteration < PACKED_NCHW_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
-        if (iteration < 300)
-            random_roi_align_case(&c);
-        else
-            large_roi_align_case(&c, iteration - 300);
-        c.layouts[L_INPUT] = c.layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
-        roi_align_case_describe(&c);
+        packed_nchw_roi_align_case(&c, iteration);
         roi_align_run run;
         roi_align_forward_setup(&run, &c);
         const char* name = cuda_implementation_of(cuda, &run.op);

@@ -136,8 +136,33 @@ template <class T> static void replay_forward(const dml_kernel_args* args) {
         align_replay::forward_element<T>(f, i);
 }
 
-/* Runs `run` on the CPU backend and replays the CUDA code on its CUDA side. */
-static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run) {
+/* roi_align_forward_nchw, task by task in its order (ROIs fastest), each
+ * thread's outputs in turn. */
+template <class T> static void replay_forward_nchw(const dml_kernel_args* args) {
+    align_replay::forward_nchw_plan n;
+    HRESULT status = align_replay::forward_nchw_plan_make(args->op, &n);
+    EXPECT(status == S_OK, "the nchw plan declined (%s)", dmlStatusName(status));
+    if (status != S_OK) return;
+    align_replay::forward_problem f = align_replay::forward_problem_make(args);
+    const align_replay::align_shape& s = f.shape;
+    dml_roi_axis_sample* samples = (dml_roi_axis_sample*)malloc(n.shared_bytes);
+    for (uint64_t task = 0; task < (uint64_t)s.roi_count * n.chunks; task++) {
+        uint32_t r = (uint32_t)(task % s.roi_count), c0 = (uint32_t)(task / s.roi_count) * n.chunk;
+        uint32_t c_last = (c0 + n.chunk < s.channels ? c0 + n.chunk : s.channels) - 1;
+        align_replay::roi_region region = align_replay::region_make<T>(f.source, r, f.params, s);
+        align_replay::region_samples(region, f.params, 0, 1, samples);
+        for (uint32_t group = 0; group < n.groups; group++)
+            for (uint32_t oy = 0; oy < s.out_height; oy++)
+                for (uint32_t ox = 0; ox < s.out_width; ox++)
+                    align_replay::forward_nchw_outputs<T>(f, n, region, samples, samples + region.x.count, r,
+                                                          c0 + group, c_last, oy, ox);
+    }
+    free(samples);
+}
+
+/* Runs `run` on the CPU backend and replays the CUDA code on its CUDA side
+ * (with nchw, the forward pass as roi_align_forward_nchw). */
+static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, bool nchw = false) {
     test_buffer *inputs[4], *outputs[2];
     roi_align_run_buffers(run, false, inputs, outputs);
     HRESULT status = test_run(cpu, &run->op, run->input_count, inputs, run->output_count, outputs);
@@ -153,6 +178,8 @@ static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run) {
     bool grad = run->op.Type == DML_OPERATOR_ROI_ALIGN_GRAD;
     if (grad)
         is_half ? replay_grad<uint16_t>(&args) : replay_grad<float>(&args);
+    else if (nchw)
+        is_half ? replay_forward_nchw<uint16_t>(&args) : replay_forward_nchw<float>(&args);
     else
         is_half ? replay_forward<uint16_t>(&args) : replay_forward<float>(&args);
     dmlReleaseOperator(op);
@@ -180,6 +207,22 @@ TEST_CASE(replay_roi_align_matches_cpu) {
     dmlReleaseDevice(cpu);
 }
 
+/* The packed NCHW forward kernel, on the cases of test_cuda_backend's
+ * cuda_roi_align_nchw_matches_cpu. */
+TEST_CASE(replay_roi_align_nchw_matches_cpu) {
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < PACKED_NCHW_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        packed_nchw_roi_align_case(&c, iteration);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        compare_roi_align_run(cpu, &run, true);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+}
+
 /* More than 256 ROIs per image (several scan chunks), heavy overlap. */
 TEST_CASE(replay_roi_align_grad_many_overlapping_rois) {
     DMLDevice* cpu = cpu_device();
@@ -197,20 +240,62 @@ TEST_CASE(replay_roi_align_grad_many_overlapping_rois) {
 
 /* ---- ROI pooling ---- */
 
+/* roi_pooling_nchw, task by task in its order, each thread's outputs in turn. */
+template <class T> static void replay_pooling_nchw(const DMLOperator* op, const dml_kernel_args* args) {
+    pooling_replay::nchw_plan n;
+    HRESULT status = pooling_replay::nchw_plan_make(op, &n);
+    EXPECT(status == S_OK, "the nchw plan declined (%s)", dmlStatusName(status));
+    if (status != S_OK) return;
+    pooling_replay::roi_pooling_problem f = n.shape_only;
+    f.input = args->inputs[DML_ROI_POOLING_INPUT];
+    f.rois = args->inputs[DML_ROI_POOLING_ROI];
+    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, plane_size = f.height * f.width;
+    const unsigned K = pooling_replay::kChannelsPerThread;
+    const uint32_t chunk = n.groups * K;
+    dml_pooled_bin* bins = (dml_pooled_bin*)malloc(pooling_replay::nchw_shared_bytes(f));
+    for (uint64_t task = 0; task < (uint64_t)n.rois * n.chunks; task++) {
+        uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * chunk, batch = 0;
+        uint32_t c_last = (c0 + chunk < f.channels ? c0 + chunk : f.channels) - 1;
+        pooling_replay::roi_bins<T>(f, r, 0, 1, bins, &batch);
+        const T* image = (const T*)f.input + (uint64_t)batch * f.channels * plane_size;
+        T* out = (T*)f.output + (uint64_t)r * f.channels * PH * PW;
+        for (uint32_t group = 0; group < n.groups; group++)
+            for (uint32_t ph = 0; ph < PH; ph++)
+                for (uint32_t pw = 0; pw < PW; pw++) {
+                    const T* planes[K];
+                    for (unsigned j = 0; j < K; j++) {
+                        uint32_t c = c0 + group + j * n.groups;
+                        planes[j] = image + (uint64_t)(c < c_last ? c : c_last) * plane_size;
+                    }
+                    float maxima[K];
+                    pooling_replay::bin_maxima<K>(planes, f.width, bins[ph], bins[PH + pw], maxima);
+                    for (unsigned j = 0; j < K; j++) {
+                        uint32_t c = c0 + group + j * n.groups;
+                        if (c <= c_last)
+                            out[(uint64_t)c * PH * PW + ph * PW + pw] =
+                                pooling_replay::pooled_value(maxima[j], planes[j], f.width, bins[ph], bins[PH + pw]);
+                    }
+                }
+    }
+    free(bins);
+}
+
 TEST_CASE(replay_roi_pooling_matches_cpu) {
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) {
         DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
-        uint32_t batch = test_rand_range(1, 3), channels = test_rand_range(1, 4);
+        bool packed = iteration % 2 == 1; /* roi_pooling_nchw too */
+        uint32_t batch = test_rand_range(1, 3), channels = test_rand_range(1, packed ? 70 : 4);
         uint32_t height = test_rand_range(1, 12), width = test_rand_range(1, 12), roi_count = test_rand_range(1, 10);
-        uint32_t pooled_height = test_rand_range(1, 4), pooled_width = test_rand_range(1, 4);
+        uint32_t pooled_height = test_rand_range(1, 4), pooled_width = test_rand_range(1, packed ? 9 : 4);
         float scale = random_roi_scale();
         uint32_t in_sizes[4] = {batch, channels, height, width}, roi_sizes[4] = {1, 1, roi_count, 5};
         uint32_t out_sizes[4] = {roi_count, channels, pooled_height, pooled_width};
         twin_buffer input, rois, output;
-        twin_init(&input, type, 4, in_sizes, test_random_layout(true));
+        twin_init(&input, type, 4, in_sizes, packed ? TEST_LAYOUT_PACKED : test_random_layout(true));
         twin_init(&rois, type, 4, roi_sizes, test_random_layout(true));
-        twin_init(&output, type, 4, out_sizes, test_random_layout(false));
+        twin_init(&output, type, 4, out_sizes, packed ? TEST_LAYOUT_PACKED : test_random_layout(false));
         double* image = random_image(input.tensor.element_count, true);
         twin_fill(&input, image);
         double* rows = (double*)malloc((size_t)roi_count * 5 * sizeof *rows);
@@ -245,10 +330,17 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
                 else
                     pooling_replay::pool_element<float>(f, i);
             }
-            dmlReleaseOperator(op);
             /* A copy of an input element: the same bits, NaN payloads included. */
             EXPECT(memcmp(output.cpu.block, output.cuda.block, (size_t)output.cpu.size + 2 * TEST_GUARD_BYTES) == 0,
                    "ROI_POOLING replay differs from the CPU; %s", context);
+            if (packed) {
+                test_buffer_poison(&output.cuda);
+                type == DML_TENSOR_DATA_TYPE_FLOAT16 ? replay_pooling_nchw<uint16_t>(op, &args)
+                                                     : replay_pooling_nchw<float>(op, &args);
+                EXPECT(memcmp(output.cpu.block, output.cuda.block, (size_t)output.cpu.size + 2 * TEST_GUARD_BYTES) == 0,
+                       "ROI_POOLING nchw replay differs from the CPU; %s", context);
+            }
+            dmlReleaseOperator(op);
         }
         twin_free(&input);
         twin_free(&rois);

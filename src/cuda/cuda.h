@@ -115,26 +115,6 @@ __device__ inline float dml_cuda_widen(uint16_t half) {
     return value;
 }
 
-/* The launch of a per-ROI fast path: blocks take tasks of one ROI and a
- * chunk of about `outputs_per_block` / `outputs_per_channel` channels, in a
- * grid-stride loop over rois * chunks tasks. */
-struct dml_cuda_roi_tasks {
-    uint32_t channel_chunk, chunks; /* channels per task, tasks per ROI */
-    unsigned blocks;
-};
-
-static inline dml_cuda_roi_tasks dml_cuda_plan_roi_tasks(const DMLDevice* device, uint32_t rois, uint32_t channels,
-                                                         uint32_t outputs_per_channel, uint32_t outputs_per_block) {
-    dml_cuda_roi_tasks t;
-    t.channel_chunk = outputs_per_channel >= outputs_per_block ? 1 : outputs_per_block / outputs_per_channel;
-    if (t.channel_chunk > channels) t.channel_chunk = channels;
-    t.chunks = (channels + t.channel_chunk - 1) / t.channel_chunk;
-    uint64_t tasks = (uint64_t)rois * t.chunks;
-    uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 32;
-    t.blocks = (unsigned)(tasks < enough ? tasks : enough);
-    return t;
-}
-
 /* The indices threadIdx.x, + blockDim.x, ... of a row-major {outer, middle,
  * inner} range as their three coordinates, advanced without divisions (the
  * 32-bit divisions by run-time sizes would cost more than the max itself). */

@@ -149,7 +149,13 @@ DML_CUDA_FN plane_view<T> plane_make(const void* base, const uint64_t strides[4]
 template <class T> struct packed_plane {
     const T* base;
     uint32_t width;
-    __device__ float at(uint32_t y, uint32_t x) const { return dml_cuda_widen(base[y * width + x]); }
+    DML_CUDA_FN float at(uint32_t y, uint32_t x) const {
+#ifdef __CUDA_ARCH__
+        return dml_cuda_widen(base[y * width + x]);
+#else
+        return load_value(base, y * width + x); /* the same numbers (the host replay) */
+#endif
+    }
 };
 
 /* The value of an in-bounds sample (§4.3) from its X and Y taps; Plane:
@@ -179,6 +185,16 @@ struct forward_problem {
     uint64_t out_strides[4];
     uint64_t count; /* output elements */
 };
+
+/* 2^-k for count = 2^k (k < 64), exactly. */
+DML_CUDA_FN double power_of_two_inverse(uint64_t count) {
+#ifdef __CUDA_ARCH__
+    const uint64_t k = (uint64_t)(__ffsll((long long)count) - 1);
+    return __longlong_as_double((long long)((1023 - k) << 52));
+#else
+    return ldexp(1.0, -__builtin_ctzll(count));
+#endif
+}
 
 /* The values of output (oy, ox) of an imaged region in K planes at once
  * (their loads are independent, so a thread keeps 4 K in flight): each
@@ -217,9 +233,17 @@ DML_CUDA_FN __forceinline__ void reduce_outputs(const dml_roi_align_params& p, c
             first = false;
         }
     }
+    const uint64_t count = (uint64_t)per_x * per_y;
+    const bool power_of_two = (count & (count - 1)) == 0;
+    const double inverse = power_of_two ? power_of_two_inverse(count) : 0.0;
     DML_UNROLL
-    for (unsigned j = 0; j < K; j++)
-        results[j] = p.reduction_max ? best[j] : dml_roi_average(sum[j], &region.x, &region.y);
+    for (unsigned j = 0; j < K; j++) {
+        /* For S = 2^k the product by 2^-k is the quotient of dml_roi_average
+         * exactly (the same real number, rounded once), without the FLOAT64
+         * division. */
+        float average = power_of_two ? (float)(sum[j] * inverse) : dml_roi_average(sum[j], &region.x, &region.y);
+        results[j] = p.reduction_max ? best[j] : average;
+    }
 }
 
 template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {
@@ -833,15 +857,67 @@ HRESULT run_grad(const dml_kernel_args* args) {
 }
 
 /* ---- Forward, packed NCHW input and output: "roi_align/cuda/nchw" ----
- * One block per (ROI, chunk of channels): the region and every X and Y
- * sample of the ROI (at most MaximumSamplesPerOutput per output along each
- * axis) computed once into shared memory, then one thread per (channel, oy,
- * ox), ox fastest, reducing its samples as forward_element does. */
+ * Block tasks are (chunk of channels, ROI), ROIs fastest: the blocks running
+ * together read the same planes, which then come from L2 rather than DRAM.
+ * A task computes the region and every X and Y sample of its ROI (at most
+ * MaximumSamplesPerOutput per output along each axis) once into shared
+ * memory; then each thread takes one (oy, ox), ox fastest, of
+ * kForwardChannels channels (c, c + groups, ...: a warp's stores stay
+ * contiguous) and reduces their samples together as forward_element does,
+ * so that each sample's geometry is read once for all of them and their
+ * loads are in flight together. */
+
+constexpr unsigned kForwardChannels = 4;
 
 struct forward_nchw_plan {
-    dml_cuda_roi_tasks tasks;
+    uint32_t groups;        /* threads per (oy, ox) of a task */
+    uint32_t chunk, chunks; /* channels per task (<= groups * kForwardChannels), tasks per ROI */
+    unsigned blocks;
     size_t shared_bytes; /* (OW + OH) * MaximumSamplesPerOutput samples */
 };
+
+/* One thread's outputs: (oy, ox) of channels c, c + groups, ... (those up to
+ * c_last) of ROI r, whose region and samples (xs, then ys) are computed. */
+template <class T>
+DML_CUDA_FN void forward_nchw_outputs(const forward_problem& f, const forward_nchw_plan& n, const roi_region& region,
+                                      const dml_roi_axis_sample* xs, const dml_roi_axis_sample* ys, uint32_t r,
+                                      uint32_t c, uint32_t c_last, uint32_t oy, uint32_t ox) {
+    const dml_roi_align_params& p = f.params;
+    const align_shape& s = f.shape;
+    const uint32_t outputs = s.out_height * s.out_width;
+    T* out = (T*)f.output + ((uint64_t)r * s.channels) * outputs + oy * s.out_width + ox;
+    float values[kForwardChannels];
+    if (region.batch >= s.batch) { /* RA-12 */
+        for (unsigned j = 0; j < kForwardChannels; j++)
+            values[j] = p.out_of_bounds_value;
+    } else {
+        const uint64_t plane_size = (uint64_t)s.height * s.width;
+        const T* image = (const T*)f.input + region.batch * s.channels * plane_size;
+        packed_plane<T> planes[kForwardChannels];
+        DML_UNROLL
+        for (unsigned j = 0; j < kForwardChannels; j++) { /* past c_last: read, not stored */
+            uint32_t channel = c + j * n.groups;
+            planes[j] = {image + (channel < c_last ? channel : c_last) * plane_size, s.width};
+        }
+        auto sample_x = [&](uint64_t tx) { return xs[tx]; };
+        auto sample_y = [&](uint64_t ty) { return ys[ty]; };
+        reduce_outputs<kForwardChannels>(p, region, planes, oy, ox, sample_x, sample_y, values);
+    }
+    DML_UNROLL
+    for (unsigned j = 0; j < kForwardChannels; j++) {
+        uint32_t channel = c + j * n.groups;
+        if (channel <= c_last) store_value(out, (uint64_t)channel * outputs, values[j]);
+    }
+}
+
+/* The samples of a region: X, then Y, those of index first, first + step, .... */
+DML_CUDA_FN void region_samples(const roi_region& region, const dml_roi_align_params& p, uint32_t first, uint32_t step,
+                                dml_roi_axis_sample* samples) {
+    const uint32_t count_x = (uint32_t)region.x.count, count_y = (uint32_t)region.y.count;
+    for (uint32_t t = first; t < count_x + count_y; t += step)
+        samples[t] =
+            t < count_x ? dml_roi_axis_sample_at(&region.x, t, &p) : dml_roi_axis_sample_at(&region.y, t - count_x, &p);
+}
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward_problem f, const forward_nchw_plan n) {
@@ -849,52 +925,50 @@ __global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward
     __shared__ roi_region region;
     const dml_roi_align_params& p = f.params;
     const align_shape& s = f.shape;
-    const uint32_t outputs = s.out_height * s.out_width;
-    const dml_cuda_roi_tasks& tasks = n.tasks;
-    for (uint64_t task = blockIdx.x; task < (uint64_t)s.roi_count * tasks.chunks; task += gridDim.x) {
-        uint32_t r = (uint32_t)(task / tasks.chunks), c0 = (uint32_t)(task % tasks.chunks) * tasks.channel_chunk;
+    for (uint64_t task = blockIdx.x; task < (uint64_t)s.roi_count * n.chunks; task += gridDim.x) {
+        const uint32_t r = (uint32_t)(task % s.roi_count), c0 = (uint32_t)(task / s.roi_count) * n.chunk;
+        const uint32_t c_last = (c0 + n.chunk < s.channels ? c0 + n.chunk : s.channels) - 1;
         __syncthreads(); /* the previous task is done with the samples */
         if (threadIdx.x == 0) region = region_make<T>(f.source, r, p, s);
         __syncthreads();
-        uint32_t count_x = (uint32_t)region.x.count, count_y = (uint32_t)region.y.count;
-        for (uint32_t t = threadIdx.x; t < count_x + count_y; t += blockDim.x)
-            samples[t] = t < count_x ? dml_roi_axis_sample_at(&region.x, t, &p)
-                                     : dml_roi_axis_sample_at(&region.y, t - count_x, &p);
+        region_samples(region, p, threadIdx.x, blockDim.x, samples);
         __syncthreads();
-        const dml_roi_axis_sample* ys = samples + count_x;
-        uint32_t c_end = c0 + tasks.channel_chunk < s.channels ? c0 + tasks.channel_chunk : s.channels;
-        for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < c_end - c0; w.next()) {
-            uint32_t c = c0 + w.outer, oy = w.middle, ox = w.inner;
-            uint64_t out = ((uint64_t)r * s.channels + c) * outputs + oy * s.out_width + ox;
-            if (region.batch >= s.batch) { /* RA-12 */
-                store_value((T*)f.output, out, p.out_of_bounds_value);
-                continue;
-            }
-            const uint64_t plane_size = (uint64_t)s.height * s.width;
-            packed_plane<T> plane = {(const T*)f.input + (region.batch * s.channels + c) * plane_size, s.width};
-            auto sample_x = [&](uint64_t tx) { return samples[tx]; };
-            auto sample_y = [&](uint64_t ty) { return ys[ty]; };
-            float value[1];
-            reduce_outputs<1>(p, region, &plane, oy, ox, sample_x, sample_y, value);
-            store_value((T*)f.output, out, value[0]);
-        }
+        const dml_roi_axis_sample* ys = samples + region.x.count;
+        for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < n.groups; w.next())
+            forward_nchw_outputs<T>(f, n, region, samples, ys, r, c0 + w.outer, c_last, w.middle, w.inner);
     }
 }
 
-HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
-    (void)flags;
+/* The plan from the shapes alone (blocks, from the device, aside): also what the host replay runs. */
+HRESULT forward_nchw_plan_make(const DMLOperator* op, forward_nchw_plan* n) {
     const dml_tensor& input = op->inputs[DML_ROI_ALIGN_INPUT].tensor;
     const dml_tensor& output = op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
     if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
     if ((uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX) return S_FALSE; /* packed_plane's indices */
-    size_t shared_bytes = ((size_t)output.sizes[2] + output.sizes[3]) * p.max_samples * sizeof(dml_roi_axis_sample);
-    if (shared_bytes > 24576) return S_FALSE;
+    n->shared_bytes = ((size_t)output.sizes[2] + output.sizes[3]) * p.max_samples * sizeof(dml_roi_axis_sample);
+    if (n->shared_bytes > 24576) return S_FALSE;
+    uint32_t outputs = output.sizes[2] * output.sizes[3]; /* <= 2^32 - 1 elements (spec T-1) */
+    const uint32_t channels = input.sizes[1];
+    n->groups = outputs >= kThreads ? 1 : kThreads / outputs;
+    n->chunk = n->groups * kForwardChannels < channels ? n->groups * kForwardChannels : channels;
+    n->chunks = (channels + n->chunk - 1) / n->chunk;
+    n->blocks = 0;
+    return S_OK;
+}
+
+HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    forward_nchw_plan shape;
+    HRESULT status = forward_nchw_plan_make(op, &shape);
+    if (status != S_OK) return status;
     forward_nchw_plan* n = (forward_nchw_plan*)dml_plan_state(plan, sizeof(forward_nchw_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
-    uint32_t outputs = output.sizes[2] * output.sizes[3]; /* <= 2^32 - 1 elements (spec T-1) */
-    n->tasks = dml_cuda_plan_roi_tasks(device, output.sizes[0], input.sizes[1], outputs, 1024);
-    n->shared_bytes = shared_bytes;
+    *n = shape;
+    /* Enough blocks to fill the GPU; more would only add task prologues. */
+    const uint64_t tasks = (uint64_t)op->outputs[DML_ROI_ALIGN_OUTPUT].tensor.sizes[0] * n->chunks;
+    const uint64_t enough = (uint64_t)dml_cuda_state(device)->multiprocessors * 32;
+    n->blocks = (unsigned)(tasks < enough ? tasks : enough);
     return S_OK;
 }
 
@@ -905,9 +979,9 @@ HRESULT run_forward_nchw(const dml_kernel_args* args) {
     forward_problem f = forward_problem_make(args);
     cudaStream_t stream = dml_cuda_stream(args);
     if (args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
-        roi_align_forward_nchw<uint16_t><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+        roi_align_forward_nchw<uint16_t><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
     else
-        roi_align_forward_nchw<float><<<n.tasks.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+        roi_align_forward_nchw<float><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
     return dml_cuda_check_launch("roi_align_forward_nchw");
 }
 

@@ -43,36 +43,24 @@ __host__ __device__ inline float widen(uint16_t half) {
 #endif
 }
 
-/* The max of one bin of K planes at once (the loads of the K planes are
- * independent, so a thread keeps K in flight): best[j] becomes a copy of the
- * first maximal element of plane j in increasing (y, x) order, or +0.0 for an
- * empty bin (RP-3). at(j, y, x) returns plane j's element. */
-template <unsigned K, class T, class At>
-__host__ __device__ __forceinline__ void bin_max(dml_pooled_bin rows, dml_pooled_bin columns, At at, T best[K]) {
-    float best_value[K];
-    DML_UNROLL
-    for (unsigned j = 0; j < K; j++) {
-        best[j] = T(0);
-        best_value[j] = 0.0f;
-    }
+/* The first maximal element of a bin in increasing (y, x) order, or +0.0 for
+ * an empty bin (RP-3): a copy of its bits. at(y, x) returns the element. */
+template <class T, class At>
+__host__ __device__ __forceinline__ T bin_max(dml_pooled_bin rows, dml_pooled_bin columns, At at) {
+    T best = T(0);
+    float best_value = 0.0f;
     bool first = true;
     for (uint32_t y = rows.start; y < rows.end; y++) {
         for (uint32_t x = columns.start; x < columns.end; x++) {
-            T values[K];
-            DML_UNROLL
-            for (unsigned j = 0; j < K; j++)
-                values[j] = at(j, y, x);
-            DML_UNROLL
-            for (unsigned j = 0; j < K; j++) {
-                float value = widen(values[j]);
-                if (first || dml_nan_aware_greater(value, best_value[j])) {
-                    best[j] = values[j];
-                    best_value[j] = value;
-                }
+            T value = at(y, x);
+            if (first || dml_nan_aware_greater(widen(value), best_value)) {
+                best = value;
+                best_value = widen(value);
             }
             first = false;
         }
     }
+    return best;
 }
 
 /* Output element i; T: float or uint16_t (binary16 bits). A host and device
@@ -99,13 +87,11 @@ template <class T> __host__ __device__ void pool_element(const roi_pooling_probl
         columns = dml_roi_pooled_bin(region.x1, region.width, pw, p.pooled_width, f.width);
     }
     const T* plane = input + region.batch * f.in_strides[0] + c * f.in_strides[1];
-    T best[1];
-    bin_max<1>(
-        rows, columns,
-        [&](unsigned, uint32_t y, uint32_t x) { return plane[y * f.in_strides[2] + x * f.in_strides[3]]; }, best);
+    T best = bin_max<T>(rows, columns,
+                        [&](uint32_t y, uint32_t x) { return plane[y * f.in_strides[2] + x * f.in_strides[3]]; });
     uint64_t out = r * f.out_strides[0] + c * f.out_strides[1] + ph * f.out_strides[2] + pw * f.out_strides[3];
     /* A copy of the winning element's bits; +0.0 for an empty bin or an invalid ROI (RP-3, RP-5). */
-    ((T*)f.output)[out] = best[0];
+    ((T*)f.output)[out] = best;
 }
 
 template <class T> __global__ void roi_pooling_kernel(const roi_pooling_problem f) {
@@ -159,8 +145,10 @@ HRESULT run_roi_pooling(const dml_kernel_args* args) {
  * the other warps pool the current one. Each thread then takes one (ph, pw)
  * of kChannelsPerThread channels, c, c + groups, c + 2 groups, ... of the
  * chunk, so that a warp's stores are contiguous and a thread has that many
- * independent loads in flight; bin_max scans the bin as pool_element does,
- * so the bits are the same. */
+ * independent loads in flight. The bin's maximum is one FMNMX per element:
+ * nonzero numbers have a single encoding, so it is the bits of the CPU's
+ * first maximal element; a zero or NaN maximum (or an empty bin) takes the
+ * exact scan of bin_max instead (pooled_value). */
 
 constexpr unsigned kChannelsPerThread = 4;
 
@@ -172,25 +160,70 @@ struct nchw_plan {
     unsigned blocks;
 };
 
-/* Task `task`'s bins into bins[0, PH + PW) (rows, then columns) and its image
- * into *batch; run by the threads of one warp. */
+/* The bins of ROI r into bins[0, PH + PW) (rows, then columns), those of
+ * index first, first + step, ...; its image into *batch (first == 0). */
 template <class T>
-__device__ void task_bins(const roi_pooling_problem& f, const nchw_plan& n, uint64_t task, dml_pooled_bin* bins,
-                          uint32_t* batch) {
+__host__ __device__ void roi_bins(const roi_pooling_problem& f, uint32_t r, uint32_t first, uint32_t step,
+                                  dml_pooled_bin* bins, uint32_t* batch) {
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
-    const uint32_t r = (uint32_t)(task / n.chunks), lane = threadIdx.x % 32;
     float values[5];
     for (uint32_t k = 0; k < 5; k++)
         values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
     dml_pooled_region region = dml_roi_pooled_region(values, f.batch, f.params.spatial_scale);
-    for (uint32_t i = lane; i < PH + PW; i += 32) {
+    for (uint32_t i = first; i < PH + PW; i += step) {
         dml_pooled_bin bin = {0, 0};
         if (region.valid)
             bin = i < PH ? dml_roi_pooled_bin(region.y1, region.height, i, PH, f.height)
                          : dml_roi_pooled_bin(region.x1, region.width, i - PH, PW, f.width);
         bins[i] = bin;
     }
-    if (lane == 0) *batch = region.batch;
+    if (first == 0) *batch = region.batch; /* 0 for an invalid ROI: its bins are empty */
+}
+
+/* The FLOAT32 value a NaN-free maximum came from, as T (exact: it is one). */
+__host__ __device__ inline float narrow(float value, float) { return value; }
+__host__ __device__ inline uint16_t narrow(float value, uint16_t) {
+#ifdef __CUDA_ARCH__
+    uint16_t half;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(half) : "f"(value));
+    return half;
+#else
+    return dml_float_to_half(value);
+#endif
+}
+
+/* fmaxf's identity: a NaN operand yields the other one. */
+__host__ __device__ inline float no_maximum() { return __builtin_nanf(""); }
+
+/* The FMNMX of a bin's elements in K planes; NaN where they are all NaN or
+ * there are none. */
+template <unsigned K, class T>
+__host__ __device__ __forceinline__ void bin_maxima(const T* const planes[K], uint32_t width, dml_pooled_bin rows,
+                                                    dml_pooled_bin columns, float maxima[K]) {
+    DML_UNROLL
+    for (unsigned j = 0; j < K; j++)
+        maxima[j] = no_maximum();
+    for (uint32_t y = rows.start; y < rows.end; y++) {
+        const uint32_t row = y * width;
+        for (uint32_t x = columns.start; x < columns.end; x++) {
+            T values[K];
+            DML_UNROLL
+            for (unsigned j = 0; j < K; j++)
+                values[j] = planes[j][row + x];
+            DML_UNROLL
+            for (unsigned j = 0; j < K; j++)
+                maxima[j] = fmaxf(maxima[j], widen(values[j]));
+        }
+    }
+}
+
+/* The output of a bin whose elements' FMNMX is `maximum` (a bit-exact copy
+ * of the first maximal element, as pool_element gives). */
+template <class T>
+__host__ __device__ T pooled_value(float maximum, const T* plane, uint32_t width, dml_pooled_bin rows,
+                                   dml_pooled_bin columns) {
+    if (maximum != 0.0f && maximum == maximum) return narrow(maximum, T());
+    return bin_max<T>(rows, columns, [&](uint32_t y, uint32_t x) { return plane[y * width + x]; });
 }
 
 template <class T>
@@ -200,33 +233,36 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_p
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
     const uint32_t per_channel = PH * PW, chunk = n.groups * kChannelsPerThread;
     const uint64_t tasks = (uint64_t)n.rois * n.chunks;
-    const uint32_t plane_size = f.height * f.width;
-    if (blockIdx.x < tasks && threadIdx.x < 32) task_bins<T>(f, n, blockIdx.x, bins, &batch[0]);
+    const uint32_t plane_size = f.height * f.width, lane = threadIdx.x % 32;
+    if (blockIdx.x < tasks && threadIdx.x < 32)
+        roi_bins<T>(f, (uint32_t)(blockIdx.x / n.chunks), lane, 32, bins, &batch[0]);
     __syncthreads();
     unsigned buffer = 0;
     for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x, buffer ^= 1) {
         const dml_pooled_bin* current = bins + buffer * (PH + PW);
-        if (task + gridDim.x < tasks && threadIdx.x < 32)
-            task_bins<T>(f, n, task + gridDim.x, bins + (buffer ^ 1) * (PH + PW), &batch[buffer ^ 1]);
+        const uint64_t next = task + gridDim.x;
+        if (next < tasks && threadIdx.x < 32)
+            roi_bins<T>(f, (uint32_t)(next / n.chunks), lane, 32, bins + (buffer ^ 1) * (PH + PW), &batch[buffer ^ 1]);
         const uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * chunk;
         const uint32_t c_last = (c0 + chunk < f.channels ? c0 + chunk : f.channels) - 1;
         const T* planes = (const T*)f.input + (uint64_t)batch[buffer] * f.channels * plane_size;
         T* out = (T*)f.output + (uint64_t)r * f.channels * per_channel;
         for (dml_cuda_block_walker w(PW, PH); w.outer < n.groups; w.next()) {
+            const dml_pooled_bin rows = current[w.middle], columns = current[PH + w.inner];
             const T* plane[kChannelsPerThread];
             DML_UNROLL
             for (unsigned j = 0; j < kChannelsPerThread; j++) {
                 uint32_t c = c0 + w.outer + j * n.groups;
                 plane[j] = planes + (uint64_t)(c < c_last ? c : c_last) * plane_size; /* past C: read, not stored */
             }
-            T best[kChannelsPerThread];
-            bin_max<kChannelsPerThread>(
-                current[w.middle], current[PH + w.inner],
-                [&](unsigned j, uint32_t y, uint32_t x) { return plane[j][y * f.width + x]; }, best);
+            float maxima[kChannelsPerThread];
+            bin_maxima<kChannelsPerThread>(plane, f.width, rows, columns, maxima);
             DML_UNROLL
             for (unsigned j = 0; j < kChannelsPerThread; j++) {
                 uint32_t c = c0 + w.outer + j * n.groups;
-                if (c <= c_last) out[(uint64_t)c * per_channel + w.middle * PW + w.inner] = best[j];
+                if (c <= c_last)
+                    out[(uint64_t)c * per_channel + w.middle * PW + w.inner] =
+                        pooled_value(maxima[j], plane[j], f.width, rows, columns);
             }
         }
         __syncthreads(); /* the next task's bins are in; this task's buffer is free */
@@ -237,19 +273,16 @@ size_t nchw_shared_bytes(const roi_pooling_problem& f) {
     return 2 * ((size_t)f.params.pooled_height + f.params.pooled_width) * sizeof(dml_pooled_bin);
 }
 
-HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
-    (void)flags;
+/* The plan from the shapes alone (blocks unset): also what the host replay runs. */
+HRESULT nchw_plan_make(const DMLOperator* op, nchw_plan* n) {
     const dml_tensor& input = op->inputs[DML_ROI_POOLING_INPUT].tensor;
     const dml_tensor& output = op->outputs[DML_ROI_POOLING_OUTPUT].tensor;
     if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
     const dml_roi_pooling_params& p = *(const dml_roi_pooling_params*)op->params;
     if ((uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX) return S_FALSE; /* 32-bit offsets in a plane */
     if (2 * ((uint64_t)p.pooled_height + p.pooled_width) * sizeof(dml_pooled_bin) > 32768) return S_FALSE;
-    nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
-    if (n == nullptr) return E_OUTOFMEMORY;
     dml_kernel_args shapes_only = {};
     shapes_only.op = op;
-    shapes_only.device = device;
     n->shape_only = roi_pooling_problem_make(&shapes_only);
     const uint32_t channels = input.sizes[1];
     const uint64_t per_channel = (uint64_t)p.pooled_height * p.pooled_width;
@@ -261,12 +294,24 @@ HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_
     uint32_t chunk = n->groups * kChannelsPerThread;
     n->rois = output.sizes[0];
     n->chunks = (channels + chunk - 1) / chunk;
-    uint64_t tasks = (uint64_t)n->rois * n->chunks;
-    const size_t shared_bytes = nchw_shared_bytes(n->shape_only);
-    uint64_t resident = input.type == DML_TENSOR_DATA_TYPE_FLOAT16
+    n->blocks = 0;
+    return S_OK;
+}
+
+HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    nchw_plan shape;
+    HRESULT status = nchw_plan_make(op, &shape);
+    if (status != S_OK) return status;
+    const size_t shared_bytes = nchw_shared_bytes(shape.shape_only);
+    uint64_t resident = op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16
                             ? dml_cuda_resident_blocks(device, roi_pooling_nchw<uint16_t>, kThreads, shared_bytes)
                             : dml_cuda_resident_blocks(device, roi_pooling_nchw<float>, kThreads, shared_bytes);
     if (resident == 0) return S_FALSE; /* the strided kernel then */
+    nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
+    if (n == nullptr) return E_OUTOFMEMORY;
+    *n = shape;
+    const uint64_t tasks = (uint64_t)n->rois * n->chunks;
     n->blocks = (unsigned)(tasks < resident ? tasks : resident);
     return S_OK;
 }

@@ -780,20 +780,22 @@ TEST_CASE(overlapping_window_gradients_match_generic_bit_for_bit) {
 
 /* Outputs of 8 MiB and more, which the NCHW fast paths stream past the
  * caches (values and UINT32 indices of rows of whole blocks, FLOAT32
- * gradients): 2x2/2 forward and gradient, 3x3/2 p1 gradient (the band),
- * packed or with padded pitches (rows that start unaligned), one and two
- * threads. */
+ * gradients): 2x2/2 forward (rows of 128 columns, and of 56, whose last
+ * AVX-512 block overlaps the one before) and gradient, 3x3/2 p1 gradient
+ * (the band), packed or with padded pitches (rows that start unaligned),
+ * one and two threads. */
 TEST_CASE(large_outputs_match_generic_bit_for_bit) {
     DMLDevice* devices[2] = {test_device(1), test_device(2)};
     DMLDevice* generic = generic_device();
-    for (int i = 0; i < 3 && !test_case_failed(); i++) {
-        pool_case c = {.type = i == 0 ? DML_OPERATOR_MAX_POOLING1 : DML_OPERATOR_MAX_POOLING_GRAD,
+    for (int i = 0; i < 4 && !test_case_failed(); i++) {
+        bool forward = i == 0 || i == 3;
+        pool_case c = {.type = forward ? DML_OPERATOR_MAX_POOLING1 : DML_OPERATOR_MAX_POOLING_GRAD,
                        .data_type = DML_TENSOR_DATA_TYPE_FLOAT32,
-                       .index_type = i == 0 ? DML_TENSOR_DATA_TYPE_UINT32 : DML_TENSOR_DATA_TYPE_UNKNOWN,
+                       .index_type = forward ? DML_TENSOR_DATA_TYPE_UINT32 : DML_TENSOR_DATA_TYPE_UNKNOWN,
                        .rank = 4,
-                       .input_sizes = {1, 64, 256, 256}};
+                       .input_sizes = {1, i == 3 ? 160 : 64, 256, i == 3 ? 112 : 256}};
         c.output_sizes[0] = 1;
-        c.output_sizes[1] = 64;
+        c.output_sizes[1] = c.input_sizes[1];
         uint32_t window = i == 2 ? 3 : 2, padding = i == 2 ? 1 : 0;
         for (uint32_t d = 0; d < 2; d++) {
             c.window[d] = window;

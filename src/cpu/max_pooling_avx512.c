@@ -2,7 +2,9 @@
  * ("nchw"), 4-D and 5-D, for the shapes where it beats AVX2: W stride 2 with
  * windows of two or three undilated columns (3x3/2, 2x2/2), any padding,
  * any depth and height windows of at most MAX_WINDOW_ROWS rows, output rows
- * of at most 512 columns. Everything else declines to the AVX2 entry.
+ * of at most 512 columns, at most MAX_PLAN_ROWS output rows per plane (their
+ * window rows are computed once, in the plan). Everything else declines to
+ * the AVX2 entry.
  *
  * Sixteen output columns of one output row are one vector. Each input row
  * of the windows is loaded once per block (32 or 33 columns, masked at the
@@ -72,6 +74,8 @@ typedef struct forward_plan {
     uint32_t blocks; /* per output row (row_block_at) */
     row_block block[MAX_BLOCKS];
     int threads;
+    uint32_t out_rows;              /* OD * OH */
+    plan_window_rows window_rows[]; /* per output row (od * OH + oh) */
 } forward_plan;
 
 /* The lanes where `value` wins over `best` (see the top of the file). */
@@ -267,13 +271,12 @@ static ALWAYS_INLINE void store_block(const forward_plan* f, const nchw_output_r
 }
 
 /* One output row: every block's window maxima, stored. */
-static ALWAYS_INLINE void forward_row(const forward_plan* f, const dml_pooling_params* p, const nchw_output_row* r,
-                                      row_cache* cache, int window_w, bool half, bool track) {
+static ALWAYS_INLINE void forward_row(const forward_plan* f, const nchw_output_row* r, row_cache* cache, int window_w,
+                                      bool half, bool track) {
     const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    dml_pool_taps rd = dml_pool_window_taps(p, 0, r->od, f->in.sizes[2]);
-    dml_pool_taps rh = dml_pool_window_taps(p, 1, r->oh, f->in.sizes[3]);
+    const plan_window_rows* rows = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
     window_rows w;
-    window_rows_at(&f->in, half ? 2 : 4, p, r->plane, &rd, &rh, &w);
+    window_rows_in_plane(rows, r->plane, half ? 2 : 4, &w);
     bool kept = w.count > 0 && cache->row == w.row[0] && cache->position == w.position[0];
     for (uint32_t j = 0; j < f->blocks; j++) {
         const row_block* b = &f->block[j];
@@ -310,17 +313,16 @@ static ALWAYS_INLINE void forward_row(const forward_plan* f, const dml_pooling_p
 }
 
 /* forward_row specialized for the loop-invariant choices. */
-static void forward_row_any(const forward_plan* f, const dml_pooling_params* p, const nchw_output_row* r,
-                            row_cache* cache) {
+static void forward_row_any(const forward_plan* f, const nchw_output_row* r, row_cache* cache) {
     switch ((f->window_w == 3) * 4 + f->half * 2 + f->track_position) {
-    case 0: forward_row(f, p, r, cache, 2, false, false); break;
-    case 1: forward_row(f, p, r, cache, 2, false, true); break;
-    case 2: forward_row(f, p, r, cache, 2, true, false); break;
-    case 3: forward_row(f, p, r, cache, 2, true, true); break;
-    case 4: forward_row(f, p, r, cache, 3, false, false); break;
-    case 5: forward_row(f, p, r, cache, 3, false, true); break;
-    case 6: forward_row(f, p, r, cache, 3, true, false); break;
-    default: forward_row(f, p, r, cache, 3, true, true); break;
+    case 0: forward_row(f, r, cache, 2, false, false); break;
+    case 1: forward_row(f, r, cache, 2, false, true); break;
+    case 2: forward_row(f, r, cache, 2, true, false); break;
+    case 3: forward_row(f, r, cache, 2, true, true); break;
+    case 4: forward_row(f, r, cache, 3, false, false); break;
+    case 5: forward_row(f, r, cache, 3, false, true); break;
+    case 6: forward_row(f, r, cache, 3, true, false); break;
+    default: forward_row(f, r, cache, 3, true, true); break;
     }
 }
 
@@ -373,15 +375,17 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     uint64_t out_bytes = (uint64_t)f.o.rows * out_width * (f.half ? 2 : 4) * (f.o.has_indices ? 2 : 1);
     /* FLOAT32 rows of whole 32-byte halves (partial lines of streamed rows cost more than they save). */
     f.stream = !f.half && out_bytes >= DML_CPU_STREAM_BYTES && out_width % 8 == 0;
-    forward_plan* state = dml_plan_state(plan, sizeof *state);
+    f.out_rows = f.o.out.sizes[2] * f.o.out.sizes[3];
+    if (f.out_rows > MAX_PLAN_ROWS) return S_FALSE;
+    forward_plan* state = dml_plan_state(plan, sizeof *state + f.out_rows * sizeof(plan_window_rows));
     if (state == NULL) return E_OUTOFMEMORY;
     *state = f;
+    plan_window_rows_fill(p, &f.in, &f.o.out, state->window_rows);
     return S_OK;
 }
 
 static HRESULT run_forward(const dml_kernel_args* args) {
     const forward_plan* f = DML_PLAN_STATE(args, forward_plan);
-    const dml_pooling_params* p = args->op->params;
     char* indices = f->o.has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
 #pragma omp parallel num_threads(f->threads)
     {
@@ -394,7 +398,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
             nchw_row_step(&f->o.out, &cursor, row);
             nchw_output_row r = nchw_output_row_at(&f->o, &f->in, f->half ? 2 : 4, args->inputs[DML_POOL_INPUT],
                                                    args->outputs[DML_POOL_OUTPUT], indices, &cursor);
-            forward_row_any(f, p, &r, &cache);
+            forward_row_any(f, &r, &cache);
         }
         _mm_sfence(); /* the streamed stores are visible before the dispatch returns */
     }

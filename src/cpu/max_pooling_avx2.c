@@ -33,8 +33,7 @@
 #include <string.h>
 
 #include "../core/half.h"
-#include "../ops/max_pooling_rules.h"
-#include "cpu.h"
+#include "max_pooling_cpu.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -349,17 +348,8 @@ static void nchw_geometry_set_output(nchw_geometry* g, const dml_pool_view* out)
 enum {
     ROW_BLOCKS = 64,      /* interior blocks of an output row this path keeps, 512 columns */
     ROW_EDGE_COLUMNS = 8, /* single columns at the ends of an output row */
-    MAX_WINDOW_ROWS = 16, /* input rows of a window (depth times height) */
     ROW_PIECES = ROW_BLOCKS + ROW_EDGE_COLUMNS,
 };
-
-/* The input rows of one output row's windows, in tap order. */
-typedef struct window_rows {
-    uint32_t count;
-    const char* row[MAX_WINDOW_ROWS];
-    int32_t position[MAX_WINDOW_ROWS]; /* plane position of the row's column 0: (d * H + h) * W */
-    uint32_t d[MAX_WINDOW_ROWS], h[MAX_WINDOW_ROWS];
-} window_rows;
 
 /* One thread's kept reductions: those of input row `row` (NULL: none). */
 typedef struct row_cache {
@@ -367,22 +357,6 @@ typedef struct row_cache {
     __m256 value[ROW_BLOCKS];
     __m256i position[ROW_BLOCKS];
 } row_cache;
-
-static void window_rows_at(const nchw_geometry* g, const dml_pooling_params* p, const char* plane,
-                           const dml_pool_taps* rd, const dml_pool_taps* rh, window_rows* w) {
-    size_t element = g->half ? 2 : 4;
-    w->count = 0;
-    for (uint32_t kd = rd->begin; kd < rd->end; kd++) {
-        int64_t d = rd->start + (int64_t)kd * p->dilations[0];
-        for (uint32_t kh = rh->begin; kh < rh->end; kh++, w->count++) {
-            int64_t h = rh->start + (int64_t)kh * p->dilations[1];
-            w->row[w->count] = plane + (d * (int64_t)g->in.strides[2] + h * (int64_t)g->in.strides[3]) * element;
-            w->position[w->count] = (int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4]);
-            w->d[w->count] = (uint32_t)d;
-            w->h[w->count] = (uint32_t)h;
-        }
-    }
-}
 
 /* The first interior block's column and how many blocks the interior has:
  * block j starts at min(interior_begin + 8 j, interior_end - 8). */
@@ -511,7 +485,7 @@ static uint32_t whole_row_maxima(const nchw_geometry* g, const dml_pooling_param
         blocks[count] = single_column_max(g, p, plane, rd, rh, ow);
     }
     window_rows w;
-    window_rows_at(g, p, plane, rd, rh, &w);
+    window_rows_at(&g->in, g->half ? 2 : 4, p, plane, rd, rh, &w);
     for (uint32_t j = 0; j < g->row_blocks; j++) {
         uint32_t ow0 = row_block_start(g, j);
         layout[count + j] = (row_block){ow0, g->interior_begin + 8 * j - ow0, 8, false};
@@ -534,10 +508,8 @@ static uint32_t whole_row_maxima(const nchw_geometry* g, const dml_pooling_param
 
 typedef struct forward_plan {
     nchw_geometry g;
-    dml_pool_view out, idx;
-    bool has_indices, indices_64;
-    bool stream;  /* outputs far larger than the caches, rows of whole blocks: streamed (store_block_streaming) */
-    int64_t rows; /* N * C * OD * OH */
+    nchw_outputs o;
+    bool stream; /* outputs far larger than the caches, rows of whole blocks: streamed (store_block_streaming) */
     int threads;
 } forward_plan;
 
@@ -545,51 +517,23 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     (void)flags;
     forward_plan f;
     memset(&f, 0, sizeof f);
-    f.out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
-    const dml_tensor* indices =
-        op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : NULL;
-    f.has_indices = indices && indices->present;
-    if (f.has_indices) {
-        f.idx = dml_pool_view_5d(indices);
-        f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
-    }
-    dml_pool_view contiguous[2] = {f.out, f.idx};
-    if (!nchw_geometry_init(&f.g, op, contiguous, f.has_indices ? 2 : 1)) return S_FALSE;
+    f.o = nchw_outputs_of(op);
+    dml_pool_view contiguous[2] = {f.o.out, f.o.idx};
+    if (!nchw_geometry_init(&f.g, op, contiguous, f.o.has_indices ? 2 : 1)) return S_FALSE;
     /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
-    f.g.track_position = f.has_indices || f.g.half;
-    nchw_geometry_set_output(&f.g, &f.out);
+    f.g.track_position = f.o.has_indices || f.g.half;
+    nchw_geometry_set_output(&f.g, &f.o.out);
     nchw_geometry_set_row_blocks(&f.g, op->params);
-    f.rows = (int64_t)f.out.sizes[0] * f.out.sizes[1] * f.out.sizes[2] * f.out.sizes[3];
-    const dml_pooling_params* p = op->params;
-    uint64_t row_cost = (uint64_t)f.out.sizes[4] * p->window[0] * p->window[1] * p->window[2];
-    f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.rows,
-                                    dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
-    uint64_t out_bytes = (uint64_t)f.rows * f.out.sizes[4] * (f.g.half ? 2 : 4) * (f.has_indices ? 2 : 1);
+    f.threads = nchw_forward_threads(&f.o, op->params, device);
+    uint64_t out_bytes = (uint64_t)f.o.rows * f.o.out.sizes[4] * (f.g.half ? 2 : 4) * (f.o.has_indices ? 2 : 1);
     /* Rows of whole blocks only (partial lines of streamed rows, 28 columns, cost more than they save),
      * and no single columns: a line both streamed and stored through the cache is slow. */
-    f.stream = out_bytes >= DML_CPU_STREAM_BYTES && f.out.sizes[4] % 8 == 0 && f.g.interior_begin == 0 &&
-               f.g.interior_end == f.out.sizes[4];
+    f.stream = out_bytes >= DML_CPU_STREAM_BYTES && f.o.out.sizes[4] % 8 == 0 && f.g.interior_begin == 0 &&
+               f.g.interior_end == f.o.out.sizes[4];
     forward_plan* state = dml_plan_state(plan, sizeof *state);
     if (state == NULL) return E_OUTOFMEMORY;
     *state = f;
     return S_OK;
-}
-
-typedef struct forward_row_args {
-    const forward_plan* plan;
-    const char* plane;
-    void* output;         /* the output row's first element */
-    uint32_t* indices32;  /* the indices row, or NULL */
-    uint64_t* indices64;  /* the indices row, or NULL */
-    uint64_t plane_index; /* logical index of the plane's first element: (n * C + c) * D * H * W */
-} forward_row_args;
-
-/* A FLOAT16 NaN's own bits (FLOAT32 lanes keep its payload but not whether
- * it was signaling): re-read from the input at the plane position. */
-static uint16_t half_at_position(const nchw_geometry* g, const char* plane, uint32_t position) {
-    uint32_t w = position % g->in.sizes[4], h = position / g->in.sizes[4] % g->in.sizes[3];
-    uint32_t d = position / g->in.sizes[4] / g->in.sizes[3];
-    return ((const uint16_t*)plane)[d * g->in.strides[2] + h * g->in.strides[3] + w];
 }
 
 /* Stores a full block of 32-bit lanes at `at`, streamed where aligned. */
@@ -602,8 +546,9 @@ static ALWAYS_INLINE void store_block_streaming(void* at, __m256 lanes) {
 
 /* Writes one block: the window maxima, or -inf and an all-ones index where
  * no tap was valid (decision MP-2). */
-static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_block b, block_max m) {
-    const nchw_geometry* g = &a->plan->g;
+static ALWAYS_INLINE void store_forward_block(const forward_plan* plan, const nchw_output_row* a, row_block b,
+                                              block_max m) {
+    const nchw_geometry* g = &plan->g;
     __m256 value = _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), m.value, _mm256_castsi256_ps(m.found));
     if (g->half) {
         uint16_t lanes[8];
@@ -613,13 +558,13 @@ static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_blo
             int32_t position[8];
             _mm256_storeu_si256((__m256i*)position, m.position);
             for (int lane = 0; lane < 8; lane++)
-                if (nan_lanes >> lane & 1) lanes[lane] = half_at_position(g, a->plane, (uint32_t)position[lane]);
+                if (nan_lanes >> lane & 1) lanes[lane] = half_at_position(&g->in, a->plane, (uint32_t)position[lane]);
         }
         if (b.count == 8) /* a whole block: one store (memcpy of a variable size is a call) */
             _mm_storeu_si128((__m128i*)((uint16_t*)a->output + b.ow0), _mm_loadu_si128((const __m128i*)lanes));
         else
             memcpy((uint16_t*)a->output + b.ow0, lanes, b.count * sizeof *lanes);
-    } else if (b.count == 8 && a->plan->stream) {
+    } else if (b.count == 8 && plan->stream) {
         store_block_streaming((float*)a->output + b.ow0, value);
     } else if (b.count == 8) {
         _mm256_storeu_ps((float*)a->output + b.ow0, value);
@@ -631,7 +576,7 @@ static ALWAYS_INLINE void store_forward_block(const forward_row_args* a, row_blo
     if (a->indices32) {
         __m256i index = _mm256_add_epi32(m.position, _mm256_set1_epi32((int32_t)(uint32_t)a->plane_index));
         index = _mm256_or_si256(index, _mm256_xor_si256(m.found, _mm256_set1_epi32(-1)));
-        if (b.count == 8 && a->plan->stream) {
+        if (b.count == 8 && plan->stream) {
             store_block_streaming(a->indices32 + b.ow0, _mm256_castsi256_ps(index));
         } else if (b.count == 8) {
             _mm256_storeu_si256((__m256i*)(a->indices32 + b.ow0), index);
@@ -661,50 +606,30 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     const dml_pooling_params* p = args->op->params;
     const char* input = args->inputs[DML_POOL_INPUT];
     char* output = args->outputs[DML_POOL_OUTPUT];
-    char* indices = plan->has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
-    size_t element = g->half ? 2 : 4, index_element = plan->indices_64 ? 8 : 4;
+    char* indices = plan->o.has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
 #pragma omp parallel num_threads(plan->threads)
     {
         row_cache cache; /* each thread's rows are consecutive (schedule static): row pairs share */
         cache.row = NULL;
+        nchw_row_cursor cursor = {.row = -1};
 #pragma omp for schedule(static)
-        for (int64_t row = 0; row < plan->rows; row++) {
-            uint32_t oh = (uint32_t)((uint64_t)row % g->out_height);
-            uint64_t rest = (uint64_t)row / g->out_height;
-            uint32_t od = (uint32_t)(rest % g->out_depth);
-            rest /= g->out_depth;
-            uint32_t c = (uint32_t)(rest % plan->out.sizes[1]);
-            uint32_t n = (uint32_t)(rest / plan->out.sizes[1]);
-            const dml_pool_view* o = &plan->out;
-            const dml_pool_view* x = &plan->idx;
-            forward_row_args a = {
-                .plan = plan,
-                .plane = input + (n * g->in.strides[0] + c * g->in.strides[1]) * element,
-                .output = output +
-                          (n * o->strides[0] + c * o->strides[1] + od * o->strides[2] + oh * o->strides[3]) * element,
-                .plane_index = ((uint64_t)n * g->in.sizes[1] + c) * g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4],
-            };
-            if (indices) {
-                char* at = indices + (n * x->strides[0] + c * x->strides[1] + od * x->strides[2] + oh * x->strides[3]) *
-                                         index_element;
-                if (plan->indices_64)
-                    a.indices64 = (uint64_t*)at;
-                else
-                    a.indices32 = (uint32_t*)at;
-            }
-            dml_pool_taps rd = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
-            dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
+        for (int64_t row = 0; row < plan->o.rows; row++) {
+            nchw_row_step(&plan->o.out, &cursor, row);
+            nchw_output_row a = nchw_output_row_at(&plan->o, &g->in, g->half ? 2 : 4, input, output, indices, &cursor);
+            dml_pool_taps rd = dml_pool_window_taps(p, 0, a.od, g->in.sizes[2]);
+            dml_pool_taps rh = dml_pool_window_taps(p, 1, a.oh, g->in.sizes[3]);
             if (g->row_blocks) {
                 row_block layout[ROW_PIECES];
                 block_max blocks[ROW_PIECES];
                 uint32_t pieces = whole_row_maxima(g, p, a.plane, &rd, &rh, &cache, layout, blocks);
                 for (uint32_t i = 0; i < pieces; i++)
-                    store_forward_block(&a, layout[i], blocks[i]);
+                    store_forward_block(plan, &a, layout[i], blocks[i]);
                 continue;
             }
             for (uint32_t done = 0; done < g->out_width;) {
                 row_block b = next_block(g, done);
-                store_forward_block(&a, b, row_block_max(g, p, a.plane, &rd, &rh, b)); /* overlap: same values again */
+                store_forward_block(plan, &a, b,
+                                    row_block_max(g, p, a.plane, &rd, &rh, b)); /* overlap: same values again */
                 done = b.ow0 + b.count;
             }
         }
@@ -915,7 +840,7 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
             dml_pool_taps rd = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
             dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
             window_rows w;
-            window_rows_at(g, p, plane, &rd, &rh, &w);
+            window_rows_at(&g->in, g->half ? 2 : 4, p, plane, &rd, &rh, &w);
             if (w.count == 0) continue; /* windows of padding only: their rows are in no window */
             row_block layout[ROW_PIECES];
             block_max blocks[ROW_PIECES];
@@ -1080,7 +1005,7 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
     for (uint32_t oh = 0; oh < g->out_height; oh++) {
         dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, height);
         window_rows w;
-        window_rows_at(g, p, plane, &rd, &rh, &w);
+        window_rows_at(&g->in, g->half ? 2 : 4, p, plane, &rd, &rh, &w);
         if (w.count > 0) {
             row_block layout[ROW_PIECES];
             block_max blocks_max[ROW_PIECES];

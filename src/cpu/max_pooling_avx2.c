@@ -1333,6 +1333,9 @@ static ALWAYS_INLINE void write_once_chunk_nhwc(const nhwc_geometry* g, const dm
 #define WRITE_TAP(tap_offset, tap_position)                                                                            \
     do {                                                                                                               \
         __m256i position_ = _mm256_set1_epi32(tap_position);                                                           \
+        char* tap_ = dx_image + ((tap_offset) + c) * (int64_t)element;                                                 \
+        for (int line_ = 0; line_ < vectors * 8 * (int)element; line_ += 64) /* see max_pooling_nhwc_avx512.c */       \
+            _mm_prefetch(tap_ + line_ + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                                             \
         for (int v_ = 0; v_ < vectors; v_++)                                                                           \
             store_lanes(                                                                                               \
                 dx_image + ((tap_offset) + c + 8 * v_) * (int64_t)element,                                             \

@@ -1,12 +1,11 @@
 /* What the channels-last max pooling fast paths of every ISA share
  * (max_pooling_avx2.c, max_pooling_nhwc_avx512.c): the geometry of windows
  * over tensors whose C stride is 1 (NHWC, NDHWC), the plans, and the loops
- * over output positions that call each ISA's per-position kernel. Plain C
- * but for the store fence: each ISA's file includes it with its own flags. */
+ * over output positions that call each ISA's per-position kernel. Plain C:
+ * each ISA's file includes it with its own flags. */
 #ifndef DML_CPU_MAX_POOLING_NHWC_H
 #define DML_CPU_MAX_POOLING_NHWC_H
 
-#include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -131,7 +130,6 @@ typedef struct nhwc_forward_plan {
     nhwc_geometry g;
     dml_pool_view idx;
     bool has_indices, indices_64;
-    bool stream;       /* outputs far larger than the caches: whole aligned lines streamed (where an ISA can) */
     int64_t positions; /* N * OD * OH * OW */
     int threads;
 } nhwc_forward_plan;
@@ -152,8 +150,6 @@ static inline HRESULT nhwc_plan_forward(const DMLOperator* op, const DMLDevice* 
     }
     const dml_pool_view* o = &f.g.out;
     f.positions = (int64_t)o->sizes[0] * o->sizes[2] * o->sizes[3] * o->sizes[4];
-    uint64_t outputs = (uint64_t)f.positions * f.g.channels;
-    f.stream = outputs * ((f.g.half ? 2 : 4) + (f.has_indices ? (f.indices_64 ? 8 : 4) : 0)) >= DML_CPU_STREAM_BYTES;
     const dml_pooling_params* p = op->params;
     uint64_t cost = (uint64_t)o->sizes[1] * p->window[0] * p->window[1] * p->window[2];
     f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.positions,
@@ -194,7 +190,6 @@ static inline void nhwc_run_forward(const dml_kernel_args* args, nhwc_forward_po
                                 : NULL;
             position(f, p, input + x.n * g->in.strides[0] * element, out, idx, x.n, &w);
         }
-        _mm_sfence(); /* streamed stores reach memory before the dispatch returns */
     }
 }
 
@@ -217,7 +212,6 @@ typedef struct nhwc_grad_plan {
     dml_pool_view grad_out;
     bool write_once;   /* disjoint windows: nhwc_write_once, no band */
     bool uncovered[3]; /* write_once: some coordinate of D, H, W lies in no window */
-    bool stream;       /* OutputGradient far larger than the caches: whole aligned lines streamed (where an ISA can) */
     int64_t windows;   /* write_once: N * OD * OH * OW */
     uint32_t chunks;   /* per image */
     uint32_t pitch;    /* int32 per output position in a band row: the chunk rounded up to 8 */
@@ -264,7 +258,6 @@ static inline bool nhwc_grad_plan_of(const DMLOperator* op, const DMLDevice* dev
                                         p->window[1] * p->window[2];
     gp->threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp->tasks,
                                       dml_cpu_items_per_thread(cost, DML_CPU_MIN_WORK_PER_THREAD));
-    gp->stream = (uint64_t)gp->g.in.sizes[0] * plane * gp->g.channels * (gp->g.half ? 2 : 4) >= DML_CPU_STREAM_BYTES;
     /* Disjoint windows over the same spatial strides in Input and OutputGradient: write once. */
     gp->write_once = disjoint_windows(p) && gp->grad_out.strides[2] == gp->g.in.strides[2] &&
                      gp->grad_out.strides[3] == gp->g.in.strides[3] && gp->grad_out.strides[4] == gp->g.in.strides[4];
@@ -289,8 +282,7 @@ static inline HRESULT nhwc_grad_plan_store(const nhwc_grad_plan* gp, dml_plan* p
     return S_OK;
 }
 
-/* Zeroes the positions of one image that lie in no window (memset: whole
- * pixels, never a line that a streamed store writes). */
+/* Zeroes the positions of one image that lie in no window. */
 static inline void zero_uncovered_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, char* dx_image,
                                        uint32_t d, uint32_t h) {
     const nhwc_geometry* g = &gp->g;
@@ -334,7 +326,6 @@ static inline void nhwc_write_once(const nhwc_grad_plan* gp, const dml_pooling_p
                            element,
                    output_gradient + x.n * gp->grad_out.strides[0] * element, &w);
         }
-        _mm_sfence(); /* streamed stores reach memory before the dispatch returns */
         if (some_uncovered) {
 #pragma omp for schedule(static)
             for (int64_t row = 0; row < rows; row++) {

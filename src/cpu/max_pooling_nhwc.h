@@ -84,21 +84,43 @@ static inline nhwc_position nhwc_position_at(const dml_pool_view* o, uint64_t at
     return x;
 }
 
+/* The element offset within the image and the plane position of input
+ * element (d, h, w). */
+static inline int64_t nhwc_tap_offset(const nhwc_geometry* g, int64_t d, int64_t h, int64_t w) {
+    return d * (int64_t)g->in.strides[2] + h * (int64_t)g->in.strides[3] + w * (int64_t)g->in.strides[4];
+}
+
+static inline int32_t nhwc_tap_position(const nhwc_geometry* g, int64_t d, int64_t h, int64_t w) {
+    return (int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4] + w);
+}
+
+/* The input coordinate of tap k along dimension dim of window w. */
+static inline int64_t nhwc_tap_coordinate(const dml_pooling_params* p, const nhwc_window* w, int dim, uint32_t k) {
+    return w->r[dim].start + (int64_t)k * p->dilations[dim];
+}
+
 /* Calls TAP(offset, position) for every tap of window w in increasing
  * order: the tap's element offset within the image and its plane position. */
 #define FOR_EACH_NHWC_TAP(g, p, w, TAP)                                                                                \
     for (uint32_t kd_ = (w).r[0].begin; kd_ < (w).r[0].end; kd_++) {                                                   \
-        int64_t d_ = (w).r[0].start + (int64_t)kd_ * (p)->dilations[0];                                                \
+        int64_t d_ = nhwc_tap_coordinate(p, &(w), 0, kd_);                                                             \
         for (uint32_t kh_ = (w).r[1].begin; kh_ < (w).r[1].end; kh_++) {                                               \
-            int64_t h_ = (w).r[1].start + (int64_t)kh_ * (p)->dilations[1];                                            \
+            int64_t h_ = nhwc_tap_coordinate(p, &(w), 1, kh_);                                                         \
             for (uint32_t kw_ = (w).r[2].begin; kw_ < (w).r[2].end; kw_++) {                                           \
-                int64_t w_ = (w).r[2].start + (int64_t)kw_ * (p)->dilations[2];                                        \
-                TAP(d_*(int64_t)(g)->in.strides[2] + h_ * (int64_t)(g)->in.strides[3] +                                \
-                        w_ * (int64_t)(g)->in.strides[4],                                                              \
-                    (int32_t)((d_ * (g)->in.sizes[3] + h_) * (g)->in.sizes[4] + w_));                                  \
+                int64_t w_ = nhwc_tap_coordinate(p, &(w), 2, kw_);                                                     \
+                TAP(nhwc_tap_offset(g, d_, h_, w_), nhwc_tap_position(g, d_, h_, w_));                                 \
             }                                                                                                          \
         }                                                                                                              \
     }
+
+/* The offset and plane position of window w's first tap (it has one). */
+static inline void nhwc_first_tap(const nhwc_geometry* g, const dml_pooling_params* p, const nhwc_window* w,
+                                  int64_t* offset, int32_t* position) {
+    int64_t d = nhwc_tap_coordinate(p, w, 0, w->r[0].begin), h = nhwc_tap_coordinate(p, w, 1, w->r[1].begin);
+    int64_t x = nhwc_tap_coordinate(p, w, 2, w->r[2].begin);
+    *offset = nhwc_tap_offset(g, d, h, x);
+    *position = nhwc_tap_position(g, d, h, x);
+}
 
 /* How far ahead of each tap's load the same row of the image is fetched:
  * the hardware's prefetchers leave the channels-last paths waiting for

@@ -56,29 +56,36 @@ static ALWAYS_INLINE __mmask16 lanes_win(__m512 value, __m512 best) {
 /* The window maxima over window w (at least one tap) of `vectors` vectors
  * of channels at `image` (the image's first element plus the channel
  * offset, in bytes), the last vector's lanes `last_mask`. Every lane takes
- * the window's first tap, then a later tap where it wins: the generic order. */
+ * the window's first tap, then a later tap where it wins: the generic order.
+ * (The first tap is loaded before the loop, so m stays in registers.) */
 static ALWAYS_INLINE void chunk_max(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
                                     const nhwc_window* w, int vectors, __mmask16 last_mask, lanes_max* m) {
     const size_t element = g->half ? 2 : 4;
+    int64_t first_offset;
+    int32_t first_position;
+    nhwc_first_tap(g, p, w, &first_offset, &first_position);
+    for (int v = 0; v < vectors; v++)
+        m[v] = (lanes_max){load_lanes(image + (first_offset + v * LANES) * (int64_t)element, g->half,
+                                      v == vectors - 1 ? last_mask : (__mmask16)ALL_LANES),
+                           _mm512_set1_epi32(first_position)};
     bool first = true;
 #define MAX_TAP(tap_offset, tap_position)                                                                              \
     do {                                                                                                               \
         const char* at_ = image + (tap_offset) * (int64_t)element;                                                     \
         for (int line_ = 0; line_ < vectors * LANES * (int)element; line_ += 64)                                       \
             _mm_prefetch(at_ + line_ + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                                              \
+        if (first) { /* loaded above */                                                                                \
+            first = false;                                                                                             \
+            break;                                                                                                     \
+        }                                                                                                              \
         __m512i position_ = _mm512_set1_epi32(tap_position);                                                           \
         for (int v_ = 0; v_ < vectors; v_++) {                                                                         \
             __m512 value_ =                                                                                            \
                 load_lanes(at_ + v_ * LANES * element, g->half, v_ == vectors - 1 ? last_mask : (__mmask16)ALL_LANES); \
-            if (first) {                                                                                               \
-                m[v_] = (lanes_max){value_, position_};                                                                \
-                continue;                                                                                              \
-            }                                                                                                          \
             __mmask16 take_ = lanes_win(value_, m[v_].value);                                                          \
             m[v_].value = _mm512_mask_mov_ps(m[v_].value, take_, value_);                                              \
             m[v_].position = _mm512_mask_mov_epi32(m[v_].position, take_, position_);                                  \
         }                                                                                                              \
-        first = false;                                                                                                 \
     } while (0)
     FOR_EACH_NHWC_TAP(g, p, *w, MAX_TAP);
 #undef MAX_TAP
@@ -154,13 +161,12 @@ static void forward_position(const nhwc_forward_plan* f, const dml_pooling_param
     }
     for (; c + CHUNK <= g->channels; c += CHUNK) {
         lanes_max m[CHUNK_VECTORS];
-        memset(m, 0, sizeof m); /* set by the window's first tap: gcc cannot see that there is one */
         chunk_max(g, p, image + c * element, w, CHUNK_VECTORS, ALL_LANES, m);
         for (int v = 0; v < CHUNK_VECTORS; v++)
             store_forward(f, image, out, indices, n, c + LANES * v, ALL_LANES, &m[v], true);
     }
     for (; c < g->channels; c += LANES) {
-        lanes_max m = {_mm512_setzero_ps(), _mm512_setzero_si512()}; /* as above */
+        lanes_max m;
         __mmask16 mask = first_lanes(g->channels - c);
         chunk_max(g, p, image + c * element, w, 1, mask, &m);
         store_forward(f, image, out, indices, n, c, mask, &m, true);
@@ -191,7 +197,6 @@ static ALWAYS_INLINE void write_once_chunk(const nhwc_grad_plan* gp, const dml_p
     const nhwc_geometry* g = &gp->g;
     const size_t element = g->half ? 2 : 4;
     lanes_max m[CHUNK_VECTORS];
-    memset(m, 0, sizeof m); /* set by the window's first tap: gcc cannot see that there is one */
     chunk_max(g, p, image + c * element, w, vectors, last_mask, m);
     __m512 gradient[CHUNK_VECTORS];
     for (int v = 0; v < vectors; v++) /* +0 + dy: the generic sum of one term (-0 becomes +0) */

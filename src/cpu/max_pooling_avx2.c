@@ -1249,12 +1249,7 @@ static void store_nhwc_block(const nhwc_forward_plan* f, const char* image, char
             _mm256_storeu_si256((__m256i*)position, m->position);
             for (uint32_t lane = 0; lane < count; lane++) {
                 if (!(nan_lanes >> lane & 1)) continue;
-                uint32_t at = (uint32_t)position[lane], w = at % g->in.sizes[4],
-                         h = at / g->in.sizes[4] % g->in.sizes[3];
-                uint32_t d = at / g->in.sizes[4] / g->in.sizes[3];
-                lanes[lane] =
-                    ((const uint16_t*)
-                         image)[d * g->in.strides[2] + h * g->in.strides[3] + w * g->in.strides[4] + c + lane];
+                lanes[lane] = nhwc_half_at_position(g, image, (uint32_t)position[lane], c + lane);
             }
         }
         memcpy((uint16_t*)out + c, lanes, count * sizeof *lanes);

@@ -122,6 +122,14 @@ static inline void nhwc_first_tap(const nhwc_geometry* g, const dml_pooling_para
     *position = nhwc_tap_position(g, d, h, x);
 }
 
+/* A FLOAT16 NaN's own bits (FLOAT32 lanes keep its payload but not whether
+ * it was signaling): channel `channel` of the image at plane position `at`. */
+static inline uint16_t nhwc_half_at_position(const nhwc_geometry* g, const char* image, uint32_t at, uint32_t channel) {
+    uint32_t w = at % g->in.sizes[4], h = at / g->in.sizes[4] % g->in.sizes[3];
+    uint32_t d = at / g->in.sizes[4] / g->in.sizes[3];
+    return ((const uint16_t*)image)[nhwc_tap_offset(g, d, h, w) + channel];
+}
+
 /* How far ahead of each tap's load the same row of the image is fetched:
  * the hardware's prefetchers leave the channels-last paths waiting for
  * memory (a window reads a few rows, C values at each of its columns);

@@ -110,11 +110,7 @@ static ALWAYS_INLINE void store_forward(const nhwc_forward_plan* f, const char* 
             _mm512_storeu_si512(position, m->position);
             for (uint32_t lane = 0; lane < LANES; lane++) {
                 if (!(nan_lanes >> lane & 1)) continue;
-                uint32_t at = (uint32_t)position[lane], w = at % g->in.sizes[4];
-                uint32_t h = at / g->in.sizes[4] % g->in.sizes[3], d = at / g->in.sizes[4] / g->in.sizes[3];
-                lanes[lane] =
-                    ((const uint16_t*)
-                         image)[d * g->in.strides[2] + h * g->in.strides[3] + w * g->in.strides[4] + c + lane];
+                lanes[lane] = nhwc_half_at_position(g, image, (uint32_t)position[lane], c + lane);
             }
             halves = _mm256_loadu_si256((const __m256i*)lanes);
         }

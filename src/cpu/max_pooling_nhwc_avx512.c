@@ -145,8 +145,16 @@ static ALWAYS_INLINE void store_forward(const nhwc_forward_plan* f, const char* 
 
 /* One output position's channels: chunks of four vectors, then single
  * vectors, the last masked. */
-static void forward_position(const nhwc_forward_plan* f, const dml_pooling_params* p, const char* image, char* out,
-                             char* indices, uint32_t n, const nhwc_window* w) {
+static void forward_position(const nhwc_forward_plan* shared_plan, const dml_pooling_params* shared_params,
+                             const char* image, char* out, char* indices, uint32_t n,
+                             const nhwc_window* shared_window) {
+    /* Local copies, as in write_once_window. */
+    const nhwc_forward_plan plan = *shared_plan;
+    const dml_pooling_params params = *shared_params;
+    const nhwc_window window = *shared_window;
+    const nhwc_forward_plan* f = &plan;
+    const dml_pooling_params* p = &params;
+    const nhwc_window* w = &window;
     const nhwc_geometry* g = &f->g;
     const size_t element = g->half ? 2 : 4;
     uint32_t c = 0;
@@ -187,10 +195,9 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
 }
 
 /* Channels c .. of one window's taps: `vectors` vectors, the last `last_mask`. */
-static ALWAYS_INLINE void write_once_chunk(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image,
+static ALWAYS_INLINE void write_once_chunk(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
                                            const char* dy, char* dx_image, const nhwc_window* w, uint32_t c,
                                            int vectors, __mmask16 last_mask) {
-    const nhwc_geometry* g = &gp->g;
     const size_t element = g->half ? 2 : 4;
     lanes_max m[CHUNK_VECTORS];
     chunk_max(g, p, image + c * element, w, vectors, last_mask, m);
@@ -218,11 +225,16 @@ static ALWAYS_INLINE void write_once_chunk(const nhwc_grad_plan* gp, const dml_p
 
 static void write_once_window(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image, const char* dy,
                               char* dx_image, const nhwc_window* w) {
-    uint32_t channels = gp->g.channels, c = 0;
-    for (; c + CHUNK <= channels; c += CHUNK)
-        write_once_chunk(gp, p, image, dy, dx_image, w, c, CHUNK_VECTORS, ALL_LANES);
-    for (; c < channels; c += LANES)
-        write_once_chunk(gp, p, image, dy, dx_image, w, c, 1, first_lanes(channels - c));
+    /* Local copies: stores through char and integer pointers might write the
+     * plan, so the tap loops would re-read it after every store. */
+    const nhwc_geometry g = gp->g;
+    const dml_pooling_params params = *p;
+    const nhwc_window window = *w;
+    uint32_t c = 0;
+    for (; c + CHUNK <= g.channels; c += CHUNK)
+        write_once_chunk(&g, &params, image, dy, dx_image, &window, c, CHUNK_VECTORS, ALL_LANES);
+    for (; c < g.channels; c += LANES)
+        write_once_chunk(&g, &params, image, dy, dx_image, &window, c, 1, first_lanes(g.channels - c));
 }
 
 static HRESULT run_grad(const dml_kernel_args* args) {

@@ -24,10 +24,12 @@
  * temporary resource, exactly as the generic kernel, then writes the plane.
  * Where windows are disjoint (2x2/2), every element of OutputGradient is
  * written once straight from its window's argmax instead (write_once_plane;
- * channels-last: write_once_nhwc), with no accumulator. Overlapping windows
+ * channels-last: nhwc_write_once), with no accumulator. Overlapping windows
  * of 2-D planes on the whole-row path (3x3/2) accumulate with vector adds
  * in a band of input rows, each row written once complete (band_plane).
- * Outputs far larger than the caches are streamed (DML_CPU_STREAM_BYTES). */
+ * Outputs far larger than the caches are streamed (DML_CPU_STREAM_BYTES; NCHW
+ * only: streaming measured twice as slow for channels-last, see
+ * max_pooling_nhwc_avx512.c). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>

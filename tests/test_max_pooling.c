@@ -865,6 +865,121 @@ TEST_CASE(channels_last_paths_match_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
+/* The channels-last paths at every channel count from 1 to 33 (tails of
+ * every width for eight- and sixteen-lane vectors) and around their chunks
+ * (16, 32 and 64 channels), odd sizes, 4-D and 5-D, a third of the cases
+ * with disjoint windows (the write-once gradients, max_pooling_grad/
+ * avx512/nhwc), some with NaN and infinities in InputGradient. */
+TEST_CASE(channels_last_channel_tails_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    const DML_OPERATOR_TYPE types[4] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
+                                        DML_OPERATOR_MAX_POOLING_GRAD};
+    static const uint32_t chunk_edges[] = {15, 16, 17, 47, 48, 49, 63, 64, 65, 79, 96, 127, 128, 129};
+    for (int i = 0; i < 264 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = i % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        pool_case c = fast_path_case(types[i / 2 % 4], type, true);
+        uint32_t channels = i < 132 ? (uint32_t)(i % 33 + 1)
+                                    : chunk_edges[test_rand_range(0, sizeof chunk_edges / sizeof *chunk_edges - 1)];
+        c.input_sizes[1] = c.output_sizes[1] = channels;
+        if (i % 3 == 0) {
+            for (uint32_t d = 0; d < c.rank - 2; d++) {
+                uint32_t window = test_rand_range(1, 3);
+                set_window(&c, d, window, window + test_rand_range(0, 1));
+            }
+            fit_output_sizes(&c);
+        }
+        expect_generic_bits(devices[i % 2], generic, &c, true, i % 5 == 0);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
+/* Input strides over the same logical sizes with C innermost at stride
+ * `channel_stride` and `pixel_padding` unused elements after each pixel's
+ * channels; reallocates the buffer. */
+static void spread_channels_last(test_tensor* t, test_buffer* b, uint32_t channel_stride, uint32_t pixel_padding) {
+    uint32_t rank = t->buffer.DimensionCount;
+    t->strides[1] = channel_stride;
+    uint32_t stride = t->sizes[1] * channel_stride + pixel_padding;
+    for (uint32_t i = rank; i-- > 2;) {
+        t->strides[i] = stride;
+        stride *= t->sizes[i];
+    }
+    t->strides[0] = stride;
+    t->buffer.TotalTensorSizeInBytes = DMLCalcBufferTensorSize(t->buffer.DataType, rank, t->sizes, t->strides);
+    test_buffer_free(b);
+    test_buffer_alloc(b, t->buffer.TotalTensorSizeInBytes);
+}
+
+/* The implementation `device` compiles desc to. */
+static void compiled_implementation(DMLDevice* device, const DML_OPERATOR_DESC* desc, char* name, size_t size) {
+    DMLOperator* op = NULL;
+    DMLCompiledOperator* compiled = NULL;
+    DML_COMPILED_OPERATOR_INFO info;
+    snprintf(name, size, "(none)");
+    EXPECT_STATUS(dmlCreateOperator(device, desc, &op), S_OK, NULL);
+    if (op == NULL) return;
+    EXPECT_STATUS(dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled), S_OK, NULL);
+    dmlReleaseOperator(op);
+    if (compiled == NULL) return;
+    if (SUCCEEDED(dmlGetCompiledOperatorInfo(compiled, &info))) snprintf(name, size, "%s", info.ImplementationName);
+    dmlReleaseCompiledOperator(compiled);
+}
+
+/* Channels-last inputs that are not packed: C at stride 2 (no fast path
+ * takes it: the generic kernel must), or each pixel padded (C stride 1:
+ * the channels-last paths take it, the write-once gradients only where
+ * OutputGradient has the same strides). Both match the generic kernel. */
+TEST_CASE(strided_channels_last_inputs_match_generic_bit_for_bit) {
+    DMLDevice* device = test_device(2);
+    DMLDevice* generic = generic_device();
+    const DML_OPERATOR_TYPE types[2] = {DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING_GRAD};
+    for (int i = 0; i < 48 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = i % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        pool_case c = fast_path_case(types[i / 2 % 2], type, true);
+        c.input_sizes[1] = c.output_sizes[1] = test_rand_range(1, 40);
+        if (i % 3 == 0) {
+            for (uint32_t d = 0; d < c.rank - 2; d++)
+                set_window(&c, d, 2, 2);
+            fit_output_sizes(&c);
+        }
+        bool channel_strided = i / 4 % 2 == 0;
+        pool_run r;
+        pool_run_init(&r, &c);
+        pool_run_channels_last(&r, &c);
+        spread_channels_last(&r.input, &r.input_buffer, channel_strided ? 2 : 1,
+                             channel_strided ? 0 : test_rand_range(1, 5));
+        fill_pooling_input(&r, &c);
+        if (is_grad(&c)) test_fill_random(&r.output_buffer, &r.output, -1, 1);
+        char what[200], implementation[64];
+        snprintf(what, sizeof what, "%s (channels-last, %s)", case_name(&c),
+                 channel_strided ? "C stride 2" : "padded pixels");
+        compiled_implementation(device, &r.desc, implementation, sizeof implementation);
+        if (!test_backend_is_cuda()) {
+            bool channels_last_path = !channel_strided && dmlGetDeviceCpuIsa(device) >= DML_CPU_ISA_AVX2;
+            EXPECT((strstr(implementation, "/nhwc") != NULL) == channels_last_path, "%s: ran %s", what, implementation);
+        }
+        EXPECT_STATUS(pool_dispatch(device, &r, &c), S_OK, NULL);
+        if (is_grad(&c)) {
+            check_grad(&r, &c, what);
+        } else {
+            check_forward(&r, &c, what);
+        }
+        uint64_t bytes;
+        uint8_t* fast = save_outputs(&r, &c, &bytes);
+        EXPECT_STATUS(pool_dispatch(generic, &r, &c), S_OK, NULL);
+        uint8_t* reference = save_outputs(&r, &c, &bytes);
+        EXPECT(memcmp(fast, reference, bytes) == 0, "%s: outputs differ from the generic kernel's", what);
+        free(fast);
+        free(reference);
+        pool_run_free(&r);
+    }
+    dmlReleaseDevice(device);
+    dmlReleaseDevice(generic);
+}
+
 /* ---- Validation (spec §2, §3) ---- */
 
 typedef struct invalid_case {

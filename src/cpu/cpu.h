@@ -15,11 +15,13 @@ DML_KERNEL_LIST(DML_CPU_GENERIC_IMPL)
 #undef DML_CPU_GENERIC_IMPL
 
 /* Fast paths (one file per family and ISA: <family>_<isa>.c). */
-extern const dml_impl dml_cpu_max_pooling_avx2_nchw;      /* max_pooling_avx2.c: rows contiguous along W */
-extern const dml_impl dml_cpu_max_pooling_grad_avx2_nchw; /* max_pooling_avx2.c */
-extern const dml_impl dml_cpu_max_pooling_avx512_nchw;    /* max_pooling_avx512.c: W stride 2, 2 or 3 columns */
-extern const dml_impl dml_cpu_max_pooling_avx2_nhwc;      /* max_pooling_avx2.c: channels-last (C stride 1) */
-extern const dml_impl dml_cpu_max_pooling_grad_avx2_nhwc; /* max_pooling_avx2.c */
+extern const dml_impl dml_cpu_max_pooling_avx2_nchw;        /* max_pooling_avx2.c: rows contiguous along W */
+extern const dml_impl dml_cpu_max_pooling_grad_avx2_nchw;   /* max_pooling_avx2.c */
+extern const dml_impl dml_cpu_max_pooling_avx512_nchw;      /* max_pooling_avx512.c: W stride 2, 2 or 3 columns */
+extern const dml_impl dml_cpu_max_pooling_avx2_nhwc;        /* max_pooling_avx2.c: channels-last (C stride 1) */
+extern const dml_impl dml_cpu_max_pooling_grad_avx2_nhwc;   /* max_pooling_avx2.c */
+extern const dml_impl dml_cpu_max_pooling_avx512_nhwc;      /* max_pooling_nhwc_avx512.c: channels-last */
+extern const dml_impl dml_cpu_max_pooling_grad_avx512_nhwc; /* max_pooling_nhwc_avx512.c: disjoint windows */
 extern const dml_impl dml_cpu_roi_pooling_avx2_nchw, dml_cpu_roi_pooling_avx2_nhwc;           /* roi_pooling_avx2.c */
 extern const dml_impl dml_cpu_roi_align_avx2_nchw, dml_cpu_roi_align_avx2_nhwc;               /* roi_align_avx2.c */
 extern const dml_impl dml_cpu_roi_align_grad_avx2_nchw, dml_cpu_roi_align_grad_avx2_nhwc;     /* roi_align_avx2.c */

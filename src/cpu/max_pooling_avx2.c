@@ -24,16 +24,19 @@
  * temporary resource, exactly as the generic kernel, then writes the plane.
  * Where windows are disjoint (2x2/2), every element of OutputGradient is
  * written once straight from its window's argmax instead (write_once_plane;
- * channels-last: write_once_nhwc), with no accumulator. Overlapping windows
+ * channels-last: nhwc_write_once), with no accumulator. Overlapping windows
  * of 2-D planes on the whole-row path (3x3/2) accumulate with vector adds
  * in a band of input rows, each row written once complete (band_plane).
- * Outputs far larger than the caches are streamed (DML_CPU_STREAM_BYTES). */
+ * Outputs far larger than the caches are streamed (DML_CPU_STREAM_BYTES; NCHW
+ * only: streaming measured twice as slow for channels-last, see
+ * max_pooling_nhwc_avx512.c). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "../core/half.h"
 #include "max_pooling_cpu.h"
+#include "max_pooling_nhwc.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -655,39 +658,10 @@ typedef struct grad_plan {
     int threads;
 } grad_plan;
 
-/* Windows that never share an input element (each dimension's stride at
- * least its window, undilated: 2x2/2) whose rows take the whole-row path
- * with two columns per window, InputGradient and OutputGradient contiguous
- * along W: every element of OutputGradient is written once, straight from
- * its window's argmax (write_once_plane), with no accumulator. */
-static bool disjoint_windows(const dml_pooling_params* p) {
-    for (int i = 0; i < 3; i++)
-        if (p->dilations[i] != 1 || p->strides[i] < p->window[i]) return false;
-    return true;
-}
-
 static bool write_once_applies(const grad_plan* gp, const dml_pooling_params* p) {
     if (gp->g.row_blocks == 0 || gp->g.window_w != 2) return false;
     if (gp->grad_in.strides[4] != 1 || gp->grad_out.strides[4] != 1) return false;
     return disjoint_windows(p);
-}
-
-/* Whether a coordinate of spatial dimension `dim` (input size `size`) lies
- * in no window (W odd, padding), windows being disjoint. */
-static bool some_coordinate_in_no_window(const dml_pooling_params* p, uint32_t dim, uint32_t size, uint32_t out_size) {
-    uint64_t covered = 0; /* the sum of the windows' taps */
-    for (uint32_t o = 0; o < out_size; o++) {
-        dml_pool_taps r = dml_pool_window_taps(p, dim, o, size);
-        covered += r.end - r.begin;
-    }
-    return covered < size;
-}
-
-/* Whether input coordinate x of spatial dimension `dim` lies in a window
- * (disjoint, undilated windows). */
-static bool in_a_window(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out_size) {
-    uint64_t padded = (uint64_t)x + p->start_padding[dim];
-    return padded % p->strides[dim] < p->window[dim] && padded / p->strides[dim] < out_size;
 }
 
 /* The band of each thread starts on a cache line of its own: threads
@@ -1136,79 +1110,17 @@ const dml_impl dml_cpu_max_pooling_grad_avx2_nchw = {"max_pooling_grad/avx2/nchw
  * Tensors whose C stride is 1 (NHWC, NDHWC). Every lane of a vector shares
  * the window's taps, so a tap is one load of eight channels and needs no
  * per-lane validity; lanes track the winning tap's plane position. Channel
- * tails (C not a multiple of 8) load and store through a small copy. */
-
-typedef struct nhwc_geometry {
-    dml_pool_view in;
-    dml_pool_view out; /* Output (forward) or InputGradient (gradient): the windows */
-    bool half;
-    uint32_t channels;
-} nhwc_geometry;
-
-/* The taps of one output position, in increasing order. */
-typedef struct nhwc_window {
-    dml_pool_taps r[3];
-    uint32_t taps; /* how many: the product of the three ranges */
-} nhwc_window;
-
-static nhwc_window nhwc_window_at(const nhwc_geometry* g, const dml_pooling_params* p, uint32_t od, uint32_t oh,
-                                  uint32_t ow) {
-    nhwc_window w;
-    w.r[0] = dml_pool_window_taps(p, 0, od, g->in.sizes[2]);
-    w.r[1] = dml_pool_window_taps(p, 1, oh, g->in.sizes[3]);
-    w.r[2] = dml_pool_window_taps(p, 2, ow, g->in.sizes[4]);
-    w.taps = (w.r[0].end - w.r[0].begin) * (w.r[1].end - w.r[1].begin) * (w.r[2].end - w.r[2].begin);
-    return w;
-}
-
-/* Output position `at` of the flattened N * OD * OH * OW of view o. */
-typedef struct nhwc_position {
-    uint32_t n, od, oh, ow;
-} nhwc_position;
-
-static nhwc_position nhwc_position_at(const dml_pool_view* o, uint64_t at) {
-    nhwc_position x;
-    x.ow = (uint32_t)(at % o->sizes[4]);
-    at /= o->sizes[4];
-    x.oh = (uint32_t)(at % o->sizes[3]);
-    at /= o->sizes[3];
-    x.od = (uint32_t)(at % o->sizes[2]);
-    x.n = (uint32_t)(at / o->sizes[2]);
-    return x;
-}
-
-/* Calls TAP(offset, position) for every tap of window w in increasing
- * order: the tap's element offset within the image and its plane position. */
-#define FOR_EACH_NHWC_TAP(g, p, w, TAP)                                                                                \
-    for (uint32_t kd_ = (w).r[0].begin; kd_ < (w).r[0].end; kd_++) {                                                   \
-        int64_t d_ = (w).r[0].start + (int64_t)kd_ * (p)->dilations[0];                                                \
-        for (uint32_t kh_ = (w).r[1].begin; kh_ < (w).r[1].end; kh_++) {                                               \
-            int64_t h_ = (w).r[1].start + (int64_t)kh_ * (p)->dilations[1];                                            \
-            for (uint32_t kw_ = (w).r[2].begin; kw_ < (w).r[2].end; kw_++) {                                           \
-                int64_t w_ = (w).r[2].start + (int64_t)kw_ * (p)->dilations[2];                                        \
-                TAP(d_*(int64_t)(g)->in.strides[2] + h_ * (int64_t)(g)->in.strides[3] +                                \
-                        w_ * (int64_t)(g)->in.strides[4],                                                              \
-                    (int32_t)((d_ * (g)->in.sizes[3] + h_) * (g)->in.sizes[4] + w_));                                  \
-            }                                                                                                          \
-        }                                                                                                              \
-    }
-
-/* How far ahead of each tap's load the same row of the image is fetched:
- * the hardware's prefetchers leave the channels-last paths waiting for
- * memory (a window reads a few rows, C values at each of its columns);
- * 4 KiB ahead halves their time here (NCHW rows gain nothing from it). A
- * prefetch never faults, past the end of the tensor included. */
-enum { NHWC_PREFETCH_AHEAD = 4096 };
+ * tails (C not a multiple of 8) load and store through a small copy. The
+ * geometry, plans and loops are max_pooling_nhwc.h's. */
 
 /* Channels per pass over a window's taps: four vectors, whose independent
  * compare-and-blend chains hide each other's latency and share the tap
  * loop's address arithmetic. */
 enum { NHWC_CHUNK_VECTORS = 4, NHWC_CHUNK = 8 * NHWC_CHUNK_VECTORS };
 
-/* Channels per task of the gradient (whole pixels of most layers: each
- * pass over an image reads whole cache lines), and per sum of its gather
- * step (eight vectors, kept in registers). */
-enum { NHWC_GRAD_CHUNK = 256, NHWC_GATHER = 64 };
+/* Channels per sum of the band gradient's gather step (eight vectors, kept
+ * in registers). */
+enum { NHWC_GATHER = 64 };
 
 /* The window maxima over window w of `vectors` vectors of eight channels at
  * `image` (the image's first element plus the channel offset, in bytes),
@@ -1249,57 +1161,6 @@ static ALWAYS_INLINE block_max nhwc_block_max(const nhwc_geometry* g, const dml_
     return m;
 }
 
-/* Whether the problem is one the channels-last path handles: FLOAT32 or
- * FLOAT16, C stride 1 in every tensor given, plane positions fitting int32. */
-static bool nhwc_geometry_init(nhwc_geometry* g, const DMLOperator* op, const dml_tensor* windows,
-                               const dml_tensor* const* channels_last, int count) {
-    const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
-    if (input->type != DML_TENSOR_DATA_TYPE_FLOAT32 && input->type != DML_TENSOR_DATA_TYPE_FLOAT16) return false;
-    g->in = dml_pool_view_5d(input);
-    g->out = dml_pool_view_5d(windows);
-    g->half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    g->channels = g->in.sizes[1];
-    if (g->in.strides[1] != 1 || g->out.strides[1] != 1) return false;
-    for (int i = 0; i < count; i++)
-        if (dml_pool_view_5d(channels_last[i]).strides[1] != 1) return false;
-    uint64_t plane = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];
-    return plane < ((uint64_t)1 << 28);
-}
-
-typedef struct nhwc_forward_plan {
-    nhwc_geometry g;
-    dml_pool_view idx;
-    bool has_indices, indices_64;
-    int64_t positions; /* N * OD * OH * OW */
-    int threads;
-} nhwc_forward_plan;
-
-static HRESULT plan_forward_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
-                                 dml_plan* plan) {
-    (void)flags;
-    nhwc_forward_plan f;
-    memset(&f, 0, sizeof f);
-    const dml_tensor* indices =
-        op->output_count > DML_POOL_OUTPUT_INDICES ? &op->outputs[DML_POOL_OUTPUT_INDICES].tensor : NULL;
-    f.has_indices = indices && indices->present;
-    if (!nhwc_geometry_init(&f.g, op, &op->outputs[DML_POOL_OUTPUT].tensor, &indices, f.has_indices ? 1 : 0))
-        return S_FALSE;
-    if (f.has_indices) {
-        f.idx = dml_pool_view_5d(indices);
-        f.indices_64 = indices->type == DML_TENSOR_DATA_TYPE_UINT64;
-    }
-    const dml_pool_view* o = &f.g.out;
-    f.positions = (int64_t)o->sizes[0] * o->sizes[2] * o->sizes[3] * o->sizes[4];
-    const dml_pooling_params* p = op->params;
-    uint64_t cost = (uint64_t)o->sizes[1] * p->window[0] * p->window[1] * p->window[2];
-    f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.positions,
-                                    dml_cpu_items_per_thread(cost, DML_CPU_MIN_WORK_PER_THREAD));
-    nhwc_forward_plan* state = dml_plan_state(plan, sizeof *state);
-    if (state == NULL) return E_OUTOFMEMORY;
-    *state = f;
-    return S_OK;
-}
-
 /* Writes eight channels' maxima (the first `count`): -inf and an all-ones
  * index for a window without taps. A FLOAT16 NaN is re-read for its bits. */
 static void store_nhwc_block(const nhwc_forward_plan* f, const char* image, char* out, char* indices, uint32_t c,
@@ -1315,12 +1176,7 @@ static void store_nhwc_block(const nhwc_forward_plan* f, const char* image, char
             _mm256_storeu_si256((__m256i*)position, m->position);
             for (uint32_t lane = 0; lane < count; lane++) {
                 if (!(nan_lanes >> lane & 1)) continue;
-                uint32_t at = (uint32_t)position[lane], w = at % g->in.sizes[4],
-                         h = at / g->in.sizes[4] % g->in.sizes[3];
-                uint32_t d = at / g->in.sizes[4] / g->in.sizes[3];
-                lanes[lane] =
-                    ((const uint16_t*)
-                         image)[d * g->in.strides[2] + h * g->in.strides[3] + w * g->in.strides[4] + c + lane];
+                lanes[lane] = nhwc_half_at_position(g, image, (uint32_t)position[lane], c + lane);
             }
         }
         memcpy((uint16_t*)out + c, lanes, count * sizeof *lanes);
@@ -1354,127 +1210,33 @@ static void store_nhwc_block(const nhwc_forward_plan* f, const char* image, char
         ((uint64_t*)indices)[c + l] = found ? first + l * plane + (uint32_t)position[l] : UINT64_MAX;
 }
 
-static HRESULT run_forward_nhwc(const dml_kernel_args* args) {
-    const nhwc_forward_plan* f = DML_PLAN_STATE(args, nhwc_forward_plan);
+/* One output position's channels: whole chunks of four vectors, then single vectors. */
+static void forward_position_nhwc(const nhwc_forward_plan* f, const dml_pooling_params* p, const char* image, char* out,
+                                  char* idx, uint32_t n, const nhwc_window* w) {
     const nhwc_geometry* g = &f->g;
-    const dml_pooling_params* p = args->op->params;
-    const char* input = args->inputs[DML_POOL_INPUT];
-    char* output = args->outputs[DML_POOL_OUTPUT];
-    char* indices = f->has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
-    size_t element = g->half ? 2 : 4, index_element = f->indices_64 ? 8 : 4;
-    const dml_pool_view* o = &g->out;
-#pragma omp parallel for num_threads(f->threads) schedule(static)
-    for (int64_t at = 0; at < f->positions; at++) {
-        nhwc_position x = nhwc_position_at(o, (uint64_t)at);
-        uint32_t n = x.n, od = x.od, oh = x.oh, ow = x.ow;
-        nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
-        const char* image = input + n * g->in.strides[0] * element;
-        char* out =
-            output + (n * o->strides[0] + od * o->strides[2] + oh * o->strides[3] + ow * o->strides[4]) * element;
-        char* idx = indices ? indices + (n * f->idx.strides[0] + od * f->idx.strides[2] + oh * f->idx.strides[3] +
-                                         ow * f->idx.strides[4]) *
-                                            index_element
-                            : NULL;
-        uint32_t c = 0;
-        if (w.taps > 0)
-            for (; c + NHWC_CHUNK <= g->channels; c += NHWC_CHUNK) {
-                block_max m[NHWC_CHUNK_VECTORS];
-                nhwc_chunk_max(g, p, image + c * element, &w, NHWC_CHUNK_VECTORS, 8, m);
-                for (int v = 0; v < NHWC_CHUNK_VECTORS; v++)
-                    store_nhwc_block(f, image, out, idx, c + 8 * v, n, 8, &m[v], true);
-            }
-        for (; c < g->channels; c += 8) {
-            uint32_t count = g->channels - c < 8 ? g->channels - c : 8;
-            block_max m = nhwc_block_max(g, p, image + c * element, &w, count);
-            store_nhwc_block(f, image, out, idx, c, n, count, &m, w.taps > 0);
+    size_t element = g->half ? 2 : 4;
+    uint32_t c = 0;
+    if (w->taps > 0)
+        for (; c + NHWC_CHUNK <= g->channels; c += NHWC_CHUNK) {
+            block_max m[NHWC_CHUNK_VECTORS];
+            nhwc_chunk_max(g, p, image + c * element, w, NHWC_CHUNK_VECTORS, 8, m);
+            for (int v = 0; v < NHWC_CHUNK_VECTORS; v++)
+                store_nhwc_block(f, image, out, idx, c + 8 * v, n, 8, &m[v], true);
         }
+    for (; c < g->channels; c += 8) {
+        uint32_t count = g->channels - c < 8 ? g->channels - c : 8;
+        block_max m = nhwc_block_max(g, p, image + c * element, w, count);
+        store_nhwc_block(f, image, out, idx, c, n, count, &m, w->taps > 0);
     }
+}
+
+static HRESULT run_forward_nhwc(const dml_kernel_args* args) {
+    nhwc_run_forward(args, forward_position_nhwc);
     return S_OK;
 }
 
-const dml_impl dml_cpu_max_pooling_avx2_nhwc = {"max_pooling/avx2/nhwc", DML_ISA_AVX2, plan_forward_nhwc,
+const dml_impl dml_cpu_max_pooling_avx2_nhwc = {"max_pooling/avx2/nhwc", DML_ISA_AVX2, nhwc_plan_forward,
                                                 run_forward_nhwc};
-
-/* The gradient, channels-last: tasks of (image, chunk of channels), each
- * writing every element of its part of OutputGradient once, input row by
- * input row: per lane +0 plus, in increasing output order, InputGradient of
- * each window that contains the element and whose argmax it is. That is
- * the generic kernel's sum bit for bit (it adds in the same order; the +0
- * skipped for the other windows leaves a sum that started at +0 unchanged),
- * with no accumulator to clear, re-read and copy. The argmax positions of
- * the output rows an input row needs are computed once into a band in the
- * temporary resource, slot (od % band_d, oh % band_h): the output rows whose
- * windows contain an input row are consecutive up to that many, so they
- * never share a slot. */
-typedef struct nhwc_grad_plan {
-    nhwc_geometry g;
-    dml_pool_view grad_out;
-    bool write_once;   /* disjoint windows: write_once_window_nhwc, no band */
-    bool uncovered[3]; /* write_once: some coordinate of D, H, W lies in no window */
-    int64_t windows;   /* write_once: N * OD * OH * OW */
-    uint32_t chunks;   /* per image */
-    uint32_t pitch;    /* int32 per output position in a band row: the chunk rounded up to 8 */
-    uint32_t band_d, band_h;
-    uint64_t band_tags; /* bytes of the band's slot tags, 64-aligned; the rows follow */
-    uint64_t band_size; /* bytes per thread */
-    int64_t tasks;
-    int threads;
-} nhwc_grad_plan;
-
-/* The most band rows a task keeps; windows that need more (tall windows
- * over small strides) decline to the generic kernel. */
-enum { NHWC_MAX_BAND_SLOTS = 64 };
-
-/* How many consecutive output coordinates along `dim` can have windows
- * containing one input coordinate. */
-static uint32_t windows_per_coordinate(const dml_pooling_params* p, uint32_t dim) {
-    return (uint32_t)((uint64_t)(p->window[dim] - 1) * p->dilations[dim] / p->strides[dim] + 1);
-}
-
-static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
-                              dml_plan* plan) {
-    (void)flags;
-    nhwc_grad_plan gp;
-    memset(&gp, 0, sizeof gp);
-    const dml_tensor* output_gradient = &op->outputs[DML_POOL_OUTPUT].tensor;
-    if (!nhwc_geometry_init(&gp.g, op, &op->inputs[DML_POOL_INPUT_GRADIENT].tensor, &output_gradient, 1))
-        return S_FALSE;
-    gp.grad_out = dml_pool_view_5d(output_gradient);
-    const dml_pooling_params* p = op->params;
-    const dml_pool_view* o = &gp.g.out;
-    uint32_t chunk = gp.g.channels < NHWC_GRAD_CHUNK ? gp.g.channels : NHWC_GRAD_CHUNK;
-    gp.chunks = (gp.g.channels + chunk - 1) / chunk;
-    gp.pitch = (chunk + 7) / 8 * 8;
-    gp.tasks = (int64_t)gp.g.in.sizes[0] * gp.chunks;
-    gp.band_d = windows_per_coordinate(p, 0);
-    gp.band_h = windows_per_coordinate(p, 1);
-    uint64_t slots = (uint64_t)gp.band_d * gp.band_h;
-    gp.band_tags = (slots * sizeof(int64_t) + 63) / 64 * 64;
-    gp.band_size = gp.band_tags + slots * o->sizes[4] * gp.pitch * sizeof(int32_t);
-    uint64_t plane = (uint64_t)gp.g.in.sizes[2] * gp.g.in.sizes[3] * gp.g.in.sizes[4];
-    uint64_t cost = plane * chunk + (uint64_t)o->sizes[2] * o->sizes[3] * o->sizes[4] * chunk * p->window[0] *
-                                        p->window[1] * p->window[2];
-    gp.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp.tasks,
-                                     dml_cpu_items_per_thread(cost, DML_CPU_MIN_WORK_PER_THREAD));
-    /* Disjoint windows over the same spatial strides in Input and OutputGradient: write once. */
-    gp.write_once = disjoint_windows(p) && gp.grad_out.strides[2] == gp.g.in.strides[2] &&
-                    gp.grad_out.strides[3] == gp.g.in.strides[3] && gp.grad_out.strides[4] == gp.g.in.strides[4];
-    if (gp.write_once) {
-        for (uint32_t dim = 0; dim < 3; dim++)
-            gp.uncovered[dim] = some_coordinate_in_no_window(p, dim, gp.g.in.sizes[2 + dim], o->sizes[2 + dim]);
-        gp.windows = (int64_t)o->sizes[0] * o->sizes[2] * o->sizes[3] * o->sizes[4];
-        gp.threads = dml_cpu_threads_for(
-            (int)device->threads, (uint64_t)gp.windows,
-            dml_cpu_items_per_thread((uint64_t)gp.g.channels * p->window[0] * p->window[1] * p->window[2],
-                                     DML_CPU_MIN_WORK_PER_THREAD));
-    }
-    if (!gp.write_once && slots > NHWC_MAX_BAND_SLOTS) return S_FALSE;
-    nhwc_grad_plan* state = dml_plan_state(plan, sizeof *state);
-    if (state == NULL) return E_OUTOFMEMORY;
-    *state = gp;
-    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * gp.band_size;
-    return S_OK;
-}
 
 /* Disjoint windows, channels-last: each window's taps are written once,
  * per channel +0 + dy at the argmax (the generic one-term sum) and +0 at
@@ -1493,6 +1255,9 @@ static ALWAYS_INLINE void write_once_chunk_nhwc(const nhwc_geometry* g, const dm
 #define WRITE_TAP(tap_offset, tap_position)                                                                            \
     do {                                                                                                               \
         __m256i position_ = _mm256_set1_epi32(tap_position);                                                           \
+        char* tap_ = dx_image + ((tap_offset) + c) * (int64_t)element;                                                 \
+        for (int line_ = 0; line_ < vectors * 8 * (int)element; line_ += 64) /* see max_pooling_nhwc_avx512.c */       \
+            _mm_prefetch(tap_ + line_ + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                                             \
         for (int v_ = 0; v_ < vectors; v_++)                                                                           \
             store_lanes(                                                                                               \
                 dx_image + ((tap_offset) + c + 8 * v_) * (int64_t)element,                                             \
@@ -1511,55 +1276,6 @@ static void write_once_window_nhwc(const nhwc_grad_plan* gp, const dml_pooling_p
         write_once_chunk_nhwc(g, p, image, dy, dx_image, w, c, NHWC_CHUNK_VECTORS, 8);
     for (; c < g->channels; c += 8)
         write_once_chunk_nhwc(g, p, image, dy, dx_image, w, c, 1, g->channels - c < 8 ? g->channels - c : 8);
-}
-
-/* Zeroes the positions of one image that lie in no window. */
-static void zero_uncovered_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, char* dx_image, uint32_t d,
-                                uint32_t h) {
-    const nhwc_geometry* g = &gp->g;
-    const dml_pool_view* x = &gp->grad_out;
-    const size_t element = g->half ? 2 : 4;
-    char* row = dx_image + (d * x->strides[2] + h * x->strides[3]) * element;
-    bool row_covered = in_a_window(p, 0, d, g->out.sizes[2]) && in_a_window(p, 1, h, g->out.sizes[3]);
-    for (uint32_t w = 0; w < g->in.sizes[4]; w++)
-        if (!row_covered || !in_a_window(p, 2, w, g->out.sizes[4]))
-            memset(row + w * x->strides[4] * element, 0, g->channels * element);
-}
-
-static void write_once_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args) {
-    const nhwc_geometry* g = &gp->g;
-    const dml_pool_view* o = &g->out;
-    const size_t element = g->half ? 2 : 4;
-    const char* input = args->inputs[DML_POOL_INPUT];
-    const char* input_gradient = args->inputs[DML_POOL_INPUT_GRADIENT];
-    char* output_gradient = args->outputs[DML_POOL_OUTPUT];
-    bool some_uncovered = gp->uncovered[0] || gp->uncovered[1] || gp->uncovered[2];
-    int64_t rows = (int64_t)g->in.sizes[0] * g->in.sizes[2] * g->in.sizes[3]; /* N * D * H */
-#pragma omp parallel num_threads(gp->threads)
-    {
-#pragma omp for schedule(static) nowait
-        for (int64_t at = 0; at < gp->windows; at++) {
-            nhwc_position x = nhwc_position_at(o, (uint64_t)at);
-            uint32_t n = x.n, od = x.od, oh = x.oh, ow = x.ow;
-            nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
-            if (w.taps == 0) continue; /* an all-padding window: no taps */
-            write_once_window_nhwc(
-                gp, p, input + n * g->in.strides[0] * element,
-                input_gradient +
-                    (n * o->strides[0] + od * o->strides[2] + oh * o->strides[3] + ow * o->strides[4]) * element,
-                output_gradient + n * gp->grad_out.strides[0] * element, &w);
-        }
-        if (some_uncovered) {
-#pragma omp for schedule(static)
-            for (int64_t row = 0; row < rows; row++) {
-                uint32_t h = (uint32_t)((uint64_t)row % g->in.sizes[3]);
-                uint64_t rest = (uint64_t)row / g->in.sizes[3];
-                uint32_t d = (uint32_t)(rest % g->in.sizes[2]);
-                uint32_t n = (uint32_t)(rest / g->in.sizes[2]);
-                zero_uncovered_nhwc(gp, p, output_gradient + n * gp->grad_out.strides[0] * element, d, h);
-            }
-        }
-    }
 }
 
 /* The output coordinates along `dim` whose windows contain input
@@ -1689,11 +1405,19 @@ static void grad_nhwc_task(const nhwc_grad_plan* gp, const dml_pooling_params* p
     }
 }
 
+static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
+                              dml_plan* plan) {
+    (void)flags;
+    nhwc_grad_plan gp;
+    if (!nhwc_grad_plan_of(op, device, &gp)) return S_FALSE;
+    return nhwc_grad_plan_store(&gp, plan);
+}
+
 static HRESULT run_grad_nhwc(const dml_kernel_args* args) {
     const nhwc_grad_plan* gp = DML_PLAN_STATE(args, nhwc_grad_plan);
     const dml_pooling_params* p = args->op->params;
     if (gp->write_once) {
-        write_once_nhwc(gp, p, args);
+        nhwc_write_once(gp, p, args, write_once_window_nhwc);
         return S_OK;
     }
     char* scratch = args->temporary;

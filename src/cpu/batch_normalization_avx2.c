@@ -203,6 +203,10 @@ HRESULT dml_cpu_bn_plan_training_runs(const DMLOperator* op, const DMLDevice* de
     return plan_training(op, device, false, result);
 }
 
+HRESULT dml_cpu_bn_plan_gradient_runs(const DMLOperator* op, const DMLDevice* device, dml_plan* result) {
+    return plan_gradient(op, device, false, result);
+}
+
 /* ---- Vectors: eight elements as FLOAT32 lanes, or as two FLOAT64 halves ---- */
 
 /* Hot code is written once with `half` as a parameter and instantiated with
@@ -413,13 +417,7 @@ HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t 
 
 /* dx = k * (dy - u - (x - Mean) * w), or k * dy for the constant-statistics GRAD (spec §6, §7). */
 
-typedef struct backward_args {
-    const void* x;
-    const void* dy;
-    void* dx;
-    bool training;
-    bool stream;
-} backward_args;
+typedef dml_bn_backward_args backward_args;
 
 HOT __m256d backward4(bool training, __m256d x, __m256d dy, __m256d mean, __m256d k, __m256d u, __m256d w) {
     if (!training) return _mm256_mul_pd(k, dy);
@@ -848,13 +846,7 @@ static HRESULT run_training(const dml_kernel_args* args) {
 
 static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
     const bn_fast_plan* p = DML_PLAN_STATE(args, bn_fast_plan);
-    backward_args a = {
-        .x = args->inputs[DML_BN_GRAD_INPUT],
-        .dy = args->inputs[DML_BN_GRAD_INPUT_GRADIENT],
-        .dx = args->outputs[DML_BN_GRAD_OUTPUT_GRADIENT],
-        .training = training,
-        .stream = p->stream,
-    };
+    backward_args a = dml_bn_backward_args_of(args, training, p->stream);
     if (!p->channels) {
         PARALLEL_ITEMS_TYPED(p, p->groups, p->outer * p->inner, GRADIENT_GROUP);
         return S_OK;

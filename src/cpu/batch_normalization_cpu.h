@@ -28,6 +28,8 @@ typedef struct bn_fast_plan {
 /* BATCH_NORMALIZATION_TRAINING's plan for the runs class (packed NCHW-like,
  * I > 1): S_FALSE for other layouts. */
 HRESULT dml_cpu_bn_plan_training_runs(const DMLOperator* op, const DMLDevice* device, dml_plan* result);
+/* Both GRADs' plan for the runs class. */
+HRESULT dml_cpu_bn_plan_gradient_runs(const DMLOperator* op, const DMLDevice* device, dml_plan* result);
 
 enum {
     /* Elements of a run per statistics chunk (runs): a chunk stays in L1
@@ -120,6 +122,25 @@ static inline dml_bn_forward_args dml_bn_training_forward_args(const dml_kernel_
         .fused_add = args->inputs[DML_BN_TRAINING_FUSED_ADD],
         .y = args->outputs[DML_BN_TRAINING_OUTPUT],
         .activation = params->activation,
+        .stream = stream,
+    };
+}
+
+/* The operands of a backward element-wise pass (both GRADs). */
+typedef struct dml_bn_backward_args {
+    const void* x;
+    const void* dy;
+    void* dx;
+    bool training; /* TRAINING_GRAD: dx = k * (dy - u - (x - Mean) * w), else k * dy */
+    bool stream;   /* non-temporal stores where aligned */
+} dml_bn_backward_args;
+
+static inline dml_bn_backward_args dml_bn_backward_args_of(const dml_kernel_args* args, bool training, bool stream) {
+    return (dml_bn_backward_args){
+        .x = args->inputs[DML_BN_GRAD_INPUT],
+        .dy = args->inputs[DML_BN_GRAD_INPUT_GRADIENT],
+        .dx = args->outputs[DML_BN_GRAD_OUTPUT_GRADIENT],
+        .training = training,
         .stream = stream,
     };
 }

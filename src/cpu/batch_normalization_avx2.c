@@ -23,13 +23,15 @@
  * block's lanes made once per chunk. Outputs far larger than the caches are
  * written with non-temporal stores.
  *
- * Numerics. Statistics: per chunk (runs: up to DML_BN_CHUNK elements, a piece of
- * a long run or several short runs of the group; channels: up to CHUNK_ROWS
- * rows), the sum and then the squared deviations from the chunk mean in
- * FLOAT64 lanes, chunks merged by Chan's formula in a fixed order (spec §5,
- * §9). Gradient sums: FLOAT64 lanes. Runs of FLOAT16 tensors add FLOAT32
- * spans of at most DML_BN_SPAN values per lane into those FLOAT64 lanes (see DML_BN_SPAN;
- * the channels' row-major reductions are memory-bound without). The
+ * Numerics. Statistics: per chunk (runs: up to DML_BN_CHUNK elements, a
+ * piece of a long run or several short runs of the group; channels: up to
+ * CHUNK_ROWS rows), the sum and then the squared deviations from the chunk
+ * mean in FLOAT64 lanes, chunks merged by Chan's formula in a fixed order
+ * (spec §5, §9). Gradient sums: FLOAT64 lanes. Runs of FLOAT16 tensors add
+ * FLOAT32 spans of at most DML_BN_SPAN values per lane into those FLOAT64
+ * lanes (the channels' row-major reductions are memory-bound without); the
+ * FLOAT32 runs of TRAINING and the GRADs do the same where AVX-512 runs them
+ * (batch_normalization_avx512.c). The
  * element-wise passes: FLOAT32 tensors in FLOAT64 (forward with one FMA),
  * rounded to FLOAT32; FLOAT16 tensors in FLOAT32 (exact inputs, 2^-24
  * roundings, far inside FLOAT16's precision). The fused

@@ -1,18 +1,18 @@
-/* BATCH_NORMALIZATION_TRAINING with AVX-512 for packed FLOAT32 tensors in
- * the runs class (packed NCHW-like, batch_normalization_avx2.c classifies
- * the layout; FLOAT16 and the channels class are left to the AVX2
- * implementations).
+/* BATCH_NORMALIZATION_TRAINING, _GRAD and _TRAINING_GRAD with AVX-512 for
+ * packed FLOAT32 tensors in the runs class (packed NCHW-like;
+ * batch_normalization_avx2.c classifies the layout; FLOAT16 and the
+ * channels class are left to the AVX2 implementations).
  *
  * Work as in the AVX2 runs: one group at a time on one thread, first its
- * statistics chunk by chunk (dml_bn_group_stats: each chunk read from
- * memory once, then again from L1), then the element-wise pass, which finds
- * the group's data still in L2.
+ * statistics (chunk by chunk, dml_bn_group_stats: each chunk read from
+ * memory once, then again from L1) or gradient sums, then the element-wise
+ * pass, which finds the group's data still in L2.
  *
  * Fewer instructions per element than the AVX2 path (on Zen 4 a 512-bit
  * operation costs two 256-bit ones, so the gain is in the front end and in
  * the conversions avoided, not in wider units). Statistics of a chunk:
- * pass 1 adds the FLOAT32 inputs in FLOAT32 spans (DML_BN_SPAN vectors per
- * lane, then FLOAT64), only to find a center c, the chunk's mean rounded to
+ * pass 1 adds the inputs in FLOAT32 spans (DML_BN_SPAN vectors per lane,
+ * then FLOAT64), only to find a center c, the chunk's mean rounded to
  * FLOAT32; pass 2 adds d = x - c and d * d in FLOAT32 spans into FLOAT64
  * lanes, and mean = c + S1 / n, m2 = S2 - S1^2 / n in FLOAT64. The error of
  * d is at most 2^-24 |x - c| (relative to the deviation, whatever the
@@ -21,10 +21,11 @@
  * variance within about 1e-6 relative while the data's mean is below 10^5
  * standard deviations (c is then far closer to the mean than one standard
  * deviation), inside the spec's tolerances (§9: 1e-4 relative for
- * reductions, 1e-5 + 1e-6 for the outputs). The element-wise pass is the
- * AVX2 one's formula in FLOAT64 lanes (one FMA), rounded once to FLOAT32.
- * Work items are groups, each computed in a fixed order: the bits never
- * depend on the thread count. */
+ * reductions, 1e-5 + 1e-6 for the outputs). The gradient sums the same way
+ * about Mean (a FLOAT32 value). The element-wise passes are the AVX2 ones'
+ * formulas in FLOAT64 lanes, rounded once to FLOAT32. Work items are
+ * groups, each computed in a fixed order: the bits never depend on the
+ * thread count. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>

@@ -1032,6 +1032,54 @@ TEST_CASE(half_precision_passes) {
             expect_same_bits_typed(types[t], DML_TENSOR_DATA_TYPE_FLOAT16, x, p_sizes, nhwc, false);
 }
 
+/* FLOAT32 TRAINING and GRADs through the FLOAT32 spans of the AVX-512 sums
+ * (src/cpu/batch_normalization_avx512.c): runs longer than a statistics
+ * chunk (4096) with tails, and runs whose output is large enough for
+ * non-temporal stores (8 MiB) starting off 64-byte boundaries; data far from
+ * zero relative to its spread (offsets 1e3 and 1e4, so that the centering
+ * matters) with a Mean input near it, a fused add and activations; the
+ * spec's tolerances against the float64 reference, and the same bits on
+ * every thread count. */
+TEST_CASE(single_precision_long_runs) {
+    static const uint32_t shapes[2][4] = {{3, 16, 67, 67}, {2, 16, 362, 363}}, p_sizes[4] = {1, 16, 1, 1};
+    static const double offsets[2] = {1e3, 1e4};
+    static const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+                                               DML_OPERATOR_BATCH_NORMALIZATION_GRAD,
+                                               DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    DMLDevice* device = test_device(0);
+    for (int s = 0; s < 2 && !test_case_failed(); s++) {
+        const uint32_t* x = shapes[s];
+        uint64_t count = (uint64_t)x[0] * x[1] * x[2] * x[3];
+        double* input = malloc(count * sizeof *input);
+        double mean[16];
+        for (uint64_t i = 0; i < count; i++)
+            input[i] = offsets[s] + test_rand_double(-1, 1);
+        for (int j = 0; j < 16; j++)
+            mean[j] = offsets[s] + test_rand_double(-0.1, 0.1);
+        for (int t = 0; t < 3 && !test_case_failed(); t++)
+            for (int variant = 0; variant < (is_gradient(types[t]) ? 1 : 2) && !test_case_failed(); variant++) {
+                bn_problem p = problem_4d(types[t], x, p_sizes);
+                p.epsilon = 1e-5;
+                p.fused_add = !is_gradient(types[t]) && variant == 0;
+                if (!is_gradient(types[t]))
+                    p.activation = (bn_ref_activation){
+                        variant ? DML_OPERATOR_ACTIVATION_GELU : DML_OPERATOR_ACTIVATION_RELU, 0, 0};
+                const double* given[5] = {input};
+                if (is_gradient(types[t])) given[2] = mean; /* the Mean input */
+                bn_run r;
+                bn_setup(&r, &p, given);
+                EXPECT_STATUS(bn_execute(&r, device), S_OK, NULL);
+                bn_check(&p, &r);
+                bn_free(&r);
+            }
+        free(input);
+    }
+    dmlReleaseDevice(device);
+    for (int t = 0; t < 3; t++)
+        for (int adversarial = 0; adversarial < 2; adversarial++)
+            expect_same_bits(types[t], shapes[0], p_sizes, false, adversarial);
+}
+
 /* FLOAT16 inference whose output is large enough for non-temporal stores
  * (8 MiB, DML_CPU_STREAM_BYTES in src/cpu/cpu.h): runs of
  * 362 x 363 elements (not a multiple of 16), so that they start on 32-byte

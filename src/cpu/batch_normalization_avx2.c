@@ -23,13 +23,15 @@
  * block's lanes made once per chunk. Outputs far larger than the caches are
  * written with non-temporal stores.
  *
- * Numerics. Statistics: per chunk (runs: up to CHUNK elements, a piece of
- * a long run or several short runs of the group; channels: up to CHUNK_ROWS
- * rows), the sum and then the squared deviations from the chunk mean in
- * FLOAT64 lanes, chunks merged by Chan's formula in a fixed order (spec §5,
- * §9). Gradient sums: FLOAT64 lanes. Runs of FLOAT16 tensors add FLOAT32
- * spans of at most SPAN values per lane into those FLOAT64 lanes (see SPAN;
- * the channels' row-major reductions are memory-bound without). The
+ * Numerics. Statistics: per chunk (runs: up to DML_BN_CHUNK elements, a
+ * piece of a long run or several short runs of the group; channels: up to
+ * CHUNK_ROWS rows), the sum and then the squared deviations from the chunk
+ * mean in FLOAT64 lanes, chunks merged by Chan's formula in a fixed order
+ * (spec §5, §9). Gradient sums: FLOAT64 lanes. Runs of FLOAT16 tensors add
+ * FLOAT32 spans of at most DML_BN_SPAN values per lane into those FLOAT64
+ * lanes (the channels' row-major reductions are memory-bound without); the
+ * FLOAT32 runs of TRAINING and the GRADs do the same where AVX-512 runs them
+ * (batch_normalization_avx512.c). The
  * element-wise passes: FLOAT32 tensors in FLOAT64 (forward with one FMA),
  * rounded to FLOAT32; FLOAT16 tensors in FLOAT32 (exact inputs, 2^-24
  * roundings, far inside FLOAT16's precision). The fused
@@ -47,7 +49,6 @@
 #include "batch_normalization_cpu.h"
 
 enum {
-    CHUNK = 4096,           /* elements of a run per statistics chunk (runs) */
     CHUNK_ROWS = 256,       /* at most this many rows per chunk (channels) */
     CHUNK_ELEMENTS = 65536, /* and about this many elements: a chunk stays in L2 between its two passes */
     BLOCK = 16,             /* groups per block (channels): one 64-byte line of FLOAT32 */
@@ -57,17 +58,6 @@ enum {
     STREAM_ITEM = 65536,    /* elements per work item of inference (runs) */
     PREFETCH_BYTES = 2048   /* how far ahead a pass that streams from memory asks for lines */
 };
-
-/* The plan: the layout class and what the run steps need. */
-typedef struct bn_fast_plan {
-    uint64_t outer, groups, inner; /* O, G, I */
-    bool channels;                 /* I == 1: vectorized across groups */
-    uint64_t chunk_rows, chunks;   /* channels: rows per chunk of the reduction and of the work split */
-    bool reduces;                  /* TRAINING and the GRADs (inference needs no partials) */
-    bool half;
-    bool stream;
-    int threads;
-} bn_fast_plan;
 
 /* ---- Plans ---- */
 
@@ -210,6 +200,14 @@ static HRESULT plan_gradient(const DMLOperator* op, const DMLDevice* device, boo
 LAYOUT_PLANS(plan_inference)
 LAYOUT_PLANS(plan_training)
 LAYOUT_PLANS(plan_gradient)
+
+HRESULT dml_cpu_bn_plan_training_runs(const DMLOperator* op, const DMLDevice* device, dml_plan* result) {
+    return plan_training(op, device, false, result);
+}
+
+HRESULT dml_cpu_bn_plan_gradient_runs(const DMLOperator* op, const DMLDevice* device, dml_plan* result) {
+    return plan_gradient(op, device, false, result);
+}
 
 /* ---- Vectors: eight elements as FLOAT32 lanes, or as two FLOAT64 halves ---- */
 
@@ -364,13 +362,7 @@ HOT __m256 forward8(bool half, const void* x, const void* fused_add, uint64_t in
     return narrow(value);
 }
 
-typedef struct forward_args {
-    const void* x;
-    const void* fused_add; /* NULL when absent */
-    void* y;
-    dml_activation activation;
-    bool stream;
-} forward_args;
+typedef dml_bn_forward_args forward_args;
 
 /* A pass that streams from memory asks for the line PREFETCH_BYTES ahead
  * of `index` while it is inside its work item (before the element index
@@ -427,13 +419,7 @@ HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t 
 
 /* dx = k * (dy - u - (x - Mean) * w), or k * dy for the constant-statistics GRAD (spec §6, §7). */
 
-typedef struct backward_args {
-    const void* x;
-    const void* dy;
-    void* dx;
-    bool training;
-    bool stream;
-} backward_args;
+typedef dml_bn_backward_args backward_args;
 
 HOT __m256d backward4(bool training, __m256d x, __m256d dy, __m256d mean, __m256d k, __m256d u, __m256d w) {
     if (!training) return _mm256_mul_pd(k, dy);
@@ -480,13 +466,9 @@ HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_
 
 /* ---- Reductions ---- */
 
-/* FLOAT16 sums run in FLOAT32 lanes for spans of at most SPAN vectors, each
- * span then added to the FLOAT64 lanes (spec §9: at least FLOAT32
- * accumulation): the inputs are exact in FLOAT32 and a span's sum is off by
- * at most SPAN * 2^-24 of its terms' magnitudes, far below FLOAT16's
- * precision, at a fraction of the conversions to FLOAT64. */
-enum { SPAN = 8 };
-
+/* FLOAT16 sums run in FLOAT32 spans (DML_BN_SPAN, batch_normalization_cpu.h):
+ * the inputs are exact in FLOAT32, and a span's error is far below FLOAT16's
+ * precision. */
 HOT void add_span(__m256 span, __m256d* lo, __m256d* hi) {
     lanes8 wide = widen(span);
     *lo = _mm256_add_pd(*lo, wide.lo);
@@ -505,7 +487,7 @@ HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t 
         uint64_t t = 0;
         while (half && t + 16 <= count) {
             __m256 a = _mm256_setzero_ps(), b = a;
-            for (int n = 0; n < SPAN && t + 16 <= count; n++, t += 16) {
+            for (int n = 0; n < DML_BN_SPAN && t + 16 <= count; n++, t += 16) {
                 prefetch_ahead(half, x, base + t, ahead);
                 a = _mm256_add_ps(a, load_n(half, x, base + t, 8));
                 b = _mm256_add_ps(b, load_n(half, x, base + t + 8, 8));
@@ -534,7 +516,7 @@ HOT dml_bn_stats chunk_stats(bool half, const void* x, uint64_t index, uint64_t 
         uint64_t t = 0;
         while (half && t + 16 <= count) {
             __m256 a = _mm256_setzero_ps(), b = a;
-            for (int n = 0; n < SPAN && t + 16 <= count; n++, t += 16) {
+            for (int n = 0; n < DML_BN_SPAN && t + 16 <= count; n++, t += 16) {
                 __m256 d0 = _mm256_sub_ps(load_n(half, x, base + t, 8), center_single);
                 __m256 d1 = _mm256_sub_ps(load_n(half, x, base + t + 8, 8), center_single);
                 a = _mm256_fmadd_ps(d0, d0, a);
@@ -572,7 +554,7 @@ HOT void gradient_sums(bool half, const void* x, const void* dy, uint64_t index,
     __m256 center_single = _mm256_set1_ps((float)center);
     while (half && t + 8 <= count) {
         __m256 sdy = _mm256_setzero_ps(), sdyxc = sdy;
-        for (int n = 0; n < SPAN && t + 8 <= count; n++, t += 8) {
+        for (int n = 0; n < DML_BN_SPAN && t + 8 <= count; n++, t += 8) {
             if (t % 16 == 0) {
                 prefetch_ahead(half, x, index + t, ahead);
                 prefetch_ahead(half, dy, index + t, ahead);
@@ -600,19 +582,19 @@ HOT void gradient_sums(bool half, const void* x, const void* dy, uint64_t index,
 
 /* ---- Runs (packed NCHW-like): one group at a time ---- */
 
+static dml_bn_stats chunk_stats_single(const void* x, uint64_t index, uint64_t count, uint64_t runs, uint64_t stride,
+                                       uint64_t ahead) {
+    return chunk_stats(false, x, index, count, runs, stride, ahead);
+}
+
+static dml_bn_stats chunk_stats_half(const void* x, uint64_t index, uint64_t count, uint64_t runs, uint64_t stride,
+                                     uint64_t ahead) {
+    return chunk_stats(true, x, index, count, runs, stride, ahead);
+}
+
 HOT void training_group(bool half, const bn_fast_plan* p, const dml_kernel_args* args, const forward_args* a,
                         uint64_t g) {
-    dml_bn_stats stats = {0, 0, 0};
-    uint64_t runs_per_chunk = p->inner >= CHUNK ? 1 : CHUNK / p->inner, stride = p->groups * p->inner;
-    for (uint64_t o = 0; o < p->outer; o += runs_per_chunk) {
-        uint64_t runs = p->outer - o < runs_per_chunk ? p->outer - o : runs_per_chunk;
-        for (uint64_t c = 0; c < p->inner; c += CHUNK) {
-            /* the next chunk: the run's next piece, or the same piece of the next runs */
-            uint64_t ahead = c + CHUNK < p->inner ? CHUNK : o + 2 * runs_per_chunk <= p->outer ? runs * stride : 0;
-            dml_bn_stats_merge(&stats, chunk_stats(half, a->x, (o * p->groups + g) * p->inner + c,
-                                                   p->inner - c < CHUNK ? p->inner - c : CHUNK, runs, stride, ahead));
-        }
-    }
+    dml_bn_stats stats = dml_bn_group_stats(p, a->x, g, half ? chunk_stats_half : chunk_stats_single);
     double values[4] = {0};
     dml_cpu_bn_finish_statistics(args, g, stats, values);
     group_lanes v = group_broadcast(values);
@@ -829,22 +811,6 @@ static void channel_gradient_finish(const bn_fast_plan* p, const dml_kernel_args
 
 /* ---- Run steps ---- */
 
-/* Runs `items` work items over the device's threads. Each item computes its
- * own outputs in a fixed order, so which thread runs it changes no bit:
- * items are handed out dynamically, and a thread that the OS delays (a
- * shared machine) does not hold the others up. The non-temporal stores are
- * fenced before the threads join. */
-#define PARALLEL_ITEMS(plan, items, item_cost, body)                                                                   \
-    do {                                                                                                               \
-        int64_t count_ = (int64_t)(items);                                                                             \
-        int threads_ = dml_cpu_threads_for((plan)->threads, (uint64_t)count_,                                          \
-                                           dml_cpu_items_per_thread((item_cost), DML_CPU_MIN_WORK_PER_THREAD));        \
-        _Pragma("omp parallel num_threads(threads_)") {                                                                \
-            _Pragma("omp for schedule(dynamic)") for (int64_t item = 0; item < count_; item++) { body; }               \
-            _mm_sfence();                                                                                              \
-        }                                                                                                              \
-    } while (0)
-
 /* The same with `half` constant in each instance of body. */
 #define PARALLEL_ITEMS_TYPED(plan, items, item_cost, HALF_BODY)                                                        \
     do {                                                                                                               \
@@ -868,14 +834,7 @@ static uint64_t chunk_cost(const bn_fast_plan* p) { return p->chunk_rows * p->gr
 
 static HRESULT run_training(const dml_kernel_args* args) {
     const bn_fast_plan* p = DML_PLAN_STATE(args, bn_fast_plan);
-    const dml_batch_norm_params* params = args->op->params;
-    forward_args a = {
-        .x = args->inputs[DML_BN_TRAINING_INPUT],
-        .fused_add = args->inputs[DML_BN_TRAINING_FUSED_ADD],
-        .y = args->outputs[DML_BN_TRAINING_OUTPUT],
-        .activation = params->activation,
-        .stream = p->stream,
-    };
+    forward_args a = dml_bn_training_forward_args(args, p->stream);
     if (!p->channels) {
         PARALLEL_ITEMS_TYPED(p, p->groups, p->outer * p->inner, TRAINING_GROUP);
         return S_OK;
@@ -889,13 +848,7 @@ static HRESULT run_training(const dml_kernel_args* args) {
 
 static HRESULT run_gradient(const dml_kernel_args* args, bool training) {
     const bn_fast_plan* p = DML_PLAN_STATE(args, bn_fast_plan);
-    backward_args a = {
-        .x = args->inputs[DML_BN_GRAD_INPUT],
-        .dy = args->inputs[DML_BN_GRAD_INPUT_GRADIENT],
-        .dx = args->outputs[DML_BN_GRAD_OUTPUT_GRADIENT],
-        .training = training,
-        .stream = p->stream,
-    };
+    backward_args a = dml_bn_backward_args_of(args, training, p->stream);
     if (!p->channels) {
         PARALLEL_ITEMS_TYPED(p, p->groups, p->outer * p->inner, GRADIENT_GROUP);
         return S_OK;

@@ -36,6 +36,8 @@ DML_CPU_BN_AVX2_IMPLS(batch_normalization_training)
 DML_CPU_BN_AVX2_IMPLS(batch_normalization_grad)
 DML_CPU_BN_AVX2_IMPLS(batch_normalization_training_grad)
 #undef DML_CPU_BN_AVX2_IMPLS
+extern const dml_impl dml_cpu_batch_normalization_training_avx512_nchw, dml_cpu_batch_normalization_grad_avx512_nchw,
+    dml_cpu_batch_normalization_training_grad_avx512_nchw; /* batch_normalization_avx512.c: FLOAT32 */
 
 /* Each kernel's implementation list, in order of preference (cpu_impl_list.c). */
 #define DML_CPU_IMPL_LIST(ID, name) extern const dml_impl* const dml_cpu_##name##_impls[];

@@ -23,11 +23,11 @@ const dml_impl* const dml_cpu_batch_normalization_impls[] = {&dml_cpu_batch_norm
                                                              &dml_cpu_batch_normalization_avx2_nhwc,
                                                              &dml_cpu_batch_normalization_generic, NULL};
 const dml_impl* const dml_cpu_batch_normalization_training_impls[] = {
-    &dml_cpu_batch_normalization_training_avx2_nchw, &dml_cpu_batch_normalization_training_avx2_nhwc,
-    &dml_cpu_batch_normalization_training_generic, NULL};
-const dml_impl* const dml_cpu_batch_normalization_grad_impls[] = {&dml_cpu_batch_normalization_grad_avx2_nchw,
-                                                                  &dml_cpu_batch_normalization_grad_avx2_nhwc,
-                                                                  &dml_cpu_batch_normalization_grad_generic, NULL};
+    &dml_cpu_batch_normalization_training_avx512_nchw, &dml_cpu_batch_normalization_training_avx2_nchw,
+    &dml_cpu_batch_normalization_training_avx2_nhwc, &dml_cpu_batch_normalization_training_generic, NULL};
+const dml_impl* const dml_cpu_batch_normalization_grad_impls[] = {
+    &dml_cpu_batch_normalization_grad_avx512_nchw, &dml_cpu_batch_normalization_grad_avx2_nchw,
+    &dml_cpu_batch_normalization_grad_avx2_nhwc, &dml_cpu_batch_normalization_grad_generic, NULL};
 const dml_impl* const dml_cpu_batch_normalization_training_grad_impls[] = {
-    &dml_cpu_batch_normalization_training_grad_avx2_nchw, &dml_cpu_batch_normalization_training_grad_avx2_nhwc,
-    &dml_cpu_batch_normalization_training_grad_generic, NULL};
+    &dml_cpu_batch_normalization_training_grad_avx512_nchw, &dml_cpu_batch_normalization_training_grad_avx2_nchw,
+    &dml_cpu_batch_normalization_training_grad_avx2_nhwc, &dml_cpu_batch_normalization_training_grad_generic, NULL};

@@ -21,8 +21,9 @@
  * variance within about 1e-6 relative while the data's mean is below 10^5
  * standard deviations (c is then far closer to the mean than one standard
  * deviation), inside the spec's tolerances (§9: 1e-4 relative for
- * reductions, 1e-5 + 1e-6 for the outputs). The gradient sums the same way
- * about Mean (a FLOAT32 value). The element-wise passes are the AVX2 ones'
+ * reductions, 1e-5 + 1e-6 for the outputs). The gradient sums cancel (their
+ * result can be far below their terms), so they add exact terms in FLOAT64
+ * lanes. The element-wise passes are the AVX2 ones'
  * formulas in FLOAT64 lanes, rounded once to FLOAT32. Work items are
  * groups, each computed in a fixed order: the bits never depend on the
  * thread count. */
@@ -200,38 +201,42 @@ static void training_group(const bn_fast_plan* p, const dml_kernel_args* args, c
 
 /* ---- Both GRADs ---- */
 
-/* Group g's sums sdy and sdy * (x - mean) in FLOAT32 spans into FLOAT64
- * lanes (x - mean rounds at 2^-24 of the deviation, as in the statistics),
- * prefetching each run's successor. */
-static void gradient_sums(const bn_fast_plan* p, const dml_bn_backward_args* a, uint64_t g, float mean, double* sdy,
+/* Group g's sums sdy and sdy * (x - mean) in FLOAT64 lanes, each term exact
+ * (FLOAT32 values widened; x - mean exact in FLOAT64), prefetching each
+ * run's successor. Unlike the statistics, these sums cancel: a FLOAT32
+ * partial sum's rounding, small against the terms, can exceed the spec's
+ * 1e-4 of a sum that came out near 0 (spec §9: FLOAT64 on the CPU). */
+HOT void add_gradient_terms(__m512 dy, __m512 x, __m512d mean, __m512d* s_low, __m512d* s_high, __m512d* c_low,
+                            __m512d* c_high) {
+    __m512d dy_low = _mm512_cvtps_pd(_mm512_castps512_ps256(dy));
+    __m512d dy_high = _mm512_cvtps_pd(_mm512_extractf32x8_ps(dy, 1));
+    *s_low = _mm512_add_pd(*s_low, dy_low);
+    *s_high = _mm512_add_pd(*s_high, dy_high);
+    *c_low = _mm512_fmadd_pd(dy_low, _mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)), mean), *c_low);
+    *c_high = _mm512_fmadd_pd(dy_high, _mm512_sub_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)), mean), *c_high);
+}
+
+static void gradient_sums(const bn_fast_plan* p, const dml_bn_backward_args* a, uint64_t g, double mean, double* sdy,
                           double* sdyxc) {
     __m512d s_low = _mm512_setzero_pd(), s_high = s_low, c_low = s_low, c_high = s_low;
-    __m512 c = _mm512_set1_ps(mean);
+    __m512d m = _mm512_set1_pd(mean);
     uint64_t count = p->inner, stride = p->groups * p->inner;
     for (uint64_t o = 0; o < p->outer; o++) {
         const float* x = (const float*)a->x + (o * p->groups + g) * p->inner;
         const float* dy = (const float*)a->dy + (o * p->groups + g) * p->inner;
         uint64_t ahead = o + 1 < p->outer ? stride : 0;
-        for (uint64_t t = 0; t < count;) {
-            __m512 s = _mm512_setzero_ps(), q = s;
-            for (int n = 0; n < DML_BN_SPAN && t + LANES <= count; n++, t += LANES) {
-                if (ahead > 0) {
-                    _mm_prefetch((const char*)(x + t + ahead), _MM_HINT_T0);
-                    _mm_prefetch((const char*)(dy + t + ahead), _MM_HINT_T0);
-                }
-                __m512 dyv = _mm512_loadu_ps(dy + t);
-                s = _mm512_add_ps(s, dyv);
-                q = _mm512_fmadd_ps(dyv, _mm512_sub_ps(_mm512_loadu_ps(x + t), c), q);
+        uint64_t t = 0;
+        for (; t + LANES <= count; t += LANES) {
+            if (ahead > 0) {
+                _mm_prefetch((const char*)(x + t + ahead), _MM_HINT_T0);
+                _mm_prefetch((const char*)(dy + t + ahead), _MM_HINT_T0);
             }
-            if (t + LANES > count && t < count) { /* the run's last 1..15 elements; dy is 0 past them */
-                __mmask16 valid = lanes_below(count - t);
-                __m512 dyv = _mm512_maskz_loadu_ps(valid, dy + t);
-                s = _mm512_add_ps(s, dyv);
-                q = _mm512_fmadd_ps(dyv, _mm512_sub_ps(_mm512_maskz_loadu_ps(valid, x + t), c), q);
-                t = count;
-            }
-            add_wide(s, &s_low, &s_high);
-            add_wide(q, &c_low, &c_high);
+            add_gradient_terms(_mm512_loadu_ps(dy + t), _mm512_loadu_ps(x + t), m, &s_low, &s_high, &c_low, &c_high);
+        }
+        if (t < count) { /* the run's last 1..15 elements; dy is 0 past them */
+            __mmask16 valid = lanes_below(count - t);
+            add_gradient_terms(_mm512_maskz_loadu_ps(valid, dy + t), _mm512_maskz_loadu_ps(valid, x + t), m, &s_low,
+                               &s_high, &c_low, &c_high);
         }
     }
     *sdy = sum_wide(s_low, s_high);
@@ -264,7 +269,7 @@ static void gradient_group(const bn_fast_plan* p, const dml_kernel_args* args, c
     const DMLOperator* op = args->op;
     double mean = dml_cpu_bn_load_parameter(&op->inputs[DML_BN_GRAD_MEAN].tensor, args->inputs[DML_BN_GRAD_MEAN], g);
     double sdy, sdyxc, values[3];
-    gradient_sums(p, a, g, (float)mean, &sdy, &sdyxc); /* a FLOAT32 tensor's Mean: exact */
+    gradient_sums(p, a, g, mean, &sdy, &sdyxc);
     dml_cpu_bn_finish_gradient(args, g, sdy, sdyxc, a->training, values);
     backward_run b = {.training = a->training,
                       .mean = _mm512_set1_pd(mean),

@@ -128,6 +128,7 @@ typedef struct pool_case {
     test_tensor in, out, idx, grad_out; /* GRAD: out is InputGradient, grad_out OutputGradient */
     test_layout in_layout, out_layout, idx_layout;
     bool channels_last; /* 4-D, every tensor packed N, H, W, C in memory instead of the layouts above */
+    bool binary16_bits; /* FLOAT16 Input drawn from fill_binary16_bits rather than fill_input */
     DML_MAX_POOLING_OPERATOR_DESC pool;
     DML_MAX_POOLING1_OPERATOR_DESC pool1;
     DML_MAX_POOLING2_OPERATOR_DESC pool2;
@@ -231,6 +232,27 @@ static void fill_input(test_buffer* b, const test_tensor* t, DML_TENSOR_DATA_TYP
     }
 }
 
+/* FLOAT16 values from a random run of a few bit patterns, so that ties are
+ * frequent: NaN of both signs with payloads (runs of them only: windows of
+ * NaN alone), signed zeros, subnormals, infinities and numbers. */
+static void fill_binary16_bits(test_buffer* b, const test_tensor* t) {
+    static const uint16_t patterns[] = {0x7E00, 0xFE01, 0x7D00, 0x7E01, 0x0000, 0x8000, 0x0001,
+                                        0x8001, 0x03FF, 0xFC00, 0x7C00, 0x3C00, 0xBC00, 0x3C01};
+    enum { COUNT = sizeof patterns / sizeof patterns[0] };
+    uint32_t first = test_rand_range(0, COUNT - 1), last = test_rand_range(first, COUNT - 1);
+    for (uint64_t i = 0; i < t->element_count; i++) {
+        uint16_t bits = patterns[test_rand_range(first, last)];
+        memcpy(b->data + 2 * test_tensor_offset(t, i), &bits, sizeof bits);
+    }
+}
+
+static void fill_case_input(test_buffer* b, const pool_case* c) {
+    if (c->binary16_bits)
+        fill_binary16_bits(b, &c->in);
+    else
+        fill_input(b, &c->in, c->value_type);
+}
+
 /* A second guarded buffer with the same bytes, guards and poison included. */
 static void clone_buffer(test_buffer* copy, const test_buffer* original) {
     test_buffer_alloc(copy, original->size);
@@ -291,7 +313,7 @@ static void compare_forward(DMLDevice* cpu, DMLDevice* cuda, pool_case* c) {
 
     test_buffer in_cpu, out_cpu, idx_cpu = {0}, in_cuda, out_cuda, idx_cuda = {0};
     test_buffer_alloc(&in_cpu, c->in.buffer.TotalTensorSizeInBytes);
-    fill_input(&in_cpu, &c->in, c->value_type);
+    fill_case_input(&in_cpu, c);
     clone_buffer(&in_cuda, &in_cpu);
     test_buffer_alloc(&out_cpu, c->out.buffer.TotalTensorSizeInBytes);
     test_buffer_alloc(&out_cuda, c->out.buffer.TotalTensorSizeInBytes);
@@ -364,7 +386,7 @@ static void compare_grad(DMLDevice* cpu, DMLDevice* cuda, pool_case* c) {
 
     test_buffer in_cpu, dy_cpu, dx_cpu, in_cuda, dy_cuda, dx_cuda;
     test_buffer_alloc(&in_cpu, c->in.buffer.TotalTensorSizeInBytes);
-    fill_input(&in_cpu, &c->in, c->value_type);
+    fill_case_input(&in_cpu, c);
     clone_buffer(&in_cuda, &in_cpu);
     test_buffer_alloc(&dy_cpu, c->out.buffer.TotalTensorSizeInBytes);
     test_fill_random(&dy_cpu, &c->out, -1, 1); /* non-integers: the summation order shows */
@@ -479,6 +501,24 @@ static const char* cuda_implementation_of(DMLDevice* cuda, const DML_OPERATOR_DE
     return name;
 }
 
+/* A 4-D case of 3x3 windows, strides 2, start padding 1 and random end
+ * padding 0-2 (at 2, a last window on one input row or column). */
+static void stem_geometry(pool_case* c, uint32_t batch, uint32_t channels, uint32_t height, uint32_t width) {
+    c->rank = 4;
+    c->in_sizes[0] = c->out_sizes[0] = batch;
+    c->in_sizes[1] = c->out_sizes[1] = channels;
+    c->in_sizes[2] = height;
+    c->in_sizes[3] = width;
+    for (int i = 0; i < 2; i++) {
+        c->window[i] = 3;
+        c->strides[i] = 2;
+        c->dilations[i] = 1;
+        c->start_padding[i] = 1;
+        c->end_padding[i] = test_rand_range(0, 2);
+        c->out_sizes[2 + i] = output_size(c->in_sizes[2 + i], 3, 2, 1, 1, c->end_padding[i]);
+    }
+}
+
 /* Spatial geometry of a packed NCHW case: windows that tile the input
  * exactly (2x2 / 2 with widths that are and are not multiples of 4, or k x k
  * / k), 3x3 windows with strides 2 and start padding 1 (the stem pooling of
@@ -488,20 +528,9 @@ static const char* cuda_implementation_of(DMLDevice* cuda, const DML_OPERATOR_DE
 static void nchw_geometry(pool_case* c) {
     uint32_t shape = test_rand_range(0, 4);
     if (shape == 4) {
-        c->rank = 4;
-        c->in_sizes[0] = c->out_sizes[0] = test_rand_range(1, 3);
-        c->in_sizes[1] = c->out_sizes[1] = test_rand_range(1, 5);
-        bool odd = test_rand_range(0, 4) == 0;
-        for (int i = 0; i < 2; i++) {
-            c->window[i] = 3;
-            c->strides[i] = 2;
-            c->dilations[i] = 1;
-            c->start_padding[i] = 1;
-            c->end_padding[i] = test_rand_range(0, 2);
-            c->in_sizes[2 + i] = 2 * test_rand_range(1, 34) + (odd && i == 1); /* up to 68: past one warp of columns */
-            c->out_sizes[2 + i] = output_size(c->in_sizes[2 + i], c->window[i], c->strides[i], c->dilations[i],
-                                              c->start_padding[i], c->end_padding[i]);
-        }
+        bool odd = test_rand_range(0, 4) == 0; /* up to 68 wide: past one warp of columns */
+        stem_geometry(c, test_rand_range(1, 3), test_rand_range(1, 5), 2 * test_rand_range(1, 34),
+                      2 * test_rand_range(1, 34) + odd);
     } else if (shape == 3) {
         random_geometry(c, 4, true, 23);
         for (int i = 0; i < 2; i++) /* strides near 2^32 leave 32-bit coordinates: the strided kernel's */
@@ -536,6 +565,24 @@ static void nchw_geometry(pool_case* c) {
     }
 }
 
+/* Runs case c (forward or gradient) on both devices and compares, after
+ * checking that CUDA takes it by an implementation whose name contains
+ * `expected`. */
+static void compare_by(DMLDevice* cpu, DMLDevice* cuda, pool_case* c, const char* expected) {
+    /* The descriptions, to ask which implementation CUDA takes. */
+    init_case_tensor(c, &c->in, c->value_type, c->in_sizes, c->in_layout);
+    init_case_tensor(c, &c->out, c->value_type, c->out_sizes, c->out_layout);
+    if (c->index_type) init_case_tensor(c, &c->idx, c->index_type, c->out_sizes, c->idx_layout);
+    init_case_tensor(c, &c->grad_out, c->value_type, c->in_sizes, c->out_layout);
+    build_descs(c);
+    const char* name = cuda_implementation_of(cuda, &c->op);
+    EXPECT(strstr(name, expected) != NULL, "CUDA chose %s; %s", name, describe(c));
+    if (c->type == DML_OPERATOR_MAX_POOLING_GRAD)
+        compare_grad(cpu, cuda, c);
+    else
+        compare_forward(cpu, cuda, c);
+}
+
 /* Cases of the fast paths of one layout class: the geometries of
  * nchw_geometry, forward or gradient, FLOAT32 or FLOAT16, which CUDA must
  * run by an implementation whose name contains `expected`; channels-last
@@ -564,18 +611,7 @@ static void compare_fast_path_cases(bool channels_last, int iterations, const ch
         } else {
             c->in_layout = c->out_layout = c->idx_layout = test_rand_bool() ? TEST_LAYOUT_PACKED : TEST_LAYOUT_EXPLICIT;
         }
-        /* The descriptions, to ask which implementation CUDA takes. */
-        init_case_tensor(c, &c->in, c->value_type, c->in_sizes, c->in_layout);
-        init_case_tensor(c, &c->out, c->value_type, c->out_sizes, c->out_layout);
-        if (c->index_type) init_case_tensor(c, &c->idx, c->index_type, c->out_sizes, c->idx_layout);
-        init_case_tensor(c, &c->grad_out, c->value_type, c->in_sizes, c->out_layout);
-        build_descs(c);
-        const char* name = cuda_implementation_of(cuda, &c->op);
-        EXPECT(strstr(name, expected) != NULL, "CUDA chose %s; %s", name, describe(c));
-        if (grad)
-            compare_grad(cpu, cuda, c);
-        else
-            compare_forward(cpu, cuda, c);
+        compare_by(cpu, cuda, c, expected);
         free(c);
     }
     dmlReleaseDevice(cpu);
@@ -585,6 +621,34 @@ static void compare_fast_path_cases(bool channels_last, int iterations, const ch
 /* The packed NCHW fast paths ("max_pooling/cuda/nchw", "max_pooling_grad/cuda/nchw"):
  * bit-identical to the CPU, ties, NaN, infinities and signed zeros included. */
 TEST_CASE(cuda_max_pooling_nchw_matches_cpu) { compare_fast_path_cases(false, 400, "/cuda/nchw"); }
+
+/* FLOAT16 3x3 windows, strides 2, start padding 1 on packed NCHW planes up
+ * to 64 wide (the kernels on __half2 pairs, two window columns per lane):
+ * every width (odd ones take the whole-plane kernels), with and without
+ * 8-byte rows and even output widths, end padding 0-2 (a last window column and row on one input column and
+ * row), heights that leave streams without rows, inputs of bit patterns
+ * (ties, signed zeros, subnormals, NaN payloads, windows of NaN alone),
+ * forward with and without indices and gradient, bit-identical to the CPU. */
+TEST_CASE(cuda_max_pooling_3x3s2_binary16) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (uint32_t width = 1; width <= 64 && !test_case_failed(); width++)
+        for (int run = 0; run < 6 && !test_case_failed(); run++) {
+            pool_case* c = calloc(1, sizeof *c);
+            bool grad = run % 2;
+            c->type = grad ? DML_OPERATOR_MAX_POOLING_GRAD : DML_OPERATOR_MAX_POOLING1;
+            c->value_type = DML_TENSOR_DATA_TYPE_FLOAT16;
+            c->index_type = grad || run == 4 ? DML_TENSOR_DATA_TYPE_UNKNOWN
+                            : run == 0       ? DML_TENSOR_DATA_TYPE_UINT32
+                                             : DML_TENSOR_DATA_TYPE_UINT64;
+            c->binary16_bits = run < 4;
+            stem_geometry(c, test_rand_range(1, 2), test_rand_range(1, 4), 2 * test_rand_range(1, 40), width);
+            compare_by(cpu, cuda, c, "/cuda/nchw");
+            free(c);
+        }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
 
 /* The packed channels-last fast paths ("max_pooling/cuda/nhwc",
  * "max_pooling_grad/cuda/nhwc"): the same, bit-identical to the CPU. */

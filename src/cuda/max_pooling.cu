@@ -13,6 +13,9 @@
 #include "../ops/max_pooling_rules.h"
 #include "cuda.h"
 
+/* After the project's headers: its `half` type would shadow their parameters. */
+#include <cuda_fp16.h>
+
 namespace {
 
 constexpr unsigned kThreads = 256;
@@ -350,16 +353,17 @@ struct nchw_plan {
     uint32_t planes, height, width, out_height, out_width; /* planes: N * C */
     uint32_t type;                                         /* DML_TENSOR_DATA_TYPE of the values */
     uint32_t index_bytes;                                  /* 0 (no indices), 4 or 8 */
-    bool tiles_2x2;                   /* window 2x2 == stride, no padding, dilation 1, even sizes, W % 4 == 0 */
-    bool tiles_exact;                 /* window == stride, no padding, dilation 1, windows cover the input */
-    uint32_t tile_windows;            /* forward with tiles_2x2: windows per thread (2, or FLOAT16's 4) */
-    uint32_t band_rows, band_windows; /* gather form: input rows per block, window rows it needs */
-    bool whole_planes;                /* one block per plane, staged in shared memory (plane_layout_of) */
-    bool window_3x3;                  /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
-    bool window_3x3_stride_2;         /* also strides 2, start padding 1, even H and W (argmax_3x3_stride_2) */
-    bool rows_3x3s2;                  /* also at most 32 window columns and column pairs: the row kernels */
-    uint32_t group_rows;              /* the row kernels' window rows (gradient: row pairs) per warp */
-    uint64_t count;                   /* threads' work items of the kernel that runs */
+    bool tiles_2x2;                    /* window 2x2 == stride, no padding, dilation 1, even sizes, W % 4 == 0 */
+    bool tiles_exact;                  /* window == stride, no padding, dilation 1, windows cover the input */
+    uint32_t tile_windows;             /* forward with tiles_2x2: windows per thread (2, or FLOAT16's 4) */
+    uint32_t band_rows, band_windows;  /* gather form: input rows per block, window rows it needs */
+    bool whole_planes;                 /* one block per plane, staged in shared memory (plane_layout_of) */
+    bool window_3x3;                   /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
+    bool window_3x3_stride_2;          /* also strides 2, start padding 1, even H and W (argmax_3x3_stride_2) */
+    bool rows_3x3s2;                   /* also at most 32 window columns and column pairs: the row kernels */
+    uint32_t row_streams, row_threads; /* the row kernels' streams (warps; FLOAT16: half warps) and threads per block */
+    uint32_t group_rows;               /* their window rows (gradient: row pairs) per stream */
+    uint64_t count;                    /* threads' work items of the kernel that runs */
     unsigned blocks;
 };
 
@@ -497,9 +501,14 @@ __device__ __forceinline__ tap_max<V> argmax_3x3_stride_2(const typename V::T* p
     return best;
 }
 
+/* The whole-tensor index (§5.1) of plane position `position`; all ones for
+ * an all-padding window (position all ones). */
+template <class I> __device__ I index_of(uint64_t plane_base, uint32_t position) {
+    return (I)(position == ~0u ? ~(uint64_t)0 : plane_base + position);
+}
+
 template <class I> __device__ void store_index(void* indices, uint64_t at, uint64_t plane_base, uint32_t position) {
-    uint64_t index = position == ~0u ? ~(uint64_t)0 : plane_base + position;
-    ((I*)indices)[at] = (I)index;
+    ((I*)indices)[at] = index_of<I>(plane_base, position);
 }
 
 /* Window (output element) i of the packed {planes, OH, OW} windows: its
@@ -688,8 +697,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /* ---- 3x3 windows, strides 2, start padding 1, planes at most 64 wide ----
- * One block per plane, each warp a group of `group_rows` consecutive window
- * rows (forward) or input row pairs (gradient), lane b the window column b:
+ * One block per plane, each stream of lanes (FLOAT32: a warp; FLOAT16: half
+ * a warp, on pairs below) a group of `group_rows` consecutive window rows
+ * (forward) or input row pairs (gradient). FLOAT32: lane b the window column b:
  * each input row is one pair load of columns 2b, 2b + 1 per lane, column
  * 2b - 1 comes from lane b - 1, and the row two consecutive window rows share
  * stays in registers; the loads of the next rows are issued before the
@@ -700,9 +710,11 @@ constexpr unsigned kRowWarps = 4;
 /* The most window columns (or column pairs) one warp covers. */
 constexpr uint32_t kRowLanes = 32;
 
-/* One input row as lane b sees it, in FLOAT32 (FLOAT16 widened once per
- * load, exactly): columns 2b, 2b + 1, and 2b - 1 once `take_left` has run
- * (all lanes of the warp together). */
+/* FLOAT16: window column pairs per stream (half a warp), the same planes. */
+constexpr uint32_t kPairLanes = 16;
+
+/* One FLOAT32 input row as lane b sees it: columns 2b, 2b + 1, and 2b - 1
+ * once `take_left` has run (all lanes of the warp together). */
 struct lane_row {
     pair_of<float> pair;
     float left;
@@ -716,17 +728,11 @@ struct lane_row {
     static __device__ float absent() { return __int_as_float(0x7FFFFFFF); }
 };
 
-__device__ pair_of<float> widen_pair(const float* at) { return *(const pair_of<float>*)at; }
-__device__ pair_of<float> widen_pair(const uint16_t* at) {
-    pair_of<uint16_t> pair = *(const pair_of<uint16_t>*)at;
-    return {{dml_cuda_widen(pair.v[0]), dml_cuda_widen(pair.v[1])}};
-}
-
-template <class T> __device__ __forceinline__ lane_row load_lane_row(const T* plane, const nchw_plan& n, int32_t h) {
+__device__ __forceinline__ lane_row load_lane_row(const float* plane, const nchw_plan& n, int32_t h) {
     lane_row r = {{{lane_row::absent(), lane_row::absent()}}, lane_row::absent(), ~0u};
     if (h >= 0 && h < (int32_t)n.height) r.row = (uint32_t)h * n.width;
     uint32_t b = threadIdx.x % kRowLanes;
-    if (r.row != ~0u && 2 * b < n.width) r.pair = widen_pair(plane + r.row + 2 * b);
+    if (r.row != ~0u && 2 * b < n.width) r.pair = *(const pair_of<float>*)(plane + r.row + 2 * b);
     return r;
 }
 
@@ -738,8 +744,7 @@ struct lane_max {
 };
 
 /* The first maximal tap of the window over rows top, middle, bottom, by the
- * rule of tap_max::visit (FLOAT16 widened exactly keeps its order) in fewer
- * instructions: m, the fmaxf of the taps (which skips NaN, absent taps
+ * rule of tap_max::visit in fewer instructions: m, the fmaxf of the taps (which skips NaN, absent taps
  * included), then the first tap equal to m — a NaN never wins over a number
  * and equal values (+0 and -0 too) go to the first; when m is NaN (every tap
  * NaN), the first tap inside the input. */
@@ -764,25 +769,34 @@ __device__ __forceinline__ lane_max argmax_lane_rows(const lane_row& top, const 
     return best;
 }
 
-/* The chosen input value in its storage type: the maximum (FLOAT16 narrows
- * exactly: it was widened from one) unless it is a zero or NaN, whose bits
- * the maximum may not carry: those are read again. */
-template <class V> __device__ typename V::T chosen_value(const typename V::T* plane, const lane_max& best) {
+/* The chosen input value: the maximum unless it is a zero or NaN, whose
+ * bits the maximum may not carry: those are read again. */
+__device__ float chosen_value(const float* plane, const lane_max& best) {
     float m = best.maximum;
-    if (m == m && m != 0.0f) return from_float<typename V::T>(m);
-    return best.position == ~0u ? V::lowest() : plane[best.position];
+    if (m == m && m != 0.0f) return m;
+    return best.position == ~0u ? f32_type::lowest() : plane[best.position];
 }
 
-/* Whether the row kernels take the plan's problem, and their rows per warp.
- * Loading two or three row pairs ahead instead of one was no faster. The
- * FLOAT16 gradient stays on the whole-plane kernel, faster there (H100,
- * 32x256x56x56, same run: 0.087 vs 0.091 ms; the forward: 0.051 rows vs
- * 0.053 ms whole planes). */
+/* Whether the row kernels take the plan's problem (FLOAT32: a stream of
+ * window rows per warp; FLOAT16: per half warp, on pairs), and the streams
+ * of a block. The forward takes kRowWarps warps (more, shorter streams hide
+ * its loads' latency); the gradient, issue-bound, whole warps that leave the
+ * fewest rows idle (ties: more streams), since an idle stream's lanes issue
+ * their warp's instructions too. H100, 32x256x56x56 FLOAT16, same run:
+ * gradient 4 streams of 7 row pairs 0.055 ms vs 8 of 4 (one idle) 0.061;
+ * forward 4 streams of 7 rows 0.046 vs 8 of 4 0.041. Loading two or three
+ * row pairs ahead instead of one was no faster (FLOAT32). */
 void plan_rows_3x3s2(nchw_plan* n, uint32_t rows, bool gradient) {
     uint32_t columns = n->out_width > n->width / 2 ? n->out_width : n->width / 2;
-    bool half = n->type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    n->rows_3x3s2 = n->window_3x3_stride_2 && columns <= kRowLanes && !(gradient && half);
-    n->group_rows = (rows + kRowWarps - 1) / kRowWarps;
+    n->rows_3x3s2 = n->window_3x3_stride_2 && columns <= kRowLanes;
+    const uint32_t per_warp = n->type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 32 / kPairLanes : 1;
+    uint32_t idle = UINT32_MAX;
+    for (uint32_t warps = kRowWarps; warps >= (gradient ? 1 : kRowWarps); warps--) {
+        uint32_t streams = warps * per_warp, group = (rows + streams - 1) / streams;
+        if (streams * group - rows < idle)
+            idle = streams * group - rows, n->row_streams = streams, n->group_rows = group;
+    }
+    n->row_threads = n->row_streams * (32 / per_warp);
 }
 
 template <class V, class I>
@@ -808,7 +822,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
         lane_max best = argmax_lane_rows(top, middle, bottom, n.width);
         if (b < n.out_width) {
             uint64_t out = ((uint64_t)blockIdx.x * n.out_height + a) * n.out_width + b;
-            ((T*)output)[out] = chosen_value<V>(in, best);
+            ((T*)output)[out] = chosen_value(in, best);
             if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, best.position);
         }
         top = bottom, middle = next_middle, bottom = next_bottom;
@@ -895,6 +909,278 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     }
 }
 
+/* ---- FLOAT16 3x3/2 rows on packed pairs ----
+ * The row kernels' scheme in binary16 arithmetic on __half2 pairs, so that
+ * each max, compare and select serves two windows: lane c of a stream of
+ * kPairLanes lanes (half a warp) holds window columns 2c (low halves) and
+ * 2c + 1 (high halves), that is input columns 4c - 1 .. 4c + 3: columns
+ * 4c .. 4c + 3 are its own loads, column 4c - 1 comes from lane c - 1. The
+ * window maximum is __hmax2 over the nine taps, which returns the other
+ * operand when one is NaN (CUDA's documented rule; __hmax2_nan would return
+ * NaN instead): NaN taps never win over a number, as decision MP-3 wants,
+ * and absent taps are NaN. Then the first tap equal to it in scan order
+ * (ties, and -0 == +0, to the first); with no number in the window (every
+ * tap NaN), the first tap inside the input. The value is the maximum's own
+ * bits unless it is a zero or NaN, whose bits the maximum may not carry
+ * (+0 wins over -0, NaN is made canonical): those are read again. So the
+ * choices and values of tap_max::visit, the CPU's. */
+constexpr uint32_t kAbsentPair = 0x7FFF7FFFu; /* two binary16 NaN */
+
+__device__ __forceinline__ __half2 as_half2(uint32_t bits) {
+    __half2 h;
+    memcpy(&h, &bits, sizeof h);
+    return h;
+}
+
+/* One input row as lane c loaded it: columns 4c, 4c + 1 (`low`) and
+ * 4c + 2, 4c + 3 (`high`), two binary16 each, NaN where absent. */
+struct pair_row {
+    uint32_t low, high;
+    uint32_t row; /* position of the row's first element; all ones outside the input */
+};
+
+/* Quad: W % 4 == 0 and the input 8-byte aligned, one 8-byte load per row;
+ * else two 4-byte loads. Rows of inactive streams are absent. */
+template <bool Quad>
+__device__ __forceinline__ pair_row load_pair_row(const uint16_t* plane, const nchw_plan& n, int32_t h, bool active) {
+    pair_row r = {kAbsentPair, kAbsentPair, ~0u};
+    if (!active || h < 0 || h >= (int32_t)n.height) return r;
+    r.row = (uint32_t)h * n.width;
+    const uint32_t column = 4 * (threadIdx.x % kPairLanes);
+    if (column >= n.width) return r;
+    if (Quad) {
+        uint2 quad = *(const uint2*)(plane + r.row + column);
+        r.low = quad.x, r.high = quad.y;
+    } else {
+        r.low = *(const uint32_t*)(plane + r.row + column);
+        if (column + 2 < n.width) r.high = *(const uint32_t*)(plane + r.row + column + 2); /* W is even */
+    }
+    return r;
+}
+
+/* The taps of one row for windows 2c (low halves) and 2c + 1 (high), in
+ * scan order: columns (4c - 1, 4c + 1), (4c, 4c + 2), (4c + 1, 4c + 3).
+ * All lanes of the warp together (a shuffle). */
+struct pair_taps {
+    uint32_t tap[3];
+    uint32_t row;
+};
+
+__device__ __forceinline__ pair_taps taps_of(const pair_row& r) {
+    uint32_t from_left = __shfl_up_sync(~0u, r.high, 1, kPairLanes);
+    if (threadIdx.x % kPairLanes == 0) from_left = kAbsentPair;
+    return {
+        {__byte_perm(from_left, r.low, 0x7632), __byte_perm(r.low, r.high, 0x5410), __byte_perm(r.low, r.high, 0x7632)},
+        r.row};
+}
+
+/* Windows (a, 2c) and (a, 2c + 1) over the rows top, middle, bottom: the
+ * first maximal taps' positions (meaningful where the window is inside the
+ * output) and the maximum, two binary16. */
+struct pair_max {
+    uint32_t position[2];
+    uint32_t maximum;
+};
+
+__device__ __forceinline__ pair_max argmax_pair_rows(const pair_taps& top, const pair_taps& middle,
+                                                     const pair_taps& bottom, uint32_t a, const nchw_plan& n) {
+    const pair_taps* rows[3] = {&top, &middle, &bottom};
+    __half2 m = as_half2(kAbsentPair);
+#pragma unroll
+    for (int r = 0; r < 3; r++)
+#pragma unroll
+        for (int k = 0; k < 3; k++)
+            m = __hmax2(m, as_half2(rows[r]->tap[k]));
+    /* Tap (r, k) equal to the maximum: bit 4r + k, low window in bits 0-11, high in 16-27. */
+    uint32_t equal = 0;
+#pragma unroll
+    for (int r = 0; r < 3; r++)
+#pragma unroll
+        for (int k = 0; k < 3; k++)
+            equal |= __heq2_mask(as_half2(rows[r]->tap[k]), m) & (0x00010001u << (4 * r + k));
+    pair_max best;
+    memcpy(&best.maximum, &m, sizeof m);
+    const uint32_t c = threadIdx.x % kPairLanes;
+    const uint32_t first_row = a > 0 ? 2 * a - 1 : 0;
+#pragma unroll
+    for (uint32_t j = 0; j < 2; j++) {
+        const uint32_t taps = equal >> (16 * j) & 0xFFFu, column = 2 * (2 * c + j); /* the window's centre */
+        if (taps != 0) {
+            const uint32_t t = __ffs(taps) - 1;
+            best.position[j] = (2 * a - 1 + (t >> 2)) * n.width + column - 1 + (t & 3); /* wraps back for a = 0 */
+        } else { /* every tap NaN: the first inside the input; all ones if none (MP-2) */
+            const uint32_t first_column = column > 0 ? column - 1 : 0;
+            best.position[j] =
+                first_row < n.height && first_column < n.width ? first_row * n.width + first_column : ~0u;
+        }
+    }
+    return best;
+}
+
+/* Half j of the maximum, or the chosen tap read again when the maximum is a
+ * zero or NaN; -inf for an all-padding window. */
+__device__ __forceinline__ uint16_t chosen_half(const uint16_t* plane, const pair_max& best, uint32_t j) {
+    const uint16_t m = (uint16_t)(best.maximum >> (16 * j));
+    if ((uint32_t)(m & 0x7FFFu) - 1u < 0x7C00u) return m; /* not 0 (wraps) nor NaN (above 0x7C00) */
+    return best.position[j] == ~0u ? f16_type::lowest() : plane[best.position[j]];
+}
+
+/* The window rows of stream s: [first, first + group_rows), the same count for
+ * both streams of a warp (their shuffles run together); rows past `rows` are
+ * inactive. */
+struct pair_stream {
+    uint32_t c, first;
+    __device__ explicit pair_stream(const nchw_plan& n)
+        : c(threadIdx.x % kPairLanes), first(threadIdx.x / kPairLanes * n.group_rows) {}
+};
+
+template <class I, bool Quad>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    max_pooling_forward_3x3s2_pairs(const nchw_plan n, const void* input, void* output, void* indices,
+                                    bool pair_stores) {
+    const pair_stream s(n);
+    const uint64_t plane_base = (uint64_t)blockIdx.x * n.height * n.width;
+    const uint16_t* in = (const uint16_t*)input + plane_base;
+    const int32_t first = (int32_t)s.first;
+    pair_taps top = taps_of(load_pair_row<Quad>(in, n, 2 * first - 1, s.first < n.out_height));
+    pair_row middle = load_pair_row<Quad>(in, n, 2 * first, s.first < n.out_height);
+    pair_row bottom = load_pair_row<Quad>(in, n, 2 * first + 1, s.first < n.out_height);
+    for (uint32_t a = s.first; a < s.first + n.group_rows; a++) {
+        const bool next_active = a + 1 < n.out_height && a + 1 < s.first + n.group_rows;
+        pair_row next_middle = load_pair_row<Quad>(in, n, 2 * (int32_t)a + 2, next_active);
+        pair_row next_bottom = load_pair_row<Quad>(in, n, 2 * (int32_t)a + 3, next_active);
+        const pair_taps middle_taps = taps_of(middle), bottom_taps = taps_of(bottom);
+        const pair_max best = argmax_pair_rows(top, middle_taps, bottom_taps, a, n);
+        const uint32_t ow = 2 * s.c;
+        if (a < n.out_height && ow < n.out_width) {
+            const uint64_t out = ((uint64_t)blockIdx.x * n.out_height + a) * n.out_width + ow;
+            const uint16_t low = chosen_half(in, best, 0);
+            if (pair_stores) { /* OW even: window 2c + 1 is there too */
+                *(pair_of<uint16_t>*)((uint16_t*)output + out) = {{low, chosen_half(in, best, 1)}};
+                if (sizeof(I) > 1)
+                    *(pair_of<I>*)((I*)indices + out) = {
+                        {index_of<I>(plane_base, best.position[0]), index_of<I>(plane_base, best.position[1])}};
+            } else {
+                ((uint16_t*)output)[out] = low;
+                if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, best.position[0]);
+                if (ow + 1 < n.out_width) {
+                    ((uint16_t*)output)[out + 1] = chosen_half(in, best, 1);
+                    if (sizeof(I) > 1) store_index<I>(indices, out + 1, plane_base, best.position[1]);
+                }
+            }
+        }
+        top = bottom_taps, middle = next_middle, bottom = next_bottom;
+    }
+}
+
+/* Gradient: stream rows are input row pairs a (rows 2a, 2a + 1), lane c the
+ * two quads at columns 4c .. 4c + 3. Windows (a, 2c), (a, 2c + 1), (a, 2c + 2),
+ * then (a + 1, ...) the same, cover them, visited in that order (increasing
+ * (oh, ow)) as in max_pooling_grad_3x3s2; window 2c + 2 is lane c + 1's low
+ * window. Window (a, x) reaches both rows of the pair, (a + 1, x) the second. */
+struct pair_windows {
+    uint32_t position[2]; /* all ones where the window is not there */
+    uint32_t gradient;    /* two binary16: the windows' output gradients */
+};
+
+/* The sums of the 2 x 4 elements at top_left (row-major, in FLOAT32) plus
+ * gradient g of a window that chose `position`, for the columns
+ * [First, Last] that the window reaches and, unless Both, the second row only. */
+template <uint32_t First, uint32_t Last, bool Both>
+__device__ __forceinline__ void add_chosen(float sums[8], uint32_t position, uint32_t top_left, uint32_t width,
+                                           float g) {
+    const uint32_t d = position - top_left; /* huge unless inside the pair's rows (all ones too) */
+#pragma unroll
+    for (uint32_t r = Both ? 0 : 1; r < 2; r++)
+#pragma unroll
+        for (uint32_t k = First; k <= Last; k++)
+            if (d == r * width + k) sums[4 * r + k] += g;
+}
+
+__device__ __forceinline__ float low_half(uint32_t bits) { return dml_cuda_widen((uint16_t)bits); }
+__device__ __forceinline__ float high_half(uint32_t bits) { return dml_cuda_widen((uint16_t)(bits >> 16)); }
+
+template <bool Quad>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    max_pooling_grad_3x3s2_pairs(const nchw_plan n, const void* input, const void* input_gradient,
+                                 void* output_gradient, bool pair_gradients) {
+    const pair_stream s(n);
+    const uint32_t pairs = n.height / 2;
+    const uint64_t plane_base = (uint64_t)blockIdx.x * n.height * n.width;
+    const uint16_t* in = (const uint16_t*)input + plane_base;
+    const uint16_t* dy = (const uint16_t*)input_gradient + (uint64_t)blockIdx.x * n.out_height * n.out_width;
+    uint16_t* dx = (uint16_t*)output_gradient + plane_base;
+    const uint32_t ow = 2 * s.c;
+    auto load_gradients = [&](uint32_t oh) {
+        if (oh >= n.out_height || ow >= n.out_width) return 0u;
+        const uint16_t* at = dy + oh * n.out_width + ow;
+        if (pair_gradients) return *(const uint32_t*)at; /* OW even */
+        return (uint32_t)at[0] | (ow + 1 < n.out_width ? (uint32_t)at[1] << 16 : 0u);
+    };
+    auto windows = [&](uint32_t oh, const pair_taps& top, const pair_taps& middle, const pair_taps& bottom,
+                       uint32_t gradients) {
+        pair_windows w = {{~0u, ~0u}, gradients};
+        if (oh < n.out_height) {
+            const pair_max best = argmax_pair_rows(top, middle, bottom, oh, n);
+            if (ow < n.out_width) w.position[0] = best.position[0];
+            if (ow + 1 < n.out_width) w.position[1] = best.position[1];
+        }
+        return w;
+    };
+    const bool active = s.first < pairs;
+    const int32_t first = (int32_t)s.first;
+    /* Window row `first`; then for pair a, window row a + 1 from the row it
+     * shares with window row a and two rows loaded one pair ahead. */
+    const pair_taps top = taps_of(load_pair_row<Quad>(in, n, 2 * first - 1, active));
+    const pair_taps middle = taps_of(load_pair_row<Quad>(in, n, 2 * first, active));
+    pair_taps bottom = taps_of(load_pair_row<Quad>(in, n, 2 * first + 1, active));
+    pair_windows current = windows(active ? s.first : ~0u, top, middle, bottom, load_gradients(s.first));
+    pair_row next_middle = load_pair_row<Quad>(in, n, 2 * first + 2, active);
+    pair_row next_bottom = load_pair_row<Quad>(in, n, 2 * first + 3, active);
+    uint32_t next_gradients = load_gradients(s.first + 1);
+    for (uint32_t a = s.first; a < s.first + n.group_rows; a++) {
+        const bool ahead = a + 1 < pairs && a + 1 < s.first + n.group_rows;
+        pair_row ahead_middle = load_pair_row<Quad>(in, n, 2 * (int32_t)a + 4, ahead);
+        pair_row ahead_bottom = load_pair_row<Quad>(in, n, 2 * (int32_t)a + 5, ahead);
+        uint32_t ahead_gradients = ahead ? load_gradients(a + 2) : 0u;
+        const pair_taps next_middle_taps = taps_of(next_middle), next_bottom_taps = taps_of(next_bottom);
+        const pair_windows next =
+            windows(a < pairs ? a + 1 : ~0u, bottom, next_middle_taps, next_bottom_taps, next_gradients);
+        /* Lane c + 1's low windows (the last lane has none: 2c + 2 >= 32 >= OW). */
+        uint32_t right[2] = {__shfl_down_sync(~0u, current.position[0], 1, kPairLanes),
+                             __shfl_down_sync(~0u, next.position[0], 1, kPairLanes)};
+        const uint32_t right_gradients[2] = {__shfl_down_sync(~0u, current.gradient, 1, kPairLanes),
+                                             __shfl_down_sync(~0u, next.gradient, 1, kPairLanes)};
+        if (s.c + 1 == kPairLanes) right[0] = right[1] = ~0u;
+        const uint32_t top_left = 2 * a * n.width + 4 * s.c;
+        float sums[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        add_chosen<0, 1, true>(sums, current.position[0], top_left, n.width, low_half(current.gradient));
+        add_chosen<1, 3, true>(sums, current.position[1], top_left, n.width, high_half(current.gradient));
+        add_chosen<3, 3, true>(sums, right[0], top_left, n.width, low_half(right_gradients[0]));
+        add_chosen<0, 1, false>(sums, next.position[0], top_left, n.width, low_half(next.gradient));
+        add_chosen<1, 3, false>(sums, next.position[1], top_left, n.width, high_half(next.gradient));
+        add_chosen<3, 3, false>(sums, right[1], top_left, n.width, low_half(right_gradients[1]));
+        if (a < pairs && 4 * s.c < n.width) {
+#pragma unroll
+            for (uint32_t r = 0; r < 2; r++) {
+                uint16_t* at = dx + top_left + r * n.width;
+                const pair_of<uint16_t> left = {
+                    {from_float<uint16_t>(sums[4 * r]), from_float<uint16_t>(sums[4 * r + 1])}};
+                const pair_of<uint16_t> right_pair = {
+                    {from_float<uint16_t>(sums[4 * r + 2]), from_float<uint16_t>(sums[4 * r + 3])}};
+                if (Quad) {
+                    *(quad_of<uint16_t>*)at = {{left.v[0], left.v[1], right_pair.v[0], right_pair.v[1]}};
+                } else {
+                    *(pair_of<uint16_t>*)at = left;
+                    if (4 * s.c + 2 < n.width) *(pair_of<uint16_t>*)(at + 2) = right_pair;
+                }
+            }
+        }
+        current = next, bottom = next_bottom_taps;
+        next_middle = ahead_middle, next_bottom = ahead_bottom, next_gradients = ahead_gradients;
+    }
+}
+
 template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* args, const nchw_plan& n) {
     const void* input = args->inputs[DML_POOL_INPUT];
     void* output = args->outputs[DML_POOL_OUTPUT];
@@ -912,10 +1198,23 @@ template <class V, class I> HRESULT launch_forward_nchw(const dml_kernel_args* a
         max_pooling_forward_2x2<V, I, 2><<<n.blocks, kThreads, 0, stream>>>(n, input, output, indices);
         return dml_cuda_check_launch("max_pooling_forward_2x2");
     }
-    if (n.rows_3x3s2 && aligned_to(input, 2 * sizeof(typename V::T))) {
-        max_pooling_forward_3x3s2_rows<V, I><<<n.planes, kRowWarps * 32, 0, stream>>>(n, input, output, indices);
-        return dml_cuda_check_launch("max_pooling_forward_3x3s2_rows");
-    }
+    if constexpr (sizeof(typename V::T) == 2)
+        if (n.rows_3x3s2 && aligned_to(input, 4)) {
+            bool pair_stores =
+                n.out_width % 2 == 0 && aligned_to(output, 4) && (!indices || aligned_to(indices, 2 * sizeof(I)));
+            if (n.width % 4 == 0 && aligned_to(input, 8))
+                max_pooling_forward_3x3s2_pairs<I, true>
+                    <<<n.planes, n.row_threads, 0, stream>>>(n, input, output, indices, pair_stores);
+            else
+                max_pooling_forward_3x3s2_pairs<I, false>
+                    <<<n.planes, n.row_threads, 0, stream>>>(n, input, output, indices, pair_stores);
+            return dml_cuda_check_launch("max_pooling_forward_3x3s2_pairs");
+        }
+    if constexpr (sizeof(typename V::T) == 4)
+        if (n.rows_3x3s2 && aligned_to(input, 8)) {
+            max_pooling_forward_3x3s2_rows<V, I><<<n.planes, n.row_threads, 0, stream>>>(n, input, output, indices);
+            return dml_cuda_check_launch("max_pooling_forward_3x3s2_rows");
+        }
     if (n.whole_planes) {
         bool vector = aligned_to(input, 16) && (size_t)n.height * n.width * sizeof(typename V::T) % 16 == 0;
         size_t shared_bytes = plane_layout_of(n, sizeof(typename V::T), false).total;
@@ -1265,10 +1564,22 @@ template <class V> HRESULT launch_grad_nchw(const dml_kernel_args* args, const n
     const void* dy = args->inputs[DML_POOL_INPUT_GRADIENT];
     void* dx = args->outputs[DML_POOL_OUTPUT];
     cudaStream_t stream = dml_cuda_stream(args);
-    if (n.rows_3x3s2 && aligned_to(input, 2 * sizeof(T)) && aligned_to(dx, 2 * sizeof(T))) {
-        max_pooling_grad_3x3s2_rows<V><<<n.planes, kRowWarps * 32, 0, stream>>>(n, input, dy, dx);
-        return dml_cuda_check_launch("max_pooling_grad_3x3s2_rows");
-    }
+    if constexpr (sizeof(T) == 2)
+        if (n.rows_3x3s2 && aligned_to(input, 4) && aligned_to(dx, 4)) {
+            bool pair_gradients = n.out_width % 2 == 0 && aligned_to(dy, 4);
+            if (n.width % 4 == 0 && aligned_to(input, 8) && aligned_to(dx, 8))
+                max_pooling_grad_3x3s2_pairs<true>
+                    <<<n.planes, n.row_threads, 0, stream>>>(n, input, dy, dx, pair_gradients);
+            else
+                max_pooling_grad_3x3s2_pairs<false>
+                    <<<n.planes, n.row_threads, 0, stream>>>(n, input, dy, dx, pair_gradients);
+            return dml_cuda_check_launch("max_pooling_grad_3x3s2_pairs");
+        }
+    if constexpr (sizeof(T) == 4)
+        if (n.rows_3x3s2 && aligned_to(input, 8) && aligned_to(dx, 8)) {
+            max_pooling_grad_3x3s2_rows<V><<<n.planes, n.row_threads, 0, stream>>>(n, input, dy, dx);
+            return dml_cuda_check_launch("max_pooling_grad_3x3s2_rows");
+        }
     if (n.whole_planes) {
         const size_t plane_bytes = (size_t)n.height * n.width * sizeof(T);
         const size_t gradient_bytes = (size_t)n.out_height * n.out_width * sizeof(T);

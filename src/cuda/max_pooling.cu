@@ -361,7 +361,7 @@ struct nchw_plan {
     bool window_3x3;                   /* 3x3 windows, dilation 1: the whole-plane kernels' unrolled scan */
     bool window_3x3_stride_2;          /* also strides 2, start padding 1, even H and W (argmax_3x3_stride_2) */
     bool rows_3x3s2;                   /* also at most 32 window columns and column pairs: the row kernels */
-    uint32_t row_streams, row_threads; /* the row kernels' streams (warps; FLOAT16: half warps) and threads per block */
+    uint32_t row_streams, row_threads; /* the row kernels' streams (FLOAT16: half warps) and threads a block */
     uint32_t group_rows;               /* their window rows (gradient: row pairs) per stream */
     uint64_t count;                    /* threads' work items of the kernel that runs */
     unsigned blocks;
@@ -744,10 +744,10 @@ struct lane_max {
 };
 
 /* The first maximal tap of the window over rows top, middle, bottom, by the
- * rule of tap_max::visit in fewer instructions: m, the fmaxf of the taps (which skips NaN, absent taps
- * included), then the first tap equal to m — a NaN never wins over a number
- * and equal values (+0 and -0 too) go to the first; when m is NaN (every tap
- * NaN), the first tap inside the input. */
+ * rule of tap_max::visit in fewer instructions: m, the fmaxf of the taps
+ * (which skips NaN, absent taps included), then the first tap equal to m —
+ * a NaN never wins over a number and equal values (+0 and -0 too) go to the
+ * first; when m is NaN (every tap NaN), the first tap inside the input. */
 __device__ __forceinline__ lane_max argmax_lane_rows(const lane_row& top, const lane_row& middle,
                                                      const lane_row& bottom, uint32_t width) {
     const uint32_t b = threadIdx.x % kRowLanes;
@@ -1025,9 +1025,10 @@ __device__ __forceinline__ uint16_t chosen_half(const uint16_t* plane, const pai
     return best.position[j] == ~0u ? f16_type::lowest() : plane[best.position[j]];
 }
 
-/* The window rows of stream s: [first, first + group_rows), the same count for
- * both streams of a warp (their shuffles run together); rows past `rows` are
- * inactive. */
+/* Lane c of a stream and its first row: the stream takes rows (forward:
+ * window rows; gradient: row pairs) [first, first + group_rows), the same
+ * count for both streams of a warp (their shuffles run together); rows past
+ * the plane's are inactive. */
 struct pair_stream {
     uint32_t c, first;
     __device__ explicit pair_stream(const nchw_plan& n)

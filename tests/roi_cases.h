@@ -54,7 +54,8 @@ typedef struct roi_align_case {
     float scale_x, scale_y, input_pixel_offset, output_pixel_offset, out_of_bounds_value;
     uint32_t min_samples, max_samples;
     BOOL align_corners;
-    bool specials; /* NaN/infinite values and coordinates */
+    bool specials;                /* NaN/infinite values and coordinates */
+    bool channels_last_gradients; /* ROI_ALIGN_GRAD: both gradients packed channels-last (else `layouts`) */
     double *image, *rois, *batch_indices, *input_gradient;
     test_layout layouts[L_COUNT];
     char context[400];
@@ -69,6 +70,13 @@ void large_roi_align_case(roi_align_case* c, int variant);
  * and output (the CUDA fast path's): random ones, then the large variants. */
 #define PACKED_NCHW_ROI_ALIGN_CASES 304
 void packed_nchw_roi_align_case(roi_align_case* c, int iteration);
+/* Case `iteration` of LISTED_ROI_ALIGN_GRAD_CASES for the feature gradient's
+ * one-launch forms: AVERAGE, a fixed sample count, both gradients packed NCHW
+ * or (channels_last) both packed channels-last. Random ones (every eighth
+ * with 129..300 channels: several 128-channel groups, the last partial), then
+ * the large AVERAGE variants, the last with 2x2 samples (2^19 contributions). */
+#define LISTED_ROI_ALIGN_GRAD_CASES 304
+void listed_roi_align_grad_case(roi_align_case* c, int iteration, bool channels_last);
 /* Sets c->context from the fields. */
 void roi_align_case_describe(roi_align_case* c);
 void roi_align_case_free(roi_align_case* c);

@@ -1261,29 +1261,21 @@ TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
     dmlReleaseDevice(cuda);
 }
 
-/* The feature gradient's one-launch form ("roi_align_grad/cuda/nchw":
- * AVERAGE, a fixed sample count, packed NCHW gradients, no ROI gradient):
- * random small problems and the large overlapping ones, the CPU's bits on
- * every run. */
-TEST_CASE(cuda_roi_align_grad_nchw_matches_cpu) {
+/* The feature gradient's one-launch forms ("roi_align_grad/cuda/nchw" and
+ * "/nhwc": AVERAGE, a fixed sample count, no ROI gradient, both gradients
+ * packed NCHW or both packed channels-last): random small problems (several
+ * images, odd and wide channel counts, ROIs outside the image, FLOAT16) and
+ * the large overlapping ones, the CPU's bits on every run. */
+static void compare_listed_grad_cases(bool channels_last, const char* expected) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < 304 && !test_case_failed(); iteration++) {
+    for (int iteration = 0; iteration < LISTED_ROI_ALIGN_GRAD_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
-        if (iteration < 300) {
-            random_roi_align_case(&c);
-        } else {
-            large_roi_align_case(&c, iteration == 300 ? 0 : iteration == 301 ? 2 : 3);
-            if (iteration == 303) c.max_samples = c.min_samples = 2; /* 2^19 contributions */
-        }
-        c.reduction = DML_REDUCE_FUNCTION_AVERAGE;
-        c.max_samples = c.min_samples;
-        c.layouts[L_INPUT_GRADIENT] = c.layouts[L_OUTPUT_GRADIENT] = TEST_LAYOUT_PACKED;
-        roi_align_case_describe(&c);
+        listed_roi_align_grad_case(&c, iteration, channels_last);
         roi_align_run run;
         roi_align_grad_setup(&run, &c, test_rand_bool(), true, false);
         const char* name = cuda_implementation_of(cuda, &run.op);
-        EXPECT(strcmp(name, "roi_align_grad/cuda/nchw") == 0, "CUDA chose %s; %s", name, run.context);
+        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
         compare_roi_align_run(cpu, cuda, &run, 2);
         roi_align_run_free(&run);
         roi_align_case_free(&c);
@@ -1291,6 +1283,10 @@ TEST_CASE(cuda_roi_align_grad_nchw_matches_cpu) {
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
+
+TEST_CASE(cuda_roi_align_grad_nchw_matches_cpu) { compare_listed_grad_cases(false, "roi_align_grad/cuda/nchw"); }
+
+TEST_CASE(cuda_roi_align_grad_nhwc_matches_cpu) { compare_listed_grad_cases(true, "roi_align_grad/cuda/nhwc"); }
 
 /* Many overlapping ROIs on few images (more than one scan chunk of 256 ROIs
  * per image), more tile tasks than one pass of the grid, non-integer

@@ -985,25 +985,27 @@ HRESULT run_forward_nchw(const dml_kernel_args* args) {
     return dml_cuda_check_launch("roi_align_forward_nchw");
 }
 
-/* ---- OutputGradientTensor in one launch: "roi_align_grad/cuda/nchw" ----
+/* ---- OutputGradientTensor in one launch: "roi_align_grad/cuda/nchw", "/nhwc" ----
  *
  * For AVERAGE with a fixed sample count (MinimumSamplesPerOutput ==
- * MaximumSamplesPerOutput), no OutputROIGradientTensor, packed NCHW
- * gradients. A pixel's contributions are channel-independent: (ROI r,
+ * MaximumSamplesPerOutput), no OutputROIGradientTensor, both gradients
+ * packed NCHW or both packed channels-last. A pixel's contributions are channel-independent: (ROI r,
  * output oy, ox, sample, tap) gives dx[n, c, y, x] += (dy[r, c, oy, ox] * w)
  * * tap_weight for every c. So the geometry is computed once for all
  * channels, as a list of contributions per pixel sorted in the CPU's order
  * (r, oy, ox, tx, ty, tap: the key below), then every (pixel, channel) sums
  * its list in FLOAT64: the strided gather's terms in its order, the same bits.
  * One cooperative launch, phases separated by grid-wide barriers:
- *   1. count the contributions per pixel, and transpose the output gradient
- *      to {R, OH, OW, C} in the workspace (a position's channels contiguous);
+ *   1. count the contributions per pixel, and (NCHW) transpose the output
+ *      gradient to {R, OH, OW, C} in the workspace (a position's channels
+ *      contiguous; a channels-last output gradient is that already);
  *   2. exclusive scan: offsets;                   3. place the contributions
  *      (any order within a pixel);                4. sort each pixel's list by key;
  *   5. per pixel, a warp sums the list for 128 channels (lanes across the
  *      channels: each term's loads are one coalesced row of the transposed
- *      gradient), and a block stores 32 pixels' results through shared memory
- *      as rows of 32 contiguous elements.
+ *      gradient); NCHW: a block stores 32 pixels' results through shared
+ *      memory as rows of 32 contiguous elements; channels-last: the warp
+ *      stores the pixel's channels, contiguous, directly.
  * Deterministic: counts and offsets are exact, and the sorted lists do not
  * depend on the order atomics placed them in. */
 
@@ -1037,7 +1039,9 @@ struct listed_problem {
     uint32_t* cursors;                    /* [pixels] */
     uint32_t* block_sums;                 /* [grid] */
     contribution *placed, *sorted;        /* [samples * taps] */
-    void* transposed;                     /* [R OH OW, C] elements of the output gradient */
+    bool channels_last;                   /* both gradients; else both NCHW */
+    const void* position_rows;            /* [R OH OW, C]: dy itself when channels-last, else `transposed` */
+    void* transposed;                     /* NCHW: phase 1's copy of dy in the workspace */
     uint32_t pixel_tiles, channel_groups; /* phase 5's tasks */
 };
 
@@ -1155,7 +1159,7 @@ template <class T> __device__ void gather_listed(const listed_problem& g, float*
     const align_shape& s = g.shape;
     const uint32_t plane = s.height * s.width, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const uint32_t warps = blockDim.x / 32;
-    const T* transposed = (const T*)g.transposed;
+    const T* position_rows = (const T*)g.position_rows;
     for (uint64_t task = blockIdx.x; task < (uint64_t)g.pixel_tiles * g.channel_groups; task += gridDim.x) {
         const uint32_t p0 = (uint32_t)(task % g.pixel_tiles) * kGatherPixels;
         const uint32_t c0 = (uint32_t)(task / g.pixel_tiles) * kGatherChannels;
@@ -1183,7 +1187,7 @@ template <class T> __device__ void gather_listed(const listed_problem& g, float*
                         /* k + u <= 31; past `count`, lanes hold entry `base` (loaded, not added). */
                         uint32_t position = __shfl_sync(0xFFFFFFFFu, mine.position, k + u);
                         weights[u] = __shfl_sync(0xFFFFFFFFu, mine.weight, k + u);
-                        const T* row = transposed + (uint64_t)position * s.channels;
+                        const T* row = position_rows + (uint64_t)position * s.channels;
                         DML_UNROLL
                         for (unsigned j = 0; j < kLaneChannels; j++)
                             values[u][j] = dml_cuda_widen(row[channel[j]]);
@@ -1199,10 +1203,20 @@ template <class T> __device__ void gather_listed(const listed_problem& g, float*
                     }
                 }
             }
+            if (g.channels_last) { /* the pixel's channels are contiguous: store them from here */
+                if (pixel < g.pixels) {
+                    T* row = (T*)g.output_gradient + (uint64_t)pixel * s.channels;
+                    DML_UNROLL
+                    for (unsigned j = 0; j < kLaneChannels; j++)
+                        if (c0 + lane + 32 * j < s.channels) store_value(row, c0 + lane + 32 * j, (float)acc[j]);
+                }
+                continue;
+            }
             DML_UNROLL
             for (unsigned j = 0; j < kLaneChannels; j++) /* rounded to FLOAT32 as the CPU rounds */
                 staging[(lane + 32 * j) * (kGatherPixels + 1) + i] = (float)acc[j];
         }
+        if (g.channels_last) continue;
         __syncthreads();
         /* A warp stores a row: one channel, the task's pixels (kGatherPixels == 32). */
         const uint32_t pixel = p0 + lane;
@@ -1227,7 +1241,7 @@ template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_li
     for (uint64_t s = start; s < g.samples; s += step)
         for_each_contribution<T>(g, s,
                                  [&](uint32_t, uint32_t pixel, uint32_t, float) { atomicAdd(&g.offsets[pixel], 1u); });
-    transpose_output_gradient<T>(g, staging);
+    if (!g.channels_last) transpose_output_gradient<T>(g, staging);
     grid.sync();
     scan_offsets(g, grid);
     grid.sync();
@@ -1257,13 +1271,14 @@ struct listed_plan {
     uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes, transposed_bytes;
 };
 
-HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
-    (void)flags;
+/* Both gradients packed NCHW, or (channels_last) both packed channels-last. */
+HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, bool channels_last, dml_plan* plan) {
     const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
     const dml_tensor& dy = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
     const dml_tensor& dx = op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
     if (p.reduction_max || p.min_samples != p.max_samples || has_box_gradient(op) || !dx.present) return S_FALSE;
-    if (!dml_cuda_packed_nchw(dy) || !dml_cuda_packed_nchw(dx)) return S_FALSE;
+    bool (*packed)(const dml_tensor&) = channels_last ? dml_cuda_packed_nhwc : dml_cuda_packed_nchw;
+    if (!packed(dy) || !packed(dx)) return S_FALSE;
     dml_kernel_args shapes_only = {};
     shapes_only.op = op;
     shapes_only.device = device;
@@ -1290,6 +1305,7 @@ HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXE
     listed_problem& g = lp->shape_only;
     g.params = p;
     g.shape = s;
+    g.channels_last = channels_last;
     g.per_x = g.per_y = p.min_samples;
     g.taps = taps;
     dml_roi_axis x = {}, y = {};
@@ -1305,10 +1321,19 @@ HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXE
     lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));
     lp->list_bytes = list_bytes;
     const uint64_t element = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
-    lp->transposed_bytes = align_up((uint64_t)s.roi_count * s.out_height * s.out_width * s.channels * element);
+    lp->transposed_bytes =
+        channels_last ? 0 : align_up((uint64_t)s.roi_count * s.out_height * s.out_width * s.channels * element);
     plan->temporary_size =
         lp->offsets_bytes + lp->cursors_bytes + lp->sums_bytes + 2 * list_bytes + lp->transposed_bytes;
     return S_OK;
+}
+
+HRESULT plan_grad_listed_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_grad_listed_layout(op, device, false, plan);
+}
+
+HRESULT plan_grad_listed_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_grad_listed_layout(op, device, true, plan);
 }
 
 HRESULT run_grad_listed(const dml_kernel_args* args) {
@@ -1328,7 +1353,8 @@ HRESULT run_grad_listed(const dml_kernel_args* args) {
     g.block_sums = (uint32_t*)(scratch + lp.offsets_bytes + lp.cursors_bytes);
     g.placed = (contribution*)(scratch + lp.offsets_bytes + lp.cursors_bytes + lp.sums_bytes);
     g.sorted = (contribution*)((char*)g.placed + lp.list_bytes);
-    g.transposed = (char*)g.sorted + lp.list_bytes;
+    g.transposed = lp.transposed_bytes ? (char*)g.sorted + lp.list_bytes : nullptr;
+    g.position_rows = g.channels_last ? g.input_gradient : g.transposed;
     void* kernel_args[] = {&g};
     bool is_half = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel =
@@ -1342,6 +1368,8 @@ HRESULT run_grad_listed(const dml_kernel_args* args) {
 
 const dml_impl dml_cuda_roi_align_generic = {"roi_align/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
 const dml_impl dml_cuda_roi_align_grad_generic = {"roi_align_grad/cuda/strided", DML_ISA_GENERIC, plan_grad, run_grad};
-const dml_impl dml_cuda_roi_align_grad_nchw = {"roi_align_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_listed,
+const dml_impl dml_cuda_roi_align_grad_nchw = {"roi_align_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_listed_nchw,
+                                               run_grad_listed};
+const dml_impl dml_cuda_roi_align_grad_nhwc = {"roi_align_grad/cuda/nhwc", DML_ISA_GENERIC, plan_grad_listed_nhwc,
                                                run_grad_listed};
 const dml_impl dml_cuda_roi_align_nchw = {"roi_align/cuda/nchw", DML_ISA_GENERIC, plan_forward_nchw, run_forward_nchw};

@@ -1039,7 +1039,6 @@ struct listed_problem {
     uint32_t* cursors;                    /* [pixels] */
     uint32_t* block_sums;                 /* [grid] */
     contribution *placed, *sorted;        /* [samples * taps] */
-    bool channels_last;                   /* both gradients; else both NCHW */
     const void* position_rows;            /* [R OH OW, C]: dy itself when channels-last, else `transposed` */
     void* transposed;                     /* NCHW: phase 1's copy of dy in the workspace */
     uint32_t pixel_tiles, channel_groups; /* phase 5's tasks */
@@ -1155,7 +1154,7 @@ template <class T> __device__ void transpose_output_gradient(const listed_proble
  * in FLOAT64 (the strided gather's terms in its order: the same bits). The
  * lanes load 32 list entries at once and pass them round by shuffles, and
  * the terms' loads go kGatherBatch at a time. */
-template <class T> __device__ void gather_listed(const listed_problem& g, float* staging) {
+template <class T, bool ChannelsLast> __device__ void gather_listed(const listed_problem& g, float* staging) {
     const align_shape& s = g.shape;
     const uint32_t plane = s.height * s.width, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const uint32_t warps = blockDim.x / 32;
@@ -1203,33 +1202,38 @@ template <class T> __device__ void gather_listed(const listed_problem& g, float*
                     }
                 }
             }
-            if (g.channels_last) { /* the pixel's channels are contiguous: store them from here */
+            /* Rounded to FLOAT32 as the CPU rounds. */
+            if constexpr (ChannelsLast) { /* the pixel's channels are contiguous: stored from here */
                 if (pixel < g.pixels) {
                     T* row = (T*)g.output_gradient + (uint64_t)pixel * s.channels;
                     DML_UNROLL
                     for (unsigned j = 0; j < kLaneChannels; j++)
                         if (c0 + lane + 32 * j < s.channels) store_value(row, c0 + lane + 32 * j, (float)acc[j]);
                 }
-                continue;
+            } else {
+                DML_UNROLL
+                for (unsigned j = 0; j < kLaneChannels; j++)
+                    staging[(lane + 32 * j) * (kGatherPixels + 1) + i] = (float)acc[j];
             }
-            DML_UNROLL
-            for (unsigned j = 0; j < kLaneChannels; j++) /* rounded to FLOAT32 as the CPU rounds */
-                staging[(lane + 32 * j) * (kGatherPixels + 1) + i] = (float)acc[j];
         }
-        if (g.channels_last) continue;
-        __syncthreads();
-        /* A warp stores a row: one channel, the task's pixels (kGatherPixels == 32). */
-        const uint32_t pixel = p0 + lane;
-        if (pixel < g.pixels) {
-            T* image = (T*)g.output_gradient + (uint64_t)(pixel / plane) * s.channels * plane + pixel % plane;
-            for (uint32_t row = warp; row < kGatherChannels && c0 + row < s.channels; row += warps)
-                store_value(image, (uint64_t)(c0 + row) * plane, staging[row * (kGatherPixels + 1) + lane]);
+        if constexpr (!ChannelsLast) {
+            __syncthreads();
+            /* A warp stores a row: one channel, the task's pixels (kGatherPixels == 32). */
+            const uint32_t pixel = p0 + lane;
+            if (pixel < g.pixels) {
+                T* image = (T*)g.output_gradient + (uint64_t)(pixel / plane) * s.channels * plane + pixel % plane;
+                for (uint32_t row = warp; row < kGatherChannels && c0 + row < s.channels; row += warps)
+                    store_value(image, (uint64_t)(c0 + row) * plane, staging[row * (kGatherPixels + 1) + lane]);
+            }
+            __syncthreads();
         }
-        __syncthreads();
     }
 }
 
-template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_problem g) {
+/* ChannelsLast: both gradients packed channels-last (a template parameter,
+ * not a flag: the NCHW kernel keeps its 80 registers, 3 blocks per SM). */
+template <class T, bool ChannelsLast>
+__global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_problem g) {
     __shared__ float staging[kGatherChannels * (kGatherPixels + 1)]; /* phases 1 and 5 */
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     const uint64_t start = grid_start(), step = grid_step();
@@ -1241,7 +1245,7 @@ template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_li
     for (uint64_t s = start; s < g.samples; s += step)
         for_each_contribution<T>(g, s,
                                  [&](uint32_t, uint32_t pixel, uint32_t, float) { atomicAdd(&g.offsets[pixel], 1u); });
-    if (!g.channels_last) transpose_output_gradient<T>(g, staging);
+    if constexpr (!ChannelsLast) transpose_output_gradient<T>(g, staging);
     grid.sync();
     scan_offsets(g, grid);
     grid.sync();
@@ -1261,12 +1265,14 @@ template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_li
         g.sorted[begin + rank] = c;
     }
     grid.sync();
-    gather_listed<T>(g, staging);
+    gather_listed<T, ChannelsLast>(g, staging);
 }
 
 /* What the plan fixes: the launch and the temporary's layout. */
 struct listed_plan {
     listed_problem shape_only; /* pointers unset */
+    const void* kernel;        /* roi_align_grad_listed<T, channels_last> */
+    bool channels_last;
     unsigned blocks;
     uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes, transposed_bytes;
 };
@@ -1295,9 +1301,12 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
     if (pixels >= UINT32_MAX / 2 || samples * taps > ((uint64_t)1 << 20)) return S_FALSE;
     uint64_t list_bytes = align_up(samples * taps * sizeof(contribution));
 
-    unsigned resident = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16
-                            ? dml_cuda_resident_blocks(device, roi_align_grad_listed<uint16_t>, kThreads, 0, true)
-                            : dml_cuda_resident_blocks(device, roi_align_grad_listed<float>, kThreads, 0, true);
+    const bool half = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    const void* kernel = channels_last ? (half ? (const void*)roi_align_grad_listed<uint16_t, true>
+                                               : (const void*)roi_align_grad_listed<float, true>)
+                                       : (half ? (const void*)roi_align_grad_listed<uint16_t, false>
+                                               : (const void*)roi_align_grad_listed<float, false>);
+    unsigned resident = dml_cuda_resident_blocks(device, kernel, kThreads, 0, true);
     if (resident == 0) return S_FALSE; /* the strided kernels then */
 
     listed_plan* lp = (listed_plan*)dml_plan_state(plan, sizeof(listed_plan));
@@ -1305,7 +1314,6 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
     listed_problem& g = lp->shape_only;
     g.params = p;
     g.shape = s;
-    g.channels_last = channels_last;
     g.per_x = g.per_y = p.min_samples;
     g.taps = taps;
     dml_roi_axis x = {}, y = {};
@@ -1315,12 +1323,14 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
     g.pixels = (uint32_t)pixels;
     g.pixel_tiles = (uint32_t)((pixels + kGatherPixels - 1) / kGatherPixels);
     g.channel_groups = (s.channels + kGatherChannels - 1) / kGatherChannels;
+    lp->kernel = kernel;
+    lp->channels_last = channels_last;
     lp->blocks = resident;
     lp->offsets_bytes = align_up((pixels + 1) * sizeof(uint32_t));
     lp->cursors_bytes = align_up(pixels * sizeof(uint32_t));
     lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));
     lp->list_bytes = list_bytes;
-    const uint64_t element = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
+    const uint64_t element = half ? 2 : 4;
     lp->transposed_bytes =
         channels_last ? 0 : align_up((uint64_t)s.roi_count * s.out_height * s.out_width * s.channels * element);
     plan->temporary_size =
@@ -1354,12 +1364,10 @@ HRESULT run_grad_listed(const dml_kernel_args* args) {
     g.placed = (contribution*)(scratch + lp.offsets_bytes + lp.cursors_bytes + lp.sums_bytes);
     g.sorted = (contribution*)((char*)g.placed + lp.list_bytes);
     g.transposed = lp.transposed_bytes ? (char*)g.sorted + lp.list_bytes : nullptr;
-    g.position_rows = g.channels_last ? g.input_gradient : g.transposed;
+    g.position_rows = lp.channels_last ? g.input_gradient : g.transposed;
     void* kernel_args[] = {&g};
-    bool is_half = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    const void* kernel =
-        is_half ? (const void*)roi_align_grad_listed<uint16_t> : (const void*)roi_align_grad_listed<float>;
-    cudaError_t error = cudaLaunchCooperativeKernel(kernel, lp.blocks, kThreads, kernel_args, 0, dml_cuda_stream(args));
+    cudaError_t error =
+        cudaLaunchCooperativeKernel(lp.kernel, lp.blocks, kThreads, kernel_args, 0, dml_cuda_stream(args));
     if (error != cudaSuccess) return dml_cuda_kernel_error(error, "CUDA kernel roi_align_grad_listed");
     return dml_cuda_check_launch("roi_align_grad_listed");
 }

@@ -79,28 +79,35 @@ double* random_image(uint64_t count, bool specials) {
 
 /* ---- ROI align ---- */
 
-void packed_nchw_roi_align_case(roi_align_case* c, int iteration) {
-    if (iteration < PACKED_NCHW_ROI_ALIGN_CASES - 4)
-        random_roi_align_case(c);
-    else
-        large_roi_align_case(c, iteration - (PACKED_NCHW_ROI_ALIGN_CASES - 4));
-    c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
-    roi_align_case_describe(c);
+static void random_input_gradient(roi_align_case* c);
+
+/* Random case `iteration` of a fast path's list: every eighth with
+ * 129..1300 channels (the boxes stay; the image and the gradient are drawn
+ * again for them). */
+static void random_packed_case(roi_align_case* c, int iteration) {
+    random_roi_align_case(c);
+    if (iteration % 8 != 7) return;
+    c->channels = test_rand_range(129, 1300);
+    free(c->image);
+    free(c->input_gradient);
+    c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, c->specials);
+    random_input_gradient(c);
 }
 
-static void random_input_gradient(roi_align_case* c);
+void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last) {
+    if (iteration < PACKED_ROI_ALIGN_CASES - 4)
+        random_packed_case(c, iteration);
+    else
+        large_roi_align_case(c, iteration - (PACKED_ROI_ALIGN_CASES - 4));
+    c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
+    c->channels_last = channels_last;
+    roi_align_case_describe(c);
+}
 
 void listed_roi_align_grad_case(roi_align_case* c, int iteration, bool channels_last) {
     int large = iteration - (LISTED_ROI_ALIGN_GRAD_CASES - 4);
     if (large < 0) {
-        random_roi_align_case(c);
-        if (iteration % 8 == 7) { /* the boxes stay; the image and the gradient get the new channel count */
-            c->channels = test_rand_range(129, 300);
-            free(c->image);
-            free(c->input_gradient);
-            c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, c->specials);
-            random_input_gradient(c);
-        }
+        random_packed_case(c, iteration);
     } else {
         large_roi_align_case(c, large == 0 ? 0 : large == 1 ? 2 : 3);
         if (large == 3) c->max_samples = c->min_samples = 2; /* 2^19 contributions */
@@ -108,7 +115,7 @@ void listed_roi_align_grad_case(roi_align_case* c, int iteration, bool channels_
     c->reduction = DML_REDUCE_FUNCTION_AVERAGE;
     c->max_samples = c->min_samples;
     c->layouts[L_INPUT_GRADIENT] = c->layouts[L_OUTPUT_GRADIENT] = TEST_LAYOUT_PACKED;
-    c->channels_last_gradients = channels_last;
+    c->channels_last = channels_last;
     roi_align_case_describe(c);
 }
 
@@ -123,7 +130,7 @@ void roi_align_case_describe(roi_align_case* c) {
              c->input_pixel_offset, c->output_pixel_offset, c->out_of_bounds_value, c->min_samples, c->max_samples,
              (int)c->align_corners, test_layout_name(c->layouts[L_INPUT]), test_layout_name(c->layouts[L_ROI]),
              test_layout_name(c->layouts[L_BATCH]), test_layout_name(c->layouts[L_OUTPUT]),
-             c->channels_last_gradients ? ", gradients channels-last" : "");
+             c->channels_last ? ", channels-last" : "");
 }
 
 void roi_align_case_free(roi_align_case* c) {
@@ -273,12 +280,14 @@ void roi_align_forward_setup(roi_align_run* run, const roi_align_case* c) {
     uint32_t roi_sizes[4], batch_sizes[4];
     roi_shapes(c, roi_sizes, batch_sizes);
     twin_init(&run->input, c->type, 4, in_sizes, c->layouts[L_INPUT]);
+    if (c->channels_last) twin_make_channels_last(&run->input);
     twin_fill(&run->input, c->image);
     twin_init(&run->rois, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI]);
     twin_fill(&run->rois, c->rois);
     twin_init(&run->indices, c->index_type, c->batch_rank, batch_sizes, c->layouts[L_BATCH]);
     twin_fill(&run->indices, c->batch_indices);
     twin_init(&run->output, c->type, 4, out_sizes, c->layouts[L_OUTPUT]);
+    if (c->channels_last) twin_make_channels_last(&run->output);
     run->align = (DML_ROI_ALIGN_OPERATOR_DESC){twin_desc(&run->input),
                                                twin_desc(&run->rois),
                                                twin_desc(&run->indices),
@@ -323,7 +332,7 @@ void roi_align_grad_setup(roi_align_run* run, const roi_align_case* c, bool with
         twin_fill(&run->input, c->image);
     }
     twin_init(&run->input_gradient, c->type, 4, dy_sizes, c->layouts[L_INPUT_GRADIENT]);
-    if (c->channels_last_gradients) twin_make_channels_last(&run->input_gradient);
+    if (c->channels_last) twin_make_channels_last(&run->input_gradient);
     twin_fill(&run->input_gradient, c->input_gradient);
     twin_init(&run->rois, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI]);
     twin_fill(&run->rois, c->rois);
@@ -336,7 +345,7 @@ void roi_align_grad_setup(roi_align_run* run, const roi_align_case* c, bool with
     free(indices);
     if (want_output_gradient) {
         twin_init(&run->output_gradient, c->type, 4, in_sizes, c->layouts[L_OUTPUT_GRADIENT]);
-        if (c->channels_last_gradients) twin_make_channels_last(&run->output_gradient);
+        if (c->channels_last) twin_make_channels_last(&run->output_gradient);
     }
     if (want_roi_gradient) twin_init(&run->roi_gradient, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI_GRADIENT]);
     run->grad = (DML_ROI_ALIGN_GRAD_OPERATOR_DESC){twin_desc(&run->input),

@@ -54,8 +54,10 @@ typedef struct roi_align_case {
     float scale_x, scale_y, input_pixel_offset, output_pixel_offset, out_of_bounds_value;
     uint32_t min_samples, max_samples;
     BOOL align_corners;
-    bool specials;                /* NaN/infinite values and coordinates */
-    bool channels_last_gradients; /* ROI_ALIGN_GRAD: both gradients packed channels-last (else `layouts`) */
+    bool specials; /* NaN/infinite values and coordinates */
+    /* Packed channels-last instead of packed (the case's `layouts` for them):
+     * the forward's input and output, the gradient's two gradients. */
+    bool channels_last;
     double *image, *rois, *batch_indices, *input_gradient;
     test_layout layouts[L_COUNT];
     char context[400];
@@ -66,15 +68,17 @@ void random_roi_align_case(roi_align_case* c);
 /* Many overlapping ROIs on few images (variant 0..3: AVERAGE/MAX, LINEAR/
  * NEAREST, FLOAT32/FLOAT16, aligned corners, NHWC input). */
 void large_roi_align_case(roi_align_case* c, int variant);
-/* Case `iteration` of PACKED_NCHW_ROI_ALIGN_CASES with packed NCHW input
- * and output (the CUDA fast path's): random ones, then the large variants. */
-#define PACKED_NCHW_ROI_ALIGN_CASES 304
-void packed_nchw_roi_align_case(roi_align_case* c, int iteration);
+/* Case `iteration` of PACKED_ROI_ALIGN_CASES with packed NCHW or
+ * (channels_last) packed channels-last input and output (the CUDA fast
+ * paths'): random ones (every eighth with 129..1300 channels: several
+ * channel groups, the last partial), then the large variants. */
+#define PACKED_ROI_ALIGN_CASES 304
+void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last);
 /* Case `iteration` of LISTED_ROI_ALIGN_GRAD_CASES for the feature gradient's
  * one-launch forms: AVERAGE, a fixed sample count, both gradients packed NCHW
- * or (channels_last) both packed channels-last. Random ones (every eighth
- * with 129..300 channels: several 128-channel groups, the last partial), then
- * the large AVERAGE variants, the last with 2x2 samples (2^19 contributions). */
+ * or (channels_last) both packed channels-last. Random ones (wide ones as
+ * packed_roi_align_case's), then the large AVERAGE variants, the last with
+ * 2x2 samples (2^19 contributions). */
 #define LISTED_ROI_ALIGN_GRAD_CASES 304
 void listed_roi_align_grad_case(roi_align_case* c, int iteration, bool channels_last);
 /* Sets c->context from the fields. */

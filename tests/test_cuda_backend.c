@@ -1241,18 +1241,19 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
     dmlReleaseDevice(cuda);
 }
 
-/* The forward pass on packed NCHW input and output ("roi_align/cuda/nchw"):
- * the CPU's bits, adaptive sample counts, MAX and AVERAGE, both interpolations. */
-TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
+/* The forward pass on packed input and output ("roi_align/cuda/nchw",
+ * "/nhwc"): the CPU's bits, adaptive sample counts, MAX and AVERAGE, both
+ * interpolations, odd and wide channel counts. */
+static void compare_packed_forward_cases(bool channels_last, const char* expected) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < PACKED_NCHW_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
+    for (int iteration = 0; iteration < PACKED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
-        packed_nchw_roi_align_case(&c, iteration);
+        packed_roi_align_case(&c, iteration, channels_last);
         roi_align_run run;
         roi_align_forward_setup(&run, &c);
         const char* name = cuda_implementation_of(cuda, &run.op);
-        EXPECT(strcmp(name, "roi_align/cuda/nchw") == 0, "CUDA chose %s; %s", name, run.context);
+        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
         compare_roi_align_run(cpu, cuda, &run, 1);
         roi_align_run_free(&run);
         roi_align_case_free(&c);
@@ -1260,6 +1261,10 @@ TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
+
+TEST_CASE(cuda_roi_align_nchw_matches_cpu) { compare_packed_forward_cases(false, "roi_align/cuda/nchw"); }
+
+TEST_CASE(cuda_roi_align_nhwc_matches_cpu) { compare_packed_forward_cases(true, "roi_align/cuda/nhwc"); }
 
 /* The feature gradient's one-launch forms ("roi_align_grad/cuda/nchw" and
  * "/nhwc": AVERAGE, a fixed sample count, no ROI gradient, both gradients

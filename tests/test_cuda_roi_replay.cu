@@ -136,12 +136,12 @@ template <class T> static void replay_forward(const dml_kernel_args* args) {
         align_replay::forward_element<T>(f, i);
 }
 
-/* roi_align_forward_nchw, task by task in its order (ROIs fastest), each
+/* roi_align_forward_packed, task by task in its order (ROIs fastest), each
  * thread's outputs in turn. */
-template <class T> static void replay_forward_nchw(const dml_kernel_args* args) {
-    align_replay::forward_nchw_plan n;
-    HRESULT status = align_replay::forward_nchw_plan_make(args->op, &n);
-    EXPECT(status == S_OK, "the nchw plan declined (%s)", dmlStatusName(status));
+template <class T, bool ChannelsLast> static void replay_forward_packed(const dml_kernel_args* args) {
+    align_replay::forward_packed_plan n;
+    HRESULT status = align_replay::forward_packed_plan_make(args->op, ChannelsLast, &n);
+    EXPECT(status == S_OK, "the packed plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
     align_replay::forward_problem f = align_replay::forward_problem_make(args);
     const align_replay::align_shape& s = f.shape;
@@ -154,15 +154,16 @@ template <class T> static void replay_forward_nchw(const dml_kernel_args* args) 
         for (uint32_t group = 0; group < n.groups; group++)
             for (uint32_t oy = 0; oy < s.out_height; oy++)
                 for (uint32_t ox = 0; ox < s.out_width; ox++)
-                    align_replay::forward_nchw_outputs<T>(f, n, region, samples, samples + region.x.count, r,
-                                                          c0 + group, c_last, oy, ox);
+                    align_replay::forward_packed_outputs<T, ChannelsLast>(
+                        f, n, region, samples, samples + region.x.count, r, c0 + group, c_last, oy, ox);
     }
     free(samples);
 }
 
 /* Runs `run` on the CPU backend and replays the CUDA code on its CUDA side
- * (with nchw, the forward pass as roi_align_forward_nchw). */
-static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, bool nchw = false) {
+ * (with packed, the forward pass as roi_align_forward_packed: packed NCHW,
+ * or channels-last where the case says so). */
+static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, const roi_align_case* packed = NULL) {
     test_buffer *inputs[4], *outputs[2];
     roi_align_run_buffers(run, false, inputs, outputs);
     HRESULT status = test_run(cpu, &run->op, run->input_count, inputs, run->output_count, outputs);
@@ -178,8 +179,10 @@ static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, bool nchw 
     bool grad = run->op.Type == DML_OPERATOR_ROI_ALIGN_GRAD;
     if (grad)
         is_half ? replay_grad<uint16_t>(&args) : replay_grad<float>(&args);
-    else if (nchw)
-        is_half ? replay_forward_nchw<uint16_t>(&args) : replay_forward_nchw<float>(&args);
+    else if (packed && packed->channels_last)
+        is_half ? replay_forward_packed<uint16_t, true>(&args) : replay_forward_packed<float, true>(&args);
+    else if (packed)
+        is_half ? replay_forward_packed<uint16_t, false>(&args) : replay_forward_packed<float, false>(&args);
     else
         is_half ? replay_forward<uint16_t>(&args) : replay_forward<float>(&args);
     dmlReleaseOperator(op);
@@ -207,19 +210,20 @@ TEST_CASE(replay_roi_align_matches_cpu) {
     dmlReleaseDevice(cpu);
 }
 
-/* The packed NCHW forward kernel, on the cases of test_cuda_backend's
- * cuda_roi_align_nchw_matches_cpu. */
-TEST_CASE(replay_roi_align_nchw_matches_cpu) {
+/* The packed forward kernel, on the cases of test_cuda_backend's
+ * cuda_roi_align_nchw_matches_cpu and cuda_roi_align_nhwc_matches_cpu. */
+TEST_CASE(replay_roi_align_packed_matches_cpu) {
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < PACKED_NCHW_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
-        roi_align_case c;
-        packed_nchw_roi_align_case(&c, iteration);
-        roi_align_run run;
-        roi_align_forward_setup(&run, &c);
-        compare_roi_align_run(cpu, &run, true);
-        roi_align_run_free(&run);
-        roi_align_case_free(&c);
-    }
+    for (int layout = 0; layout < 2 && !test_case_failed(); layout++)
+        for (int iteration = 0; iteration < PACKED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
+            roi_align_case c;
+            packed_roi_align_case(&c, iteration, layout == 1);
+            roi_align_run run;
+            roi_align_forward_setup(&run, &c);
+            compare_roi_align_run(cpu, &run, &c);
+            roi_align_run_free(&run);
+            roi_align_case_free(&c);
+        }
     dmlReleaseDevice(cpu);
 }
 

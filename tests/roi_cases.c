@@ -255,9 +255,7 @@ void large_roi_align_case(roi_align_case* c, int variant) {
     roi_align_case_describe(c);
 }
 
-/* Restrides a packed 4-D tensor channels-last (N, H, W, C in memory): the
- * same bytes. */
-static void twin_make_channels_last(twin_buffer* w) {
+void twin_make_channels_last(twin_buffer* w) {
     test_tensor* t = &w->tensor;
     uint32_t pixel = t->sizes[1], row = t->sizes[3] * pixel;
     const uint32_t strides[4] = {t->sizes[2] * row, 1, row, pixel};

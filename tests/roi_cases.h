@@ -21,6 +21,9 @@ void twin_init(twin_buffer* w, DML_TENSOR_DATA_TYPE type, uint32_t rank, const u
 /* Writes values[logical index] into both buffers. */
 void twin_fill(twin_buffer* w, const double* values);
 void twin_free(twin_buffer* w);
+/* Restrides a packed 4-D tensor channels-last (N, H, W, C in memory): the
+ * same bytes. Before twin_fill. */
+void twin_make_channels_last(twin_buffer* w);
 /* NULL for an absent tensor. */
 const DML_TENSOR_DESC* twin_desc(const twin_buffer* w);
 test_buffer* twin_side(twin_buffer* w, bool cuda);

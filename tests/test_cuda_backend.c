@@ -1111,12 +1111,14 @@ TEST_CASE(cuda_binding_errors_keep_device) {
 
 /* ---- ROI families: CPU vs CUDA (roi_cases.h) ---- */
 
-/* packed: input and output packed NCHW, which CUDA runs as "roi_pooling/cuda/nchw". */
-static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, bool packed) {
+/* packed: input and output packed NCHW or (channels_last) packed
+ * channels-last, which CUDA runs as "roi_pooling/cuda/nchw" or "/nhwc". */
+static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, bool packed, bool channels_last) {
     DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
-    uint32_t batch = test_rand_range(1, 3), channels = large ? 64 : test_rand_range(1, 4);
+    /* Channels-last: up to 1300 channels, several 1024-channel tasks. */
+    uint32_t batch = test_rand_range(1, 3), channels = large ? 64 : test_rand_range(1, channels_last ? 1300 : 4);
     /* tall: the fast path's row maxima of one channel fill its shared memory. */
-    bool tall = packed && !large && test_rand_range(0, 19) == 0;
+    bool tall = packed && !channels_last && !large && test_rand_range(0, 19) == 0;
     uint32_t height = large ? 61 : tall ? test_rand_range(900, 1500) : test_rand_range(1, 12);
     uint32_t width = large ? 83 : test_rand_range(1, 12);
     uint32_t roi_count = large ? 500 : test_rand_range(1, 10);
@@ -1133,6 +1135,10 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, boo
     twin_init(&input, type, 4, in_sizes, layouts[0]);
     twin_init(&rois, type, 4, roi_sizes, layouts[1]);
     twin_init(&output, type, 4, out_sizes, layouts[2]);
+    if (channels_last) {
+        twin_make_channels_last(&input);
+        twin_make_channels_last(&output);
+    }
     double* image = random_image(input.tensor.element_count, true);
     twin_fill(&input, image);
     double* rows = malloc((size_t)roi_count * 5 * sizeof *rows);
@@ -1149,12 +1155,14 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, boo
         &input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale, {pooled_width, pooled_height}};
     DML_OPERATOR_DESC op = {DML_OPERATOR_ROI_POOLING, &desc};
     char context[256];
-    snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g layouts %s/%s/%s",
+    snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g layouts %s/%s/%s%s",
              dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale,
-             test_layout_name(layouts[0]), test_layout_name(layouts[1]), test_layout_name(layouts[2]));
+             test_layout_name(layouts[0]), test_layout_name(layouts[1]), test_layout_name(layouts[2]),
+             channels_last ? " (channels-last)" : "");
     if (packed) {
         const char* name = cuda_implementation_of(cuda, &op);
-        EXPECT(strcmp(name, "roi_pooling/cuda/nchw") == 0, "CUDA chose %s; %s", name, context);
+        const char* expected = channels_last ? "roi_pooling/cuda/nhwc" : "roi_pooling/cuda/nchw";
+        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, context);
     }
     HRESULT cpu_status =
         test_run(cpu, &op, 2, (test_buffer*[]){&input.cpu, &rois.cpu}, 1, (test_buffer*[]){&output.cpu});
@@ -1176,12 +1184,13 @@ TEST_CASE(cuda_roi_pooling_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, false, false);
+        compare_roi_pooling(cpu, cuda, false, false, false);
     /* More outputs than one pass of the grid: every thread loops. */
-    compare_roi_pooling(cpu, cuda, true, false);
-    /* The packed NCHW fast path, small and large (more tasks than blocks). */
+    compare_roi_pooling(cpu, cuda, true, false, false);
+    /* The packed fast paths, small and large (more tasks than blocks): NCHW,
+     * and channels-last in every third case. */
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, iteration % 100 == 99, true);
+        compare_roi_pooling(cpu, cuda, iteration % 100 == 99, true, iteration % 3 == 2);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }

@@ -152,6 +152,7 @@ extern const dml_impl dml_cuda_roi_align_nhwc;
 extern const dml_impl dml_cuda_roi_align_grad_nchw;
 extern const dml_impl dml_cuda_roi_align_grad_nhwc;
 extern const dml_impl dml_cuda_roi_pooling_nchw;
+extern const dml_impl dml_cuda_roi_pooling_nhwc;
 extern const dml_impl dml_cuda_batch_normalization_nchw;
 extern const dml_impl dml_cuda_batch_normalization_nhwc;
 extern const dml_impl dml_cuda_batch_normalization_training_nchw;

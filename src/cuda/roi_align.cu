@@ -1341,11 +1341,11 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
     if (pixels >= UINT32_MAX / 2 || samples * taps > ((uint64_t)1 << 20)) return S_FALSE;
     uint64_t list_bytes = align_up(samples * taps * sizeof(contribution));
 
-    const bool half = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    const void* kernel = channels_last ? (half ? (const void*)roi_align_grad_listed<uint16_t, true>
-                                               : (const void*)roi_align_grad_listed<float, true>)
-                                       : (half ? (const void*)roi_align_grad_listed<uint16_t, false>
-                                               : (const void*)roi_align_grad_listed<float, false>);
+    const bool is_half = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    const void* kernel = channels_last ? (is_half ? (const void*)roi_align_grad_listed<uint16_t, true>
+                                                  : (const void*)roi_align_grad_listed<float, true>)
+                                       : (is_half ? (const void*)roi_align_grad_listed<uint16_t, false>
+                                                  : (const void*)roi_align_grad_listed<float, false>);
     unsigned resident = dml_cuda_resident_blocks(device, kernel, kThreads, 0, true);
     if (resident == 0) return S_FALSE; /* the strided kernels then */
 
@@ -1370,7 +1370,7 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
     lp->cursors_bytes = align_up(pixels * sizeof(uint32_t));
     lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));
     lp->list_bytes = list_bytes;
-    const uint64_t element = half ? 2 : 4;
+    const uint64_t element = is_half ? 2 : 4;
     lp->transposed_bytes =
         channels_last ? 0 : align_up((uint64_t)s.roi_count * s.out_height * s.out_width * s.channels * element);
     plan->temporary_size =

@@ -79,26 +79,58 @@ double* random_image(uint64_t count, bool specials) {
 
 /* ---- ROI align ---- */
 
-void packed_nchw_roi_align_case(roi_align_case* c, int iteration) {
-    if (iteration < PACKED_NCHW_ROI_ALIGN_CASES - 4)
-        random_roi_align_case(c);
+static void random_input_gradient(roi_align_case* c);
+
+/* Random case `iteration` of a fast path's list: every eighth with
+ * 129..1300 channels (the boxes stay; the image and the gradient are drawn
+ * again for them). */
+static void random_packed_case(roi_align_case* c, int iteration) {
+    random_roi_align_case(c);
+    if (iteration % 8 != 7) return;
+    c->channels = test_rand_range(129, 1300);
+    free(c->image);
+    free(c->input_gradient);
+    c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, c->specials);
+    random_input_gradient(c);
+}
+
+void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last) {
+    if (iteration < PACKED_ROI_ALIGN_CASES - 4)
+        random_packed_case(c, iteration);
     else
-        large_roi_align_case(c, iteration - (PACKED_NCHW_ROI_ALIGN_CASES - 4));
+        large_roi_align_case(c, iteration - (PACKED_ROI_ALIGN_CASES - 4));
     c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
+    c->channels_last = channels_last;
+    roi_align_case_describe(c);
+}
+
+void listed_roi_align_grad_case(roi_align_case* c, int iteration, bool channels_last) {
+    int large = iteration - (LISTED_ROI_ALIGN_GRAD_CASES - 4);
+    if (large < 0) {
+        random_packed_case(c, iteration);
+    } else {
+        large_roi_align_case(c, large == 0 ? 0 : large == 1 ? 2 : 3);
+        if (large == 3) c->max_samples = c->min_samples = 2; /* 2^19 contributions */
+    }
+    c->reduction = DML_REDUCE_FUNCTION_AVERAGE;
+    c->max_samples = c->min_samples;
+    c->layouts[L_INPUT_GRADIENT] = c->layouts[L_OUTPUT_GRADIENT] = TEST_LAYOUT_PACKED;
+    c->channels_last = channels_last;
     roi_align_case_describe(c);
 }
 
 void roi_align_case_describe(roi_align_case* c) {
     snprintf(c->context, sizeof c->context,
              "%s %s idx %s in [%u %u %u %u] R %u out %ux%u ranks %u/%u %s %s scale %g,%g offsets %g,%g oob %g "
-             "samples %u..%u corners %d layouts %s/%s/%s/%s",
+             "samples %u..%u corners %d layouts %s/%s/%s/%s%s",
              dmlOperatorTypeName(c->forward_type), dmlDataTypeName(c->type), dmlDataTypeName(c->index_type), c->batch,
              c->channels, c->height, c->width, c->roi_count, c->out_height, c->out_width, c->roi_rank, c->batch_rank,
              c->reduction == DML_REDUCE_FUNCTION_MAX ? "MAX" : "AVERAGE",
              c->interpolation == DML_INTERPOLATION_MODE_LINEAR ? "LINEAR" : "NEAREST", c->scale_x, c->scale_y,
              c->input_pixel_offset, c->output_pixel_offset, c->out_of_bounds_value, c->min_samples, c->max_samples,
              (int)c->align_corners, test_layout_name(c->layouts[L_INPUT]), test_layout_name(c->layouts[L_ROI]),
-             test_layout_name(c->layouts[L_BATCH]), test_layout_name(c->layouts[L_OUTPUT]));
+             test_layout_name(c->layouts[L_BATCH]), test_layout_name(c->layouts[L_OUTPUT]),
+             c->channels_last ? ", channels-last" : "");
 }
 
 void roi_align_case_free(roi_align_case* c) {
@@ -223,6 +255,14 @@ void large_roi_align_case(roi_align_case* c, int variant) {
     roi_align_case_describe(c);
 }
 
+void twin_make_channels_last(twin_buffer* w) {
+    test_tensor* t = &w->tensor;
+    uint32_t pixel = t->sizes[1], row = t->sizes[3] * pixel;
+    const uint32_t strides[4] = {t->sizes[2] * row, 1, row, pixel};
+    memcpy(t->strides, strides, sizeof strides);
+    t->buffer.Strides = t->strides;
+}
+
 static void roi_shapes(const roi_align_case* c, uint32_t roi_sizes[4], uint32_t batch_sizes[4]) {
     for (int i = 0; i < 4; i++)
         roi_sizes[i] = batch_sizes[i] = 1;
@@ -238,12 +278,14 @@ void roi_align_forward_setup(roi_align_run* run, const roi_align_case* c) {
     uint32_t roi_sizes[4], batch_sizes[4];
     roi_shapes(c, roi_sizes, batch_sizes);
     twin_init(&run->input, c->type, 4, in_sizes, c->layouts[L_INPUT]);
+    if (c->channels_last) twin_make_channels_last(&run->input);
     twin_fill(&run->input, c->image);
     twin_init(&run->rois, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI]);
     twin_fill(&run->rois, c->rois);
     twin_init(&run->indices, c->index_type, c->batch_rank, batch_sizes, c->layouts[L_BATCH]);
     twin_fill(&run->indices, c->batch_indices);
     twin_init(&run->output, c->type, 4, out_sizes, c->layouts[L_OUTPUT]);
+    if (c->channels_last) twin_make_channels_last(&run->output);
     run->align = (DML_ROI_ALIGN_OPERATOR_DESC){twin_desc(&run->input),
                                                twin_desc(&run->rois),
                                                twin_desc(&run->indices),
@@ -288,6 +330,7 @@ void roi_align_grad_setup(roi_align_run* run, const roi_align_case* c, bool with
         twin_fill(&run->input, c->image);
     }
     twin_init(&run->input_gradient, c->type, 4, dy_sizes, c->layouts[L_INPUT_GRADIENT]);
+    if (c->channels_last) twin_make_channels_last(&run->input_gradient);
     twin_fill(&run->input_gradient, c->input_gradient);
     twin_init(&run->rois, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI]);
     twin_fill(&run->rois, c->rois);
@@ -298,7 +341,10 @@ void roi_align_grad_setup(roi_align_run* run, const roi_align_case* c, bool with
         indices[r] = fmin(c->batch_indices[r], 4294967295.0);
     twin_fill(&run->indices, indices);
     free(indices);
-    if (want_output_gradient) twin_init(&run->output_gradient, c->type, 4, in_sizes, c->layouts[L_OUTPUT_GRADIENT]);
+    if (want_output_gradient) {
+        twin_init(&run->output_gradient, c->type, 4, in_sizes, c->layouts[L_OUTPUT_GRADIENT]);
+        if (c->channels_last) twin_make_channels_last(&run->output_gradient);
+    }
     if (want_roi_gradient) twin_init(&run->roi_gradient, c->type, c->roi_rank, roi_sizes, c->layouts[L_ROI_GRADIENT]);
     run->grad = (DML_ROI_ALIGN_GRAD_OPERATOR_DESC){twin_desc(&run->input),
                                                    twin_desc(&run->input_gradient),

@@ -21,6 +21,9 @@ void twin_init(twin_buffer* w, DML_TENSOR_DATA_TYPE type, uint32_t rank, const u
 /* Writes values[logical index] into both buffers. */
 void twin_fill(twin_buffer* w, const double* values);
 void twin_free(twin_buffer* w);
+/* Restrides a packed 4-D tensor channels-last (N, H, W, C in memory): the
+ * same bytes. Before twin_fill. */
+void twin_make_channels_last(twin_buffer* w);
 /* NULL for an absent tensor. */
 const DML_TENSOR_DESC* twin_desc(const twin_buffer* w);
 test_buffer* twin_side(twin_buffer* w, bool cuda);
@@ -55,6 +58,9 @@ typedef struct roi_align_case {
     uint32_t min_samples, max_samples;
     BOOL align_corners;
     bool specials; /* NaN/infinite values and coordinates */
+    /* Packed channels-last instead of packed (the case's `layouts` for them):
+     * the forward's input and output, the gradient's two gradients. */
+    bool channels_last;
     double *image, *rois, *batch_indices, *input_gradient;
     test_layout layouts[L_COUNT];
     char context[400];
@@ -65,10 +71,19 @@ void random_roi_align_case(roi_align_case* c);
 /* Many overlapping ROIs on few images (variant 0..3: AVERAGE/MAX, LINEAR/
  * NEAREST, FLOAT32/FLOAT16, aligned corners, NHWC input). */
 void large_roi_align_case(roi_align_case* c, int variant);
-/* Case `iteration` of PACKED_NCHW_ROI_ALIGN_CASES with packed NCHW input
- * and output (the CUDA fast path's): random ones, then the large variants. */
-#define PACKED_NCHW_ROI_ALIGN_CASES 304
-void packed_nchw_roi_align_case(roi_align_case* c, int iteration);
+/* Case `iteration` of PACKED_ROI_ALIGN_CASES with packed NCHW or
+ * (channels_last) packed channels-last input and output (the CUDA fast
+ * paths'): random ones (every eighth with 129..1300 channels: several
+ * channel groups, the last partial), then the large variants. */
+#define PACKED_ROI_ALIGN_CASES 304
+void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last);
+/* Case `iteration` of LISTED_ROI_ALIGN_GRAD_CASES for the feature gradient's
+ * one-launch forms: AVERAGE, a fixed sample count, both gradients packed NCHW
+ * or (channels_last) both packed channels-last. Random ones (wide ones as
+ * packed_roi_align_case's), then the large AVERAGE variants, the last with
+ * 2x2 samples (2^19 contributions). */
+#define LISTED_ROI_ALIGN_GRAD_CASES 304
+void listed_roi_align_grad_case(roi_align_case* c, int iteration, bool channels_last);
 /* Sets c->context from the fields. */
 void roi_align_case_describe(roi_align_case* c);
 void roi_align_case_free(roi_align_case* c);

@@ -1175,12 +1175,14 @@ TEST_CASE(cuda_binding_errors_keep_device) {
 
 /* ---- ROI families: CPU vs CUDA (roi_cases.h) ---- */
 
-/* packed: input and output packed NCHW, which CUDA runs as "roi_pooling/cuda/nchw". */
-static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, bool packed) {
+/* packed: input and output packed NCHW or (channels_last) packed
+ * channels-last, which CUDA runs as "roi_pooling/cuda/nchw" or "/nhwc". */
+static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, bool packed, bool channels_last) {
     DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
-    uint32_t batch = test_rand_range(1, 3), channels = large ? 64 : test_rand_range(1, 4);
+    /* Channels-last: up to 1300 channels, several 1024-channel tasks. */
+    uint32_t batch = test_rand_range(1, 3), channels = large ? 64 : test_rand_range(1, channels_last ? 1300 : 4);
     /* tall: the fast path's row maxima of one channel fill its shared memory. */
-    bool tall = packed && !large && test_rand_range(0, 19) == 0;
+    bool tall = packed && !channels_last && !large && test_rand_range(0, 19) == 0;
     uint32_t height = large ? 61 : tall ? test_rand_range(900, 1500) : test_rand_range(1, 12);
     uint32_t width = large ? 83 : test_rand_range(1, 12);
     uint32_t roi_count = large ? 500 : test_rand_range(1, 10);
@@ -1197,6 +1199,10 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, boo
     twin_init(&input, type, 4, in_sizes, layouts[0]);
     twin_init(&rois, type, 4, roi_sizes, layouts[1]);
     twin_init(&output, type, 4, out_sizes, layouts[2]);
+    if (channels_last) {
+        twin_make_channels_last(&input);
+        twin_make_channels_last(&output);
+    }
     double* image = random_image(input.tensor.element_count, true);
     twin_fill(&input, image);
     double* rows = malloc((size_t)roi_count * 5 * sizeof *rows);
@@ -1213,12 +1219,14 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, boo
         &input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale, {pooled_width, pooled_height}};
     DML_OPERATOR_DESC op = {DML_OPERATOR_ROI_POOLING, &desc};
     char context[256];
-    snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g layouts %s/%s/%s",
+    snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g layouts %s/%s/%s%s",
              dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale,
-             test_layout_name(layouts[0]), test_layout_name(layouts[1]), test_layout_name(layouts[2]));
+             test_layout_name(layouts[0]), test_layout_name(layouts[1]), test_layout_name(layouts[2]),
+             channels_last ? " (channels-last)" : "");
     if (packed) {
         const char* name = cuda_implementation_of(cuda, &op);
-        EXPECT(strcmp(name, "roi_pooling/cuda/nchw") == 0, "CUDA chose %s; %s", name, context);
+        const char* expected = channels_last ? "roi_pooling/cuda/nhwc" : "roi_pooling/cuda/nchw";
+        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, context);
     }
     HRESULT cpu_status =
         test_run(cpu, &op, 2, (test_buffer*[]){&input.cpu, &rois.cpu}, 1, (test_buffer*[]){&output.cpu});
@@ -1240,12 +1248,13 @@ TEST_CASE(cuda_roi_pooling_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, false, false);
+        compare_roi_pooling(cpu, cuda, false, false, false);
     /* More outputs than one pass of the grid: every thread loops. */
-    compare_roi_pooling(cpu, cuda, true, false);
-    /* The packed NCHW fast path, small and large (more tasks than blocks). */
+    compare_roi_pooling(cpu, cuda, true, false, false);
+    /* The packed fast paths, small and large (more tasks than blocks): NCHW,
+     * and channels-last in every third case. */
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, iteration % 100 == 99, true);
+        compare_roi_pooling(cpu, cuda, iteration % 100 == 99, true, iteration % 3 == 2);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
@@ -1305,18 +1314,19 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
     dmlReleaseDevice(cuda);
 }
 
-/* The forward pass on packed NCHW input and output ("roi_align/cuda/nchw"):
- * the CPU's bits, adaptive sample counts, MAX and AVERAGE, both interpolations. */
-TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
+/* The forward pass on packed input and output ("roi_align/cuda/nchw",
+ * "/nhwc"): the CPU's bits, adaptive sample counts, MAX and AVERAGE, both
+ * interpolations, odd and wide channel counts. */
+static void compare_packed_forward_cases(bool channels_last, const char* expected) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < PACKED_NCHW_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
+    for (int iteration = 0; iteration < PACKED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
-        packed_nchw_roi_align_case(&c, iteration);
+        packed_roi_align_case(&c, iteration, channels_last);
         roi_align_run run;
         roi_align_forward_setup(&run, &c);
         const char* name = cuda_implementation_of(cuda, &run.op);
-        EXPECT(strcmp(name, "roi_align/cuda/nchw") == 0, "CUDA chose %s; %s", name, run.context);
+        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
         compare_roi_align_run(cpu, cuda, &run, 1);
         roi_align_run_free(&run);
         roi_align_case_free(&c);
@@ -1325,29 +1335,25 @@ TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
     dmlReleaseDevice(cuda);
 }
 
-/* The feature gradient's one-launch form ("roi_align_grad/cuda/nchw":
- * AVERAGE, a fixed sample count, packed NCHW gradients, no ROI gradient):
- * random small problems and the large overlapping ones, the CPU's bits on
- * every run. */
-TEST_CASE(cuda_roi_align_grad_nchw_matches_cpu) {
+TEST_CASE(cuda_roi_align_nchw_matches_cpu) { compare_packed_forward_cases(false, "roi_align/cuda/nchw"); }
+
+TEST_CASE(cuda_roi_align_nhwc_matches_cpu) { compare_packed_forward_cases(true, "roi_align/cuda/nhwc"); }
+
+/* The feature gradient's one-launch forms ("roi_align_grad/cuda/nchw" and
+ * "/nhwc": AVERAGE, a fixed sample count, no ROI gradient, both gradients
+ * packed NCHW or both packed channels-last): random small problems (several
+ * images, odd and wide channel counts, ROIs outside the image, FLOAT16) and
+ * the large overlapping ones, the CPU's bits on every run. */
+static void compare_listed_grad_cases(bool channels_last, const char* expected) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < 304 && !test_case_failed(); iteration++) {
+    for (int iteration = 0; iteration < LISTED_ROI_ALIGN_GRAD_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
-        if (iteration < 300) {
-            random_roi_align_case(&c);
-        } else {
-            large_roi_align_case(&c, iteration == 300 ? 0 : iteration == 301 ? 2 : 3);
-            if (iteration == 303) c.max_samples = c.min_samples = 2; /* 2^19 contributions */
-        }
-        c.reduction = DML_REDUCE_FUNCTION_AVERAGE;
-        c.max_samples = c.min_samples;
-        c.layouts[L_INPUT_GRADIENT] = c.layouts[L_OUTPUT_GRADIENT] = TEST_LAYOUT_PACKED;
-        roi_align_case_describe(&c);
+        listed_roi_align_grad_case(&c, iteration, channels_last);
         roi_align_run run;
         roi_align_grad_setup(&run, &c, test_rand_bool(), true, false);
         const char* name = cuda_implementation_of(cuda, &run.op);
-        EXPECT(strcmp(name, "roi_align_grad/cuda/nchw") == 0, "CUDA chose %s; %s", name, run.context);
+        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
         compare_roi_align_run(cpu, cuda, &run, 2);
         roi_align_run_free(&run);
         roi_align_case_free(&c);
@@ -1355,6 +1361,10 @@ TEST_CASE(cuda_roi_align_grad_nchw_matches_cpu) {
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
+
+TEST_CASE(cuda_roi_align_grad_nchw_matches_cpu) { compare_listed_grad_cases(false, "roi_align_grad/cuda/nchw"); }
+
+TEST_CASE(cuda_roi_align_grad_nhwc_matches_cpu) { compare_listed_grad_cases(true, "roi_align_grad/cuda/nhwc"); }
 
 /* Many overlapping ROIs on few images (more than one scan chunk of 256 ROIs
  * per image), more tile tasks than one pass of the grid, non-integer

@@ -136,12 +136,12 @@ template <class T> static void replay_forward(const dml_kernel_args* args) {
         align_replay::forward_element<T>(f, i);
 }
 
-/* roi_align_forward_nchw, task by task in its order (ROIs fastest), each
+/* roi_align_forward_packed, task by task in its order (ROIs fastest), each
  * thread's outputs in turn. */
-template <class T> static void replay_forward_nchw(const dml_kernel_args* args) {
-    align_replay::forward_nchw_plan n;
-    HRESULT status = align_replay::forward_nchw_plan_make(args->op, &n);
-    EXPECT(status == S_OK, "the nchw plan declined (%s)", dmlStatusName(status));
+template <class T, bool ChannelsLast> static void replay_forward_packed(const dml_kernel_args* args) {
+    align_replay::forward_packed_plan n;
+    HRESULT status = align_replay::forward_packed_plan_make(args->op, ChannelsLast, &n);
+    EXPECT(status == S_OK, "the packed plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
     align_replay::forward_problem f = align_replay::forward_problem_make(args);
     const align_replay::align_shape& s = f.shape;
@@ -154,15 +154,16 @@ template <class T> static void replay_forward_nchw(const dml_kernel_args* args) 
         for (uint32_t group = 0; group < n.groups; group++)
             for (uint32_t oy = 0; oy < s.out_height; oy++)
                 for (uint32_t ox = 0; ox < s.out_width; ox++)
-                    align_replay::forward_nchw_outputs<T>(f, n, region, samples, samples + region.x.count, r,
-                                                          c0 + group, c_last, oy, ox);
+                    align_replay::forward_packed_outputs<T, ChannelsLast>(
+                        f, n, region, samples, samples + region.x.count, r, c0 + group, c_last, oy, ox);
     }
     free(samples);
 }
 
 /* Runs `run` on the CPU backend and replays the CUDA code on its CUDA side
- * (with nchw, the forward pass as roi_align_forward_nchw). */
-static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, bool nchw = false) {
+ * (with packed, the forward pass as roi_align_forward_packed: packed NCHW,
+ * or channels-last where the case says so). */
+static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, const roi_align_case* packed = NULL) {
     test_buffer *inputs[4], *outputs[2];
     roi_align_run_buffers(run, false, inputs, outputs);
     HRESULT status = test_run(cpu, &run->op, run->input_count, inputs, run->output_count, outputs);
@@ -178,8 +179,10 @@ static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, bool nchw 
     bool grad = run->op.Type == DML_OPERATOR_ROI_ALIGN_GRAD;
     if (grad)
         is_half ? replay_grad<uint16_t>(&args) : replay_grad<float>(&args);
-    else if (nchw)
-        is_half ? replay_forward_nchw<uint16_t>(&args) : replay_forward_nchw<float>(&args);
+    else if (packed && packed->channels_last)
+        is_half ? replay_forward_packed<uint16_t, true>(&args) : replay_forward_packed<float, true>(&args);
+    else if (packed)
+        is_half ? replay_forward_packed<uint16_t, false>(&args) : replay_forward_packed<float, false>(&args);
     else
         is_half ? replay_forward<uint16_t>(&args) : replay_forward<float>(&args);
     dmlReleaseOperator(op);
@@ -207,19 +210,20 @@ TEST_CASE(replay_roi_align_matches_cpu) {
     dmlReleaseDevice(cpu);
 }
 
-/* The packed NCHW forward kernel, on the cases of test_cuda_backend's
- * cuda_roi_align_nchw_matches_cpu. */
-TEST_CASE(replay_roi_align_nchw_matches_cpu) {
+/* The packed forward kernel, on the cases of test_cuda_backend's
+ * cuda_roi_align_nchw_matches_cpu and cuda_roi_align_nhwc_matches_cpu. */
+TEST_CASE(replay_roi_align_packed_matches_cpu) {
     DMLDevice* cpu = cpu_device();
-    for (int iteration = 0; iteration < PACKED_NCHW_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
-        roi_align_case c;
-        packed_nchw_roi_align_case(&c, iteration);
-        roi_align_run run;
-        roi_align_forward_setup(&run, &c);
-        compare_roi_align_run(cpu, &run, true);
-        roi_align_run_free(&run);
-        roi_align_case_free(&c);
-    }
+    for (int layout = 0; layout < 2 && !test_case_failed(); layout++)
+        for (int iteration = 0; iteration < PACKED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
+            roi_align_case c;
+            packed_roi_align_case(&c, iteration, layout == 1);
+            roi_align_run run;
+            roi_align_forward_setup(&run, &c);
+            compare_roi_align_run(cpu, &run, &c);
+            roi_align_run_free(&run);
+            roi_align_case_free(&c);
+        }
     dmlReleaseDevice(cpu);
 }
 
@@ -241,19 +245,19 @@ TEST_CASE(replay_roi_align_grad_many_overlapping_rois) {
 /* ---- ROI pooling ---- */
 
 /* roi_pooling_nchw, task by task in its order, each thread's outputs in turn. */
-template <class T> static void replay_pooling_nchw(const DMLOperator* op, const dml_kernel_args* args) {
-    pooling_replay::nchw_plan n;
-    HRESULT status = pooling_replay::nchw_plan_make(op, &n);
-    EXPECT(status == S_OK, "the nchw plan declined (%s)", dmlStatusName(status));
+template <class T, bool ChannelsLast>
+static void replay_pooling_packed(const DMLOperator* op, const dml_kernel_args* args) {
+    pooling_replay::packed_plan n;
+    HRESULT status = pooling_replay::packed_plan_make(op, ChannelsLast, &n);
+    EXPECT(status == S_OK, "the packed plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
     pooling_replay::roi_pooling_problem f = n.shape_only;
     f.input = args->inputs[DML_ROI_POOLING_INPUT];
     f.rois = args->inputs[DML_ROI_POOLING_ROI];
     f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, plane_size = f.height * f.width;
-    const unsigned K = pooling_replay::kChannelsPerThread;
-    const uint32_t chunk = n.groups * K;
-    dml_pooled_bin* bins = (dml_pooled_bin*)malloc(pooling_replay::nchw_shared_bytes(f));
+    const uint32_t chunk = n.groups * pooling_replay::kChannelsPerThread;
+    dml_pooled_bin* bins = (dml_pooled_bin*)malloc(pooling_replay::packed_shared_bytes(f));
     for (uint64_t task = 0; task < (uint64_t)n.rois * n.chunks; task++) {
         uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * chunk, batch = 0;
         uint32_t c_last = (c0 + chunk < f.channels ? c0 + chunk : f.channels) - 1;
@@ -262,21 +266,9 @@ template <class T> static void replay_pooling_nchw(const DMLOperator* op, const 
         T* out = (T*)f.output + (uint64_t)r * f.channels * PH * PW;
         for (uint32_t group = 0; group < n.groups; group++)
             for (uint32_t ph = 0; ph < PH; ph++)
-                for (uint32_t pw = 0; pw < PW; pw++) {
-                    const T* planes[K];
-                    for (unsigned j = 0; j < K; j++) {
-                        uint32_t c = c0 + group + j * n.groups;
-                        planes[j] = image + (uint64_t)(c < c_last ? c : c_last) * plane_size;
-                    }
-                    float maxima[K];
-                    pooling_replay::bin_maxima<K>(planes, f.width, bins[ph], bins[PH + pw], maxima);
-                    for (unsigned j = 0; j < K; j++) {
-                        uint32_t c = c0 + group + j * n.groups;
-                        if (c <= c_last)
-                            out[(uint64_t)c * PH * PW + ph * PW + pw] =
-                                pooling_replay::pooled_value(maxima[j], planes[j], f.width, bins[ph], bins[PH + pw]);
-                    }
-                }
+                for (uint32_t pw = 0; pw < PW; pw++)
+                    pooling_replay::pool_bin_outputs<T, ChannelsLast>(f, n, image, out, bins[ph], bins[PH + pw],
+                                                                      c0 + group, c_last, ph, pw);
     }
     free(bins);
 }
@@ -285,8 +277,9 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) {
         DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
-        bool packed = iteration % 2 == 1; /* roi_pooling_nchw too */
-        uint32_t batch = test_rand_range(1, 3), channels = test_rand_range(1, packed ? 70 : 4);
+        bool packed = iteration % 2 == 1; /* roi_pooling_packed too: NCHW, or channels-last (every fourth) */
+        bool channels_last = iteration % 4 == 3;
+        uint32_t batch = test_rand_range(1, 3), channels = test_rand_range(1, channels_last ? 1300 : packed ? 70 : 4);
         uint32_t height = test_rand_range(1, 12), width = test_rand_range(1, 12), roi_count = test_rand_range(1, 10);
         uint32_t pooled_height = test_rand_range(1, 4), pooled_width = test_rand_range(1, packed ? 9 : 4);
         float scale = random_roi_scale();
@@ -296,6 +289,10 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
         twin_init(&input, type, 4, in_sizes, packed ? TEST_LAYOUT_PACKED : test_random_layout(true));
         twin_init(&rois, type, 4, roi_sizes, test_random_layout(true));
         twin_init(&output, type, 4, out_sizes, packed ? TEST_LAYOUT_PACKED : test_random_layout(false));
+        if (channels_last) {
+            twin_make_channels_last(&input);
+            twin_make_channels_last(&output);
+        }
         double* image = random_image(input.tensor.element_count, true);
         twin_fill(&input, image);
         double* rows = (double*)malloc((size_t)roi_count * 5 * sizeof *rows);
@@ -312,8 +309,9 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
             &input.tensor.desc, &rois.tensor.desc, &output.tensor.desc, scale, {pooled_width, pooled_height}};
         DML_OPERATOR_DESC op_desc = {DML_OPERATOR_ROI_POOLING, &desc};
         char context[200];
-        snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g",
-                 dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale);
+        snprintf(context, sizeof context, "ROI_POOLING %s in [%u %u %u %u] R %u pooled %ux%u scale %g%s",
+                 dmlDataTypeName(type), batch, channels, height, width, roi_count, pooled_height, pooled_width, scale,
+                 channels_last ? " channels-last" : "");
         test_buffer* cpu_inputs[2] = {&input.cpu, &rois.cpu};
         test_buffer* cpu_outputs[1] = {&output.cpu};
         HRESULT status = test_run(cpu, &op_desc, 2, cpu_inputs, 1, cpu_outputs);
@@ -335,10 +333,15 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
                    "ROI_POOLING replay differs from the CPU; %s", context);
             if (packed) {
                 test_buffer_poison(&output.cuda);
-                type == DML_TENSOR_DATA_TYPE_FLOAT16 ? replay_pooling_nchw<uint16_t>(op, &args)
-                                                     : replay_pooling_nchw<float>(op, &args);
+                bool is_half = type == DML_TENSOR_DATA_TYPE_FLOAT16;
+                if (channels_last)
+                    is_half ? replay_pooling_packed<uint16_t, true>(op, &args)
+                            : replay_pooling_packed<float, true>(op, &args);
+                else
+                    is_half ? replay_pooling_packed<uint16_t, false>(op, &args)
+                            : replay_pooling_packed<float, false>(op, &args);
                 EXPECT(memcmp(output.cpu.block, output.cuda.block, (size_t)output.cpu.size + 2 * TEST_GUARD_BYTES) == 0,
-                       "ROI_POOLING nchw replay differs from the CPU; %s", context);
+                       "ROI_POOLING packed replay differs from the CPU; %s", context);
             }
             dmlReleaseOperator(op);
         }

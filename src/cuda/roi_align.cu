@@ -144,16 +144,20 @@ DML_CUDA_FN plane_view<T> plane_make(const void* base, const uint64_t strides[4]
     return view;
 }
 
-/* A plane of a packed NCHW tensor (fewer than 2^32 elements): 32-bit
- * indices, and binary16 widened by the GPU's exact conversion. */
-template <class T> struct packed_plane {
+/* A channel's plane of a packed NCHW image or (ChannelsLast) of a packed
+ * channels-last one, pixels `channels` elements apart (fewer than 2^32
+ * elements): 32-bit indices, and binary16 widened by the GPU's exact
+ * conversion. */
+template <class T, bool ChannelsLast> struct packed_plane {
     const T* base;
-    uint32_t width;
+    uint32_t width, channels;
     DML_CUDA_FN float at(uint32_t y, uint32_t x) const {
+        uint32_t i = y * width + x;
+        if constexpr (ChannelsLast) i *= channels;
 #ifdef __CUDA_ARCH__
-        return dml_cuda_widen(base[y * width + x]);
+        return dml_cuda_widen(base[i]);
 #else
-        return load_value(base, y * width + x); /* the same numbers (the host replay) */
+        return load_value(base, i); /* the same numbers (the host replay) */
 #endif
     }
 };
@@ -856,7 +860,7 @@ HRESULT run_grad(const dml_kernel_args* args) {
     return is_half ? launch_grad<uint16_t>(args, g) : launch_grad<float>(args, g);
 }
 
-/* ---- Forward, packed NCHW input and output: "roi_align/cuda/nchw" ----
+/* ---- Forward, packed input and output: "roi_align/cuda/nchw", "/nhwc" ----
  * Block tasks are (chunk of channels, ROI), ROIs fastest: the blocks running
  * together read the same planes, which then come from L2 rather than DRAM.
  * A task computes the region and every X and Y sample of its ROI (at most
@@ -865,11 +869,14 @@ HRESULT run_grad(const dml_kernel_args* args) {
  * kForwardChannels channels (c, c + groups, ...: a warp's stores stay
  * contiguous) and reduces their samples together as forward_element does,
  * so that each sample's geometry is read once for all of them and their
- * loads are in flight together. */
+ * loads are in flight together. Channels-last (input and output), the
+ * channel c is the fastest across threads, then ox, then oy: a warp's loads
+ * of a tap and its stores are contiguous channels. */
 
 constexpr unsigned kForwardChannels = 4;
 
-struct forward_nchw_plan {
+struct forward_packed_plan {
+    bool channels_last;
     uint32_t groups;        /* threads per (oy, ox) of a task */
     uint32_t chunk, chunks; /* channels per task (<= groups * kForwardChannels), tasks per ROI */
     unsigned blocks;
@@ -878,26 +885,30 @@ struct forward_nchw_plan {
 
 /* One thread's outputs: (oy, ox) of channels c, c + groups, ... (those up to
  * c_last) of ROI r, whose region and samples (xs, then ys) are computed. */
-template <class T>
-DML_CUDA_FN void forward_nchw_outputs(const forward_problem& f, const forward_nchw_plan& n, const roi_region& region,
-                                      const dml_roi_axis_sample* xs, const dml_roi_axis_sample* ys, uint32_t r,
-                                      uint32_t c, uint32_t c_last, uint32_t oy, uint32_t ox) {
+template <class T, bool ChannelsLast>
+DML_CUDA_FN void forward_packed_outputs(const forward_problem& f, const forward_packed_plan& n,
+                                        const roi_region& region, const dml_roi_axis_sample* xs,
+                                        const dml_roi_axis_sample* ys, uint32_t r, uint32_t c, uint32_t c_last,
+                                        uint32_t oy, uint32_t ox) {
     const dml_roi_align_params& p = f.params;
     const align_shape& s = f.shape;
-    const uint32_t outputs = s.out_height * s.out_width;
-    T* out = (T*)f.output + ((uint64_t)r * s.channels) * outputs + oy * s.out_width + ox;
+    const uint32_t outputs = s.out_height * s.out_width, position = oy * s.out_width + ox;
+    const uint64_t plane_size = (uint64_t)s.height * s.width;
+    /* Elements from one channel to the next, in the output and in the image. */
+    const uint64_t out_step = ChannelsLast ? 1 : outputs, in_step = ChannelsLast ? 1 : plane_size;
+    T* out = (T*)f.output + ((uint64_t)r * s.channels) * outputs +
+             (ChannelsLast ? (uint64_t)position * s.channels : position);
     float values[kForwardChannels];
     if (region.batch >= s.batch) { /* RA-12 */
         for (unsigned j = 0; j < kForwardChannels; j++)
             values[j] = p.out_of_bounds_value;
     } else {
-        const uint64_t plane_size = (uint64_t)s.height * s.width;
         const T* image = (const T*)f.input + region.batch * s.channels * plane_size;
-        packed_plane<T> planes[kForwardChannels];
+        packed_plane<T, ChannelsLast> planes[kForwardChannels];
         DML_UNROLL
         for (unsigned j = 0; j < kForwardChannels; j++) { /* past c_last: read, not stored */
             uint32_t channel = c + j * n.groups;
-            planes[j] = {image + (channel < c_last ? channel : c_last) * plane_size, s.width};
+            planes[j] = {image + (channel < c_last ? channel : c_last) * in_step, s.width, s.channels};
         }
         auto sample_x = [&](uint64_t tx) { return xs[tx]; };
         auto sample_y = [&](uint64_t ty) { return ys[ty]; };
@@ -906,7 +917,7 @@ DML_CUDA_FN void forward_nchw_outputs(const forward_problem& f, const forward_nc
     DML_UNROLL
     for (unsigned j = 0; j < kForwardChannels; j++) {
         uint32_t channel = c + j * n.groups;
-        if (channel <= c_last) store_value(out, (uint64_t)channel * outputs, values[j]);
+        if (channel <= c_last) store_value(out, channel * out_step, values[j]);
     }
 }
 
@@ -919,8 +930,9 @@ DML_CUDA_FN void region_samples(const roi_region& region, const dml_roi_align_pa
             t < count_x ? dml_roi_axis_sample_at(&region.x, t, &p) : dml_roi_axis_sample_at(&region.y, t - count_x, &p);
 }
 
-template <class T>
-__global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward_problem f, const forward_nchw_plan n) {
+template <class T, bool ChannelsLast>
+__global__ void __launch_bounds__(kThreads)
+    roi_align_forward_packed(const forward_problem f, const forward_packed_plan n) {
     extern __shared__ dml_roi_axis_sample samples[]; /* X samples, then Y samples */
     __shared__ roi_region region;
     const dml_roi_align_params& p = f.params;
@@ -934,35 +946,47 @@ __global__ void __launch_bounds__(kThreads) roi_align_forward_nchw(const forward
         region_samples(region, p, threadIdx.x, blockDim.x, samples);
         __syncthreads();
         const dml_roi_axis_sample* ys = samples + region.x.count;
-        for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < n.groups; w.next())
-            forward_nchw_outputs<T>(f, n, region, samples, ys, r, c0 + w.outer, c_last, w.middle, w.inner);
+        if constexpr (ChannelsLast) { /* inner: the channel group, middle: ox, outer: oy */
+            for (dml_cuda_block_walker w(n.groups, s.out_width); w.outer < s.out_height; w.next())
+                forward_packed_outputs<T, true>(f, n, region, samples, ys, r, c0 + w.inner, c_last, w.outer, w.middle);
+        } else { /* inner: ox, middle: oy, outer: the channel group */
+            for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < n.groups; w.next())
+                forward_packed_outputs<T, false>(f, n, region, samples, ys, r, c0 + w.outer, c_last, w.middle, w.inner);
+        }
     }
 }
 
 /* The plan from the shapes alone (blocks, from the device, aside): also what the host replay runs. */
-HRESULT forward_nchw_plan_make(const DMLOperator* op, forward_nchw_plan* n) {
+HRESULT forward_packed_plan_make(const DMLOperator* op, bool channels_last, forward_packed_plan* n) {
     const dml_tensor& input = op->inputs[DML_ROI_ALIGN_INPUT].tensor;
     const dml_tensor& output = op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
     const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
-    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
-    if ((uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX) return S_FALSE; /* packed_plane's indices */
+    bool (*packed)(const dml_tensor&) = channels_last ? dml_cuda_packed_nhwc : dml_cuda_packed_nchw;
+    if (!packed(input) || !packed(output)) return S_FALSE;
+    const uint64_t plane_elements = (uint64_t)input.sizes[2] * input.sizes[3] * (channels_last ? input.sizes[1] : 1);
+    if (plane_elements > UINT32_MAX) return S_FALSE; /* packed_plane's indices */
+    n->channels_last = channels_last;
     n->shared_bytes = ((size_t)output.sizes[2] + output.sizes[3]) * p.max_samples * sizeof(dml_roi_axis_sample);
     if (n->shared_bytes > 24576) return S_FALSE;
     uint32_t outputs = output.sizes[2] * output.sizes[3]; /* <= 2^32 - 1 elements (spec T-1) */
     const uint32_t channels = input.sizes[1];
-    n->groups = outputs >= kThreads ? 1 : kThreads / outputs;
+    if (channels_last) { /* threads across the channels: up to a block's */
+        const uint32_t spans = (channels + kForwardChannels - 1) / kForwardChannels;
+        n->groups = spans < kThreads ? spans : kThreads;
+    } else {
+        n->groups = outputs >= kThreads ? 1 : kThreads / outputs;
+    }
     n->chunk = n->groups * kForwardChannels < channels ? n->groups * kForwardChannels : channels;
     n->chunks = (channels + n->chunk - 1) / n->chunk;
     n->blocks = 0;
     return S_OK;
 }
 
-HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
-    (void)flags;
-    forward_nchw_plan shape;
-    HRESULT status = forward_nchw_plan_make(op, &shape);
+HRESULT plan_forward_packed(const DMLOperator* op, const DMLDevice* device, bool channels_last, dml_plan* plan) {
+    forward_packed_plan shape;
+    HRESULT status = forward_packed_plan_make(op, channels_last, &shape);
     if (status != S_OK) return status;
-    forward_nchw_plan* n = (forward_nchw_plan*)dml_plan_state(plan, sizeof(forward_nchw_plan));
+    forward_packed_plan* n = (forward_packed_plan*)dml_plan_state(plan, sizeof(forward_packed_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
     *n = shape;
     /* Enough blocks to fill the GPU; more would only add task prologues. */
@@ -972,38 +996,56 @@ HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EX
     return S_OK;
 }
 
-HRESULT run_forward_nchw(const dml_kernel_args* args) {
+HRESULT plan_forward_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_forward_packed(op, device, false, plan);
+}
+
+HRESULT plan_forward_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_forward_packed(op, device, true, plan);
+}
+
+template <class T>
+void launch_forward_packed(const forward_problem& f, const forward_packed_plan& n, cudaStream_t stream) {
+    if (n.channels_last)
+        roi_align_forward_packed<T, true><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+    else
+        roi_align_forward_packed<T, false><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+}
+
+HRESULT run_forward_packed(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
-    const forward_nchw_plan& n = *DML_PLAN_STATE(args, forward_nchw_plan);
+    const forward_packed_plan& n = *DML_PLAN_STATE(args, forward_packed_plan);
     forward_problem f = forward_problem_make(args);
     cudaStream_t stream = dml_cuda_stream(args);
     if (args->op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
-        roi_align_forward_nchw<uint16_t><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
+        launch_forward_packed<uint16_t>(f, n, stream);
     else
-        roi_align_forward_nchw<float><<<n.blocks, kThreads, n.shared_bytes, stream>>>(f, n);
-    return dml_cuda_check_launch("roi_align_forward_nchw");
+        launch_forward_packed<float>(f, n, stream);
+    return dml_cuda_check_launch("roi_align_forward_packed");
 }
 
-/* ---- OutputGradientTensor in one launch: "roi_align_grad/cuda/nchw" ----
+/* ---- OutputGradientTensor in one launch: "roi_align_grad/cuda/nchw", "/nhwc" ----
  *
  * For AVERAGE with a fixed sample count (MinimumSamplesPerOutput ==
- * MaximumSamplesPerOutput), no OutputROIGradientTensor, packed NCHW
- * gradients. A pixel's contributions are channel-independent: (ROI r,
+ * MaximumSamplesPerOutput), no OutputROIGradientTensor, both gradients
+ * packed NCHW or both packed channels-last. A pixel's contributions are channel-independent: (ROI r,
  * output oy, ox, sample, tap) gives dx[n, c, y, x] += (dy[r, c, oy, ox] * w)
  * * tap_weight for every c. So the geometry is computed once for all
  * channels, as a list of contributions per pixel sorted in the CPU's order
  * (r, oy, ox, tx, ty, tap: the key below), then every (pixel, channel) sums
  * its list in FLOAT64: the strided gather's terms in its order, the same bits.
  * One cooperative launch, phases separated by grid-wide barriers:
- *   1. count the contributions per pixel, and transpose the output gradient
- *      to {R, OH, OW, C} in the workspace (a position's channels contiguous);
+ *   1. count the contributions per pixel, and (NCHW) transpose the output
+ *      gradient to {R, OH, OW, C} in the workspace (a position's channels
+ *      contiguous; a channels-last output gradient is that already);
  *   2. exclusive scan: offsets;                   3. place the contributions
  *      (any order within a pixel);                4. sort each pixel's list by key;
  *   5. per pixel, a warp sums the list for 128 channels (lanes across the
  *      channels: each term's loads are one coalesced row of the transposed
- *      gradient), and a block stores 32 pixels' results through shared memory
- *      as rows of 32 contiguous elements.
+ *      gradient); NCHW: a block stores 32 pixels' results through shared
+ *      memory as rows of 32 contiguous elements; channels-last: the warp
+ *      stores the pixel's channels, contiguous, directly.
  * Deterministic: counts and offsets are exact, and the sorted lists do not
  * depend on the order atomics placed them in. */
 
@@ -1037,7 +1079,8 @@ struct listed_problem {
     uint32_t* cursors;                    /* [pixels] */
     uint32_t* block_sums;                 /* [grid] */
     contribution *placed, *sorted;        /* [samples * taps] */
-    void* transposed;                     /* [R OH OW, C] elements of the output gradient */
+    const void* position_rows;            /* [R OH OW, C]: dy itself when channels-last, else `transposed` */
+    void* transposed;                     /* NCHW: phase 1's copy of dy in the workspace */
     uint32_t pixel_tiles, channel_groups; /* phase 5's tasks */
 };
 
@@ -1151,11 +1194,11 @@ template <class T> __device__ void transpose_output_gradient(const listed_proble
  * in FLOAT64 (the strided gather's terms in its order: the same bits). The
  * lanes load 32 list entries at once and pass them round by shuffles, and
  * the terms' loads go kGatherBatch at a time. */
-template <class T> __device__ void gather_listed(const listed_problem& g, float* staging) {
+template <class T, bool ChannelsLast> __device__ void gather_listed(const listed_problem& g, float* staging) {
     const align_shape& s = g.shape;
     const uint32_t plane = s.height * s.width, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const uint32_t warps = blockDim.x / 32;
-    const T* transposed = (const T*)g.transposed;
+    const T* position_rows = (const T*)g.position_rows;
     for (uint64_t task = blockIdx.x; task < (uint64_t)g.pixel_tiles * g.channel_groups; task += gridDim.x) {
         const uint32_t p0 = (uint32_t)(task % g.pixel_tiles) * kGatherPixels;
         const uint32_t c0 = (uint32_t)(task / g.pixel_tiles) * kGatherChannels;
@@ -1183,7 +1226,7 @@ template <class T> __device__ void gather_listed(const listed_problem& g, float*
                         /* k + u <= 31; past `count`, lanes hold entry `base` (loaded, not added). */
                         uint32_t position = __shfl_sync(0xFFFFFFFFu, mine.position, k + u);
                         weights[u] = __shfl_sync(0xFFFFFFFFu, mine.weight, k + u);
-                        const T* row = transposed + (uint64_t)position * s.channels;
+                        const T* row = position_rows + (uint64_t)position * s.channels;
                         DML_UNROLL
                         for (unsigned j = 0; j < kLaneChannels; j++)
                             values[u][j] = dml_cuda_widen(row[channel[j]]);
@@ -1199,23 +1242,38 @@ template <class T> __device__ void gather_listed(const listed_problem& g, float*
                     }
                 }
             }
-            DML_UNROLL
-            for (unsigned j = 0; j < kLaneChannels; j++) /* rounded to FLOAT32 as the CPU rounds */
-                staging[(lane + 32 * j) * (kGatherPixels + 1) + i] = (float)acc[j];
+            /* Rounded to FLOAT32 as the CPU rounds. */
+            if constexpr (ChannelsLast) { /* the pixel's channels are contiguous: stored from here */
+                if (pixel < g.pixels) {
+                    T* row = (T*)g.output_gradient + (uint64_t)pixel * s.channels;
+                    DML_UNROLL
+                    for (unsigned j = 0; j < kLaneChannels; j++)
+                        if (c0 + lane + 32 * j < s.channels) store_value(row, c0 + lane + 32 * j, (float)acc[j]);
+                }
+            } else {
+                DML_UNROLL
+                for (unsigned j = 0; j < kLaneChannels; j++)
+                    staging[(lane + 32 * j) * (kGatherPixels + 1) + i] = (float)acc[j];
+            }
         }
-        __syncthreads();
-        /* A warp stores a row: one channel, the task's pixels (kGatherPixels == 32). */
-        const uint32_t pixel = p0 + lane;
-        if (pixel < g.pixels) {
-            T* image = (T*)g.output_gradient + (uint64_t)(pixel / plane) * s.channels * plane + pixel % plane;
-            for (uint32_t row = warp; row < kGatherChannels && c0 + row < s.channels; row += warps)
-                store_value(image, (uint64_t)(c0 + row) * plane, staging[row * (kGatherPixels + 1) + lane]);
+        if constexpr (!ChannelsLast) {
+            __syncthreads();
+            /* A warp stores a row: one channel, the task's pixels (kGatherPixels == 32). */
+            const uint32_t pixel = p0 + lane;
+            if (pixel < g.pixels) {
+                T* image = (T*)g.output_gradient + (uint64_t)(pixel / plane) * s.channels * plane + pixel % plane;
+                for (uint32_t row = warp; row < kGatherChannels && c0 + row < s.channels; row += warps)
+                    store_value(image, (uint64_t)(c0 + row) * plane, staging[row * (kGatherPixels + 1) + lane]);
+            }
+            __syncthreads();
         }
-        __syncthreads();
     }
 }
 
-template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_problem g) {
+/* ChannelsLast: both gradients packed channels-last (a template parameter,
+ * not a flag: the NCHW kernel keeps its 80 registers, 3 blocks per SM). */
+template <class T, bool ChannelsLast>
+__global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_problem g) {
     __shared__ float staging[kGatherChannels * (kGatherPixels + 1)]; /* phases 1 and 5 */
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     const uint64_t start = grid_start(), step = grid_step();
@@ -1227,7 +1285,7 @@ template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_li
     for (uint64_t s = start; s < g.samples; s += step)
         for_each_contribution<T>(g, s,
                                  [&](uint32_t, uint32_t pixel, uint32_t, float) { atomicAdd(&g.offsets[pixel], 1u); });
-    transpose_output_gradient<T>(g, staging);
+    if constexpr (!ChannelsLast) transpose_output_gradient<T>(g, staging);
     grid.sync();
     scan_offsets(g, grid);
     grid.sync();
@@ -1247,23 +1305,26 @@ template <class T> __global__ void __launch_bounds__(kThreads) roi_align_grad_li
         g.sorted[begin + rank] = c;
     }
     grid.sync();
-    gather_listed<T>(g, staging);
+    gather_listed<T, ChannelsLast>(g, staging);
 }
 
 /* What the plan fixes: the launch and the temporary's layout. */
 struct listed_plan {
     listed_problem shape_only; /* pointers unset */
+    const void* kernel;        /* roi_align_grad_listed<T, channels_last> */
+    bool channels_last;
     unsigned blocks;
     uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes, transposed_bytes;
 };
 
-HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
-    (void)flags;
+/* Both gradients packed NCHW, or (channels_last) both packed channels-last. */
+HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, bool channels_last, dml_plan* plan) {
     const dml_roi_align_params& p = *(const dml_roi_align_params*)op->params;
     const dml_tensor& dy = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor;
     const dml_tensor& dx = op->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT].tensor;
     if (p.reduction_max || p.min_samples != p.max_samples || has_box_gradient(op) || !dx.present) return S_FALSE;
-    if (!dml_cuda_packed_nchw(dy) || !dml_cuda_packed_nchw(dx)) return S_FALSE;
+    bool (*packed)(const dml_tensor&) = channels_last ? dml_cuda_packed_nhwc : dml_cuda_packed_nchw;
+    if (!packed(dy) || !packed(dx)) return S_FALSE;
     dml_kernel_args shapes_only = {};
     shapes_only.op = op;
     shapes_only.device = device;
@@ -1280,9 +1341,12 @@ HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXE
     if (pixels >= UINT32_MAX / 2 || samples * taps > ((uint64_t)1 << 20)) return S_FALSE;
     uint64_t list_bytes = align_up(samples * taps * sizeof(contribution));
 
-    unsigned resident = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16
-                            ? dml_cuda_resident_blocks(device, roi_align_grad_listed<uint16_t>, kThreads, 0, true)
-                            : dml_cuda_resident_blocks(device, roi_align_grad_listed<float>, kThreads, 0, true);
+    const bool is_half = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    const void* kernel = channels_last ? (is_half ? (const void*)roi_align_grad_listed<uint16_t, true>
+                                                  : (const void*)roi_align_grad_listed<float, true>)
+                                       : (is_half ? (const void*)roi_align_grad_listed<uint16_t, false>
+                                                  : (const void*)roi_align_grad_listed<float, false>);
+    unsigned resident = dml_cuda_resident_blocks(device, kernel, kThreads, 0, true);
     if (resident == 0) return S_FALSE; /* the strided kernels then */
 
     listed_plan* lp = (listed_plan*)dml_plan_state(plan, sizeof(listed_plan));
@@ -1299,16 +1363,27 @@ HRESULT plan_grad_listed(const DMLOperator* op, const DMLDevice* device, DML_EXE
     g.pixels = (uint32_t)pixels;
     g.pixel_tiles = (uint32_t)((pixels + kGatherPixels - 1) / kGatherPixels);
     g.channel_groups = (s.channels + kGatherChannels - 1) / kGatherChannels;
+    lp->kernel = kernel;
+    lp->channels_last = channels_last;
     lp->blocks = resident;
     lp->offsets_bytes = align_up((pixels + 1) * sizeof(uint32_t));
     lp->cursors_bytes = align_up(pixels * sizeof(uint32_t));
     lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));
     lp->list_bytes = list_bytes;
-    const uint64_t element = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
-    lp->transposed_bytes = align_up((uint64_t)s.roi_count * s.out_height * s.out_width * s.channels * element);
+    const uint64_t element = is_half ? 2 : 4;
+    lp->transposed_bytes =
+        channels_last ? 0 : align_up((uint64_t)s.roi_count * s.out_height * s.out_width * s.channels * element);
     plan->temporary_size =
         lp->offsets_bytes + lp->cursors_bytes + lp->sums_bytes + 2 * list_bytes + lp->transposed_bytes;
     return S_OK;
+}
+
+HRESULT plan_grad_listed_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_grad_listed_layout(op, device, false, plan);
+}
+
+HRESULT plan_grad_listed_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_grad_listed_layout(op, device, true, plan);
 }
 
 HRESULT run_grad_listed(const dml_kernel_args* args) {
@@ -1328,12 +1403,11 @@ HRESULT run_grad_listed(const dml_kernel_args* args) {
     g.block_sums = (uint32_t*)(scratch + lp.offsets_bytes + lp.cursors_bytes);
     g.placed = (contribution*)(scratch + lp.offsets_bytes + lp.cursors_bytes + lp.sums_bytes);
     g.sorted = (contribution*)((char*)g.placed + lp.list_bytes);
-    g.transposed = (char*)g.sorted + lp.list_bytes;
+    g.transposed = lp.transposed_bytes ? (char*)g.sorted + lp.list_bytes : nullptr;
+    g.position_rows = lp.channels_last ? g.input_gradient : g.transposed;
     void* kernel_args[] = {&g};
-    bool is_half = op->inputs[DML_ROI_ALIGN_GRAD_INPUT_GRADIENT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    const void* kernel =
-        is_half ? (const void*)roi_align_grad_listed<uint16_t> : (const void*)roi_align_grad_listed<float>;
-    cudaError_t error = cudaLaunchCooperativeKernel(kernel, lp.blocks, kThreads, kernel_args, 0, dml_cuda_stream(args));
+    cudaError_t error =
+        cudaLaunchCooperativeKernel(lp.kernel, lp.blocks, kThreads, kernel_args, 0, dml_cuda_stream(args));
     if (error != cudaSuccess) return dml_cuda_kernel_error(error, "CUDA kernel roi_align_grad_listed");
     return dml_cuda_check_launch("roi_align_grad_listed");
 }
@@ -1342,6 +1416,11 @@ HRESULT run_grad_listed(const dml_kernel_args* args) {
 
 const dml_impl dml_cuda_roi_align_generic = {"roi_align/cuda/strided", DML_ISA_GENERIC, nullptr, run_forward};
 const dml_impl dml_cuda_roi_align_grad_generic = {"roi_align_grad/cuda/strided", DML_ISA_GENERIC, plan_grad, run_grad};
-const dml_impl dml_cuda_roi_align_grad_nchw = {"roi_align_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_listed,
+const dml_impl dml_cuda_roi_align_grad_nchw = {"roi_align_grad/cuda/nchw", DML_ISA_GENERIC, plan_grad_listed_nchw,
                                                run_grad_listed};
-const dml_impl dml_cuda_roi_align_nchw = {"roi_align/cuda/nchw", DML_ISA_GENERIC, plan_forward_nchw, run_forward_nchw};
+const dml_impl dml_cuda_roi_align_grad_nhwc = {"roi_align_grad/cuda/nhwc", DML_ISA_GENERIC, plan_grad_listed_nhwc,
+                                               run_grad_listed};
+const dml_impl dml_cuda_roi_align_nchw = {"roi_align/cuda/nchw", DML_ISA_GENERIC, plan_forward_nchw,
+                                          run_forward_packed};
+const dml_impl dml_cuda_roi_align_nhwc = {"roi_align/cuda/nhwc", DML_ISA_GENERIC, plan_forward_nhwc,
+                                          run_forward_packed};

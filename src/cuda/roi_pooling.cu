@@ -138,7 +138,7 @@ HRESULT run_roi_pooling(const dml_kernel_args* args) {
                : launch<float>(args, f);
 }
 
-/* ---- "roi_pooling/cuda/nchw": packed NCHW input and output ----
+/* ---- "roi_pooling/cuda/nchw", "/nhwc": packed input and output ----
  * A persistent grid; block tasks are (ROI, chunk of channels). The ROI's
  * bins (the divisions of roi_pooling_math.h) are computed once per task into
  * shared memory, one task ahead: warp 0 computes the next task's bins while
@@ -148,12 +148,15 @@ HRESULT run_roi_pooling(const dml_kernel_args* args) {
  * independent loads in flight. The bin's maximum is one FMNMX per element:
  * nonzero numbers have a single encoding, so it is the bits of the CPU's
  * first maximal element; a zero or NaN maximum (or an empty bin) takes the
- * exact scan of bin_max instead (pooled_value). */
+ * exact scan of bin_max instead (pooled_value). Channels-last (input and
+ * output), the channel is the fastest across threads, then pw, then ph: a
+ * warp's loads and stores are contiguous channels. */
 
 constexpr unsigned kChannelsPerThread = 4;
 
-struct nchw_plan {
+struct packed_plan {
     roi_pooling_problem shape_only; /* pointers unset */
+    bool channels_last;
     uint32_t rois;
     uint32_t groups; /* threads per (ph, pw) of a task; a task has groups * kChannelsPerThread channels */
     uint32_t chunks; /* tasks per ROI */
@@ -192,24 +195,34 @@ __host__ __device__ inline uint16_t narrow(float value, uint16_t) {
 #endif
 }
 
+/* The offset of (y, x) in a channel's plane: y W + x (NCHW), C times that
+ * (channels-last); fewer than 2^32 elements. */
+template <bool ChannelsLast> struct plane_index {
+    uint32_t width, channels;
+    __host__ __device__ uint32_t operator()(uint32_t y, uint32_t x) const {
+        const uint32_t i = y * width + x;
+        return ChannelsLast ? i * channels : i;
+    }
+};
+
 /* fmaxf's identity: a NaN operand yields the other one. */
 __host__ __device__ inline float no_maximum() { return __builtin_nanf(""); }
 
 /* The FMNMX of a bin's elements in K planes; NaN where they are all NaN or
  * there are none. */
-template <unsigned K, class T>
-__host__ __device__ __forceinline__ void bin_maxima(const T* const planes[K], uint32_t width, dml_pooled_bin rows,
+template <unsigned K, class T, class Index>
+__host__ __device__ __forceinline__ void bin_maxima(const T* const planes[K], Index at, dml_pooled_bin rows,
                                                     dml_pooled_bin columns, float maxima[K]) {
     DML_UNROLL
     for (unsigned j = 0; j < K; j++)
         maxima[j] = no_maximum();
     for (uint32_t y = rows.start; y < rows.end; y++) {
-        const uint32_t row = y * width;
         for (uint32_t x = columns.start; x < columns.end; x++) {
+            const uint32_t offset = at(y, x);
             T values[K];
             DML_UNROLL
             for (unsigned j = 0; j < K; j++)
-                values[j] = planes[j][row + x];
+                values[j] = planes[j][offset];
             DML_UNROLL
             for (unsigned j = 0; j < K; j++)
                 maxima[j] = fmaxf(maxima[j], widen(values[j]));
@@ -219,15 +232,43 @@ __host__ __device__ __forceinline__ void bin_maxima(const T* const planes[K], ui
 
 /* The output of a bin whose elements' FMNMX is `maximum` (a bit-exact copy
  * of the first maximal element, as pool_element gives). */
-template <class T>
-__host__ __device__ T pooled_value(float maximum, const T* plane, uint32_t width, dml_pooled_bin rows,
+template <class T, class Index>
+__host__ __device__ T pooled_value(float maximum, const T* plane, Index at, dml_pooled_bin rows,
                                    dml_pooled_bin columns) {
     if (maximum != 0.0f && maximum == maximum) return narrow(maximum, T());
-    return bin_max<T>(rows, columns, [&](uint32_t y, uint32_t x) { return plane[y * width + x]; });
+    return bin_max<T>(rows, columns, [&](uint32_t y, uint32_t x) { return plane[at(y, x)]; });
 }
 
-template <class T>
-__global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_problem f, const nchw_plan n) {
+/* One thread's outputs: bin (ph, pw) of channels c, c + groups, ... (those
+ * up to c_last) of the task's ROI; image: its batch's first element, out:
+ * the ROI's. */
+template <class T, bool ChannelsLast>
+__host__ __device__ __forceinline__ void
+pool_bin_outputs(const roi_pooling_problem& f, const packed_plan& n, const T* image, T* out, dml_pooled_bin rows,
+                 dml_pooled_bin columns, uint32_t c, uint32_t c_last, uint32_t ph, uint32_t pw) {
+    const uint32_t PW = f.params.pooled_width, per_channel = f.params.pooled_height * PW;
+    const plane_index<ChannelsLast> at = {f.width, f.channels};
+    /* Elements from one channel to the next, in the image and in the output. */
+    const uint64_t in_step = ChannelsLast ? 1 : (uint64_t)f.height * f.width, out_step = ChannelsLast ? 1 : per_channel;
+    const uint32_t bin = ph * PW + pw;
+    out += ChannelsLast ? (uint64_t)bin * f.channels : bin;
+    const T* plane[kChannelsPerThread];
+    DML_UNROLL
+    for (unsigned j = 0; j < kChannelsPerThread; j++) {
+        uint32_t channel = c + j * n.groups;
+        plane[j] = image + (channel < c_last ? channel : c_last) * in_step; /* past C: read, not stored */
+    }
+    float maxima[kChannelsPerThread];
+    bin_maxima<kChannelsPerThread>(plane, at, rows, columns, maxima);
+    DML_UNROLL
+    for (unsigned j = 0; j < kChannelsPerThread; j++) {
+        uint32_t channel = c + j * n.groups;
+        if (channel <= c_last) out[channel * out_step] = pooled_value(maxima[j], plane[j], at, rows, columns);
+    }
+}
+
+template <class T, bool ChannelsLast>
+__global__ void __launch_bounds__(kThreads) roi_pooling_packed(const roi_pooling_problem f, const packed_plan n) {
     extern __shared__ dml_pooled_bin bins[]; /* two buffers of PH + PW bins */
     __shared__ uint32_t batch[2];
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
@@ -245,50 +286,45 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_nchw(const roi_pooling_p
             roi_bins<T>(f, (uint32_t)(next / n.chunks), lane, 32, bins + (buffer ^ 1) * (PH + PW), &batch[buffer ^ 1]);
         const uint32_t r = (uint32_t)(task / n.chunks), c0 = (uint32_t)(task % n.chunks) * chunk;
         const uint32_t c_last = (c0 + chunk < f.channels ? c0 + chunk : f.channels) - 1;
-        const T* planes = (const T*)f.input + (uint64_t)batch[buffer] * f.channels * plane_size;
+        const T* image = (const T*)f.input + (uint64_t)batch[buffer] * f.channels * plane_size;
         T* out = (T*)f.output + (uint64_t)r * f.channels * per_channel;
-        for (dml_cuda_block_walker w(PW, PH); w.outer < n.groups; w.next()) {
-            const dml_pooled_bin rows = current[w.middle], columns = current[PH + w.inner];
-            const T* plane[kChannelsPerThread];
-            DML_UNROLL
-            for (unsigned j = 0; j < kChannelsPerThread; j++) {
-                uint32_t c = c0 + w.outer + j * n.groups;
-                plane[j] = planes + (uint64_t)(c < c_last ? c : c_last) * plane_size; /* past C: read, not stored */
-            }
-            float maxima[kChannelsPerThread];
-            bin_maxima<kChannelsPerThread>(plane, f.width, rows, columns, maxima);
-            DML_UNROLL
-            for (unsigned j = 0; j < kChannelsPerThread; j++) {
-                uint32_t c = c0 + w.outer + j * n.groups;
-                if (c <= c_last)
-                    out[(uint64_t)c * per_channel + w.middle * PW + w.inner] =
-                        pooled_value(maxima[j], plane[j], f.width, rows, columns);
-            }
+        if constexpr (ChannelsLast) { /* inner: the channel group, middle: pw, outer: ph */
+            for (dml_cuda_block_walker w(n.groups, PW); w.outer < PH; w.next())
+                pool_bin_outputs<T, true>(f, n, image, out, current[w.outer], current[PH + w.middle], c0 + w.inner,
+                                          c_last, w.outer, w.middle);
+        } else { /* inner: pw, middle: ph, outer: the channel group */
+            for (dml_cuda_block_walker w(PW, PH); w.outer < n.groups; w.next())
+                pool_bin_outputs<T, false>(f, n, image, out, current[w.middle], current[PH + w.inner], c0 + w.outer,
+                                           c_last, w.middle, w.inner);
         }
         __syncthreads(); /* the next task's bins are in; this task's buffer is free */
     }
 }
 
-size_t nchw_shared_bytes(const roi_pooling_problem& f) {
+size_t packed_shared_bytes(const roi_pooling_problem& f) {
     return 2 * ((size_t)f.params.pooled_height + f.params.pooled_width) * sizeof(dml_pooled_bin);
 }
 
 /* The plan from the shapes alone (blocks unset): also what the host replay runs. */
-HRESULT nchw_plan_make(const DMLOperator* op, nchw_plan* n) {
+HRESULT packed_plan_make(const DMLOperator* op, bool channels_last, packed_plan* n) {
     const dml_tensor& input = op->inputs[DML_ROI_POOLING_INPUT].tensor;
     const dml_tensor& output = op->outputs[DML_ROI_POOLING_OUTPUT].tensor;
-    if (!dml_cuda_packed_nchw(input) || !dml_cuda_packed_nchw(output)) return S_FALSE;
+    bool (*packed)(const dml_tensor&) = channels_last ? dml_cuda_packed_nhwc : dml_cuda_packed_nchw;
+    if (!packed(input) || !packed(output)) return S_FALSE;
     const dml_roi_pooling_params& p = *(const dml_roi_pooling_params*)op->params;
-    if ((uint64_t)input.sizes[2] * input.sizes[3] > UINT32_MAX) return S_FALSE; /* 32-bit offsets in a plane */
+    const uint64_t plane_elements = (uint64_t)input.sizes[2] * input.sizes[3] * (channels_last ? input.sizes[1] : 1);
+    if (plane_elements > UINT32_MAX) return S_FALSE; /* plane_index's 32-bit offsets */
+    n->channels_last = channels_last;
     if (2 * ((uint64_t)p.pooled_height + p.pooled_width) * sizeof(dml_pooled_bin) > 32768) return S_FALSE;
     dml_kernel_args shapes_only = {};
     shapes_only.op = op;
     n->shape_only = roi_pooling_problem_make(&shapes_only);
     const uint32_t channels = input.sizes[1];
     const uint64_t per_channel = (uint64_t)p.pooled_height * p.pooled_width;
-    /* As many (ph, pw, group) threads as fit one pass of the block, and no
-     * more groups than the channels need. */
-    uint32_t groups = per_channel >= kThreads ? 1 : (uint32_t)(kThreads / per_channel);
+    /* NCHW: as many (ph, pw, group) threads as fit one pass of the block;
+     * channels-last: up to a block's threads across the channels. No more
+     * groups than the channels need. */
+    uint32_t groups = channels_last ? kThreads : per_channel >= kThreads ? 1 : (uint32_t)(kThreads / per_channel);
     uint32_t needed = (channels + kChannelsPerThread - 1) / kChannelsPerThread;
     n->groups = groups < needed ? groups : needed;
     uint32_t chunk = n->groups * kChannelsPerThread;
@@ -298,17 +334,21 @@ HRESULT nchw_plan_make(const DMLOperator* op, nchw_plan* n) {
     return S_OK;
 }
 
-HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
-    (void)flags;
-    nchw_plan shape;
-    HRESULT status = nchw_plan_make(op, &shape);
+/* roi_pooling_packed<T, channels_last>. */
+template <class T> const void* packed_kernel(bool channels_last) {
+    return channels_last ? (const void*)roi_pooling_packed<T, true> : (const void*)roi_pooling_packed<T, false>;
+}
+
+HRESULT plan_packed(const DMLOperator* op, const DMLDevice* device, bool channels_last, dml_plan* plan) {
+    packed_plan shape;
+    HRESULT status = packed_plan_make(op, channels_last, &shape);
     if (status != S_OK) return status;
-    const size_t shared_bytes = nchw_shared_bytes(shape.shape_only);
-    uint64_t resident = op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16
-                            ? dml_cuda_resident_blocks(device, roi_pooling_nchw<uint16_t>, kThreads, shared_bytes)
-                            : dml_cuda_resident_blocks(device, roi_pooling_nchw<float>, kThreads, shared_bytes);
+    const size_t shared_bytes = packed_shared_bytes(shape.shape_only);
+    const bool is_half = op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    const void* kernel = is_half ? packed_kernel<uint16_t>(channels_last) : packed_kernel<float>(channels_last);
+    uint64_t resident = dml_cuda_resident_blocks(device, kernel, kThreads, shared_bytes);
     if (resident == 0) return S_FALSE; /* the strided kernel then */
-    nchw_plan* n = (nchw_plan*)dml_plan_state(plan, sizeof(nchw_plan));
+    packed_plan* n = (packed_plan*)dml_plan_state(plan, sizeof(packed_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
     *n = shape;
     const uint64_t tasks = (uint64_t)n->rois * n->chunks;
@@ -316,24 +356,41 @@ HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_
     return S_OK;
 }
 
-HRESULT run_nchw(const dml_kernel_args* args) {
+HRESULT plan_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_packed(op, device, false, plan);
+}
+
+HRESULT plan_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_packed(op, device, true, plan);
+}
+
+template <class T>
+void launch_packed(const roi_pooling_problem& f, const packed_plan& n, size_t shared_bytes, cudaStream_t stream) {
+    if (n.channels_last)
+        roi_pooling_packed<T, true><<<n.blocks, kThreads, shared_bytes, stream>>>(f, n);
+    else
+        roi_pooling_packed<T, false><<<n.blocks, kThreads, shared_bytes, stream>>>(f, n);
+}
+
+HRESULT run_packed(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
-    const nchw_plan& n = *DML_PLAN_STATE(args, nchw_plan);
+    const packed_plan& n = *DML_PLAN_STATE(args, packed_plan);
     roi_pooling_problem f = n.shape_only;
     f.input = args->inputs[DML_ROI_POOLING_INPUT];
     f.rois = args->inputs[DML_ROI_POOLING_ROI];
     f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
     cudaStream_t stream = dml_cuda_stream(args);
-    const size_t shared_bytes = nchw_shared_bytes(f);
+    const size_t shared_bytes = packed_shared_bytes(f);
     if (args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
-        roi_pooling_nchw<uint16_t><<<n.blocks, kThreads, shared_bytes, stream>>>(f, n);
+        launch_packed<uint16_t>(f, n, shared_bytes, stream);
     else
-        roi_pooling_nchw<float><<<n.blocks, kThreads, shared_bytes, stream>>>(f, n);
-    return dml_cuda_check_launch("roi_pooling_nchw");
+        launch_packed<float>(f, n, shared_bytes, stream);
+    return dml_cuda_check_launch("roi_pooling_packed");
 }
 
 } // namespace
 
 const dml_impl dml_cuda_roi_pooling_generic = {"roi_pooling/cuda/strided", DML_ISA_GENERIC, nullptr, run_roi_pooling};
-const dml_impl dml_cuda_roi_pooling_nchw = {"roi_pooling/cuda/nchw", DML_ISA_GENERIC, plan_nchw, run_nchw};
+const dml_impl dml_cuda_roi_pooling_nchw = {"roi_pooling/cuda/nchw", DML_ISA_GENERIC, plan_nchw, run_packed};
+const dml_impl dml_cuda_roi_pooling_nhwc = {"roi_pooling/cuda/nhwc", DML_ISA_GENERIC, plan_nhwc, run_packed};

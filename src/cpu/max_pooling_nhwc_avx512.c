@@ -166,6 +166,10 @@ static void forward_position(const nhwc_forward_plan* shared_plan, const dml_poo
     for (; c + CHUNK <= g->channels; c += CHUNK) {
         lanes_max m[CHUNK_VECTORS];
         chunk_max(g, p, image + c * element, w, CHUNK_VECTORS, ALL_LANES, m);
+        /* Unrolled: an m[v] indexed by a loop variable kept m in memory, and
+         * each tap's compare waited on the last tap's store (3x3/2 on one
+         * thread: 7.7 -> 5.2 ms). */
+#pragma GCC unroll 4
         for (int v = 0; v < CHUNK_VECTORS; v++)
             store_forward(f, image, out, indices, n, c + LANES * v, ALL_LANES, &m[v], true);
     }

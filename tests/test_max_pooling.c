@@ -900,8 +900,9 @@ TEST_CASE(channels_last_channel_tails_match_generic_bit_for_bit) {
  * channel counts of whole 64-byte lines (streamed by max_pooling/avx512/
  * nhwc), FLOAT32 and FLOAT16, UINT32 and UINT64 indices and none, 3x3/2 p1
  * and 2x2/2, and one count of partial lines (40 FLOAT32 channels, stored
- * plainly); NCHW FLOAT16 with UINT32 indices (streamed by max_pooling/
- * avx512/nchw, the values stored plainly); one and two threads. */
+ * plainly); NCHW FLOAT16 with UINT32 indices (max_pooling/avx512/nchw
+ * stores them plainly: streaming them measured slower); one and two
+ * threads. */
 TEST_CASE(large_forward_outputs_match_generic_bit_for_bit) {
     DMLDevice* devices[2] = {test_device(1), test_device(2)};
     DMLDevice* generic = generic_device();

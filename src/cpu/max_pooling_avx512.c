@@ -69,8 +69,7 @@ typedef struct forward_plan {
     dml_pool_view in;
     bool half;
     bool track_position; /* false: a FLOAT32 pass without indices needs only values */
-    bool stream_values;  /* outputs far larger than the caches: streamed where aligned */
-    bool stream_indices; /* the same for UINT32 indices (FLOAT16 too) */
+    bool stream;         /* outputs far larger than the caches: streamed where aligned */
     uint32_t window_w, padding_w;
     uint32_t blocks; /* per output row (row_block_at) */
     row_block block[MAX_BLOCKS];
@@ -205,7 +204,7 @@ typedef struct row_cache {
 
 /* Stores 16 32-bit lanes (the first `count`) at `at`; streamed, whole
  * 32-byte halves from lane `first_lane` on go around the caches where
- * aligned (count and first_lane are then multiples of 8: forward_plan.stream_*;
+ * aligned (count and first_lane are then multiples of 8: forward_plan.stream;
  * a line streamed twice in parts, as an overlapping block would, is slow). */
 static ALWAYS_INLINE void store_lanes32(void* at, __m512 lanes, uint32_t count, uint32_t first_lane, bool stream) {
     if (!stream && count == LANES) {
@@ -251,12 +250,12 @@ static ALWAYS_INLINE void store_block(const forward_plan* f, const nchw_output_r
         else
             _mm256_mask_storeu_epi16((uint16_t*)r->output + ow0, lanes, halves);
     } else {
-        store_lanes32((float*)r->output + ow0, value, count, b->first_lane, f->stream_values);
+        store_lanes32((float*)r->output + ow0, value, count, b->first_lane, f->stream);
     }
     if (r->indices32) {
         __m512i index = _mm512_add_epi32(m.position, _mm512_set1_epi32((int32_t)(uint32_t)r->plane_index));
         index = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), m.found, index);
-        store_lanes32(r->indices32 + ow0, _mm512_castsi512_ps(index), count, b->first_lane, f->stream_indices);
+        store_lanes32(r->indices32 + ow0, _mm512_castsi512_ps(index), count, b->first_lane, f->stream);
     } else if (r->indices64) {
         const __m512i base = _mm512_set1_epi64((long long)r->plane_index), all_ones = _mm512_set1_epi64(-1);
         for (uint32_t eighth = 0; eighth < 2; eighth++) {
@@ -373,13 +372,9 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
     f.track_position = f.o.has_indices || f.half;
     f.threads = nchw_forward_threads(&f.o, p, device);
-    uint64_t index_bytes = f.o.has_indices ? (f.o.indices_64 ? 8 : 4) : 0;
-    uint64_t out_bytes = (uint64_t)f.o.rows * out_width * ((f.half ? 2 : 4) + index_bytes);
-    /* Rows of whole 32-byte halves (partial lines of streamed rows cost more than they save): FLOAT32
-     * values and UINT32 indices of either type (FLOAT16 values are stored plainly: rows of 16-byte parts). */
-    bool whole_halves = out_bytes >= DML_CPU_STREAM_BYTES && out_width % 8 == 0;
-    f.stream_values = !f.half && whole_halves;
-    f.stream_indices = whole_halves;
+    uint64_t out_bytes = (uint64_t)f.o.rows * out_width * (f.half ? 2 : 4) * (f.o.has_indices ? 2 : 1);
+    /* FLOAT32 rows of whole 32-byte halves (partial lines of streamed rows cost more than they save). */
+    f.stream = !f.half && out_bytes >= DML_CPU_STREAM_BYTES && out_width % 8 == 0;
     f.out_rows = f.o.out.sizes[2] * f.o.out.sizes[3];
     if (f.out_rows > MAX_PLAN_ROWS) return S_FALSE;
     forward_plan* state = dml_plan_state(plan, sizeof *state + f.out_rows * sizeof(plan_window_rows));

@@ -896,6 +896,56 @@ TEST_CASE(channels_last_channel_tails_match_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
+/* Forwards whose outputs exceed DML_CPU_STREAM_BYTES (8 MiB), channels-last:
+ * channel counts of whole 64-byte lines (streamed by max_pooling/avx512/
+ * nhwc), FLOAT32 and FLOAT16, UINT32 and UINT64 indices and none, 3x3/2 p1
+ * and 2x2/2, and one count of partial lines (40 FLOAT32 channels, stored
+ * plainly); NCHW FLOAT16 with UINT32 indices (max_pooling/avx512/nchw
+ * stores them plainly: streaming them measured slower); one and two
+ * threads. */
+TEST_CASE(large_forward_outputs_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    typedef struct large_case {
+        DML_OPERATOR_TYPE type;
+        DML_TENSOR_DATA_TYPE data_type, index_type;
+        uint32_t channels, size, window;
+        bool channels_last;
+    } large_case;
+    static const large_case cases[] = {
+        {DML_OPERATOR_MAX_POOLING1, DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_UINT32, 64, 256, 3, true},
+        {DML_OPERATOR_MAX_POOLING2, DML_TENSOR_DATA_TYPE_FLOAT16, DML_TENSOR_DATA_TYPE_UINT64, 32, 512, 2, true},
+        {DML_OPERATOR_MAX_POOLING2, DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_UNKNOWN, 96, 300, 3, true},
+        {DML_OPERATOR_MAX_POOLING1, DML_TENSOR_DATA_TYPE_FLOAT16, DML_TENSOR_DATA_TYPE_UINT32, 64, 320, 3, true},
+        {DML_OPERATOR_MAX_POOLING1, DML_TENSOR_DATA_TYPE_FLOAT32, DML_TENSOR_DATA_TYPE_UINT32, 40, 400, 2, true},
+        {DML_OPERATOR_MAX_POOLING1, DML_TENSOR_DATA_TYPE_FLOAT16, DML_TENSOR_DATA_TYPE_UINT32, 96, 256, 2, false},
+        {DML_OPERATOR_MAX_POOLING2, DML_TENSOR_DATA_TYPE_FLOAT16, DML_TENSOR_DATA_TYPE_UINT32, 96, 256, 3, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases && !test_case_failed(); i++) {
+        const large_case* l = &cases[i];
+        pool_case c = {.type = l->type,
+                       .data_type = l->data_type,
+                       .index_type = l->index_type,
+                       .rank = 4,
+                       .input_sizes = {1, l->channels, l->size, l->size}};
+        c.output_sizes[0] = 1;
+        c.output_sizes[1] = l->channels;
+        for (uint32_t d = 0; d < 2; d++) {
+            c.window[d] = l->window;
+            c.strides[d] = 2;
+            c.dilations[d] = 1;
+            c.start_padding[d] = c.end_padding[d] = l->window == 3 ? 1 : 0;
+        }
+        for (int t = 0; t < 3; t++)
+            c.layouts[t] = l->channels_last ? TEST_LAYOUT_EXPLICIT : TEST_LAYOUT_PACKED;
+        fit_output_sizes(&c);
+        expect_generic_bits(devices[i % 2], generic, &c, l->channels_last, false);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
 /* Input strides over the same logical sizes with C innermost at stride
  * `channel_stride` and `pixel_padding` unused elements after each pixel's
  * channels; reallocates the buffer. */

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <xmmintrin.h>
 
 #include "../ops/max_pooling_rules.h"
 #include "cpu.h"
@@ -161,8 +162,30 @@ typedef struct nhwc_forward_plan {
     dml_pool_view idx;
     bool has_indices, indices_64;
     int64_t positions; /* N * OD * OH * OW */
+    bool stream;       /* nhwc_forward_streams */
     int threads;
 } nhwc_forward_plan;
+
+/* Whether every position's channels of view v are whole 64-byte lines at
+ * offsets that are multiples of 64 bytes from the tensor's start. */
+static inline bool nhwc_whole_lines(const dml_pool_view* v, uint32_t channels, size_t element) {
+    if (channels * element % 64 != 0) return false;
+    for (int i = 0; i < 5; i++)
+        if (i != 1 && v->strides[i] * element % 64 != 0) return false;
+    return true;
+}
+
+/* Whether the forward's outputs may be streamed (DML_CPU_STREAM_BYTES):
+ * far larger than the caches, and written in whole lines, each by one store
+ * or two (a line streamed in parts or partly stored plainly is slow: the
+ * gradient's partial lines measured twice as slow streamed). The AVX-512
+ * path streams them where the buffers are 64-byte aligned. */
+static inline bool nhwc_forward_streams(const nhwc_forward_plan* f) {
+    size_t element = f->g.half ? 2 : 4, index_element = f->indices_64 ? 8 : 4;
+    uint64_t bytes = (uint64_t)f->positions * f->g.channels * (element + (f->has_indices ? index_element : 0));
+    return bytes >= DML_CPU_STREAM_BYTES && nhwc_whole_lines(&f->g.out, f->g.channels, element) &&
+           (!f->has_indices || nhwc_whole_lines(&f->idx, f->g.channels, index_element));
+}
 
 static inline HRESULT nhwc_plan_forward(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
                                         dml_plan* plan) {
@@ -180,6 +203,7 @@ static inline HRESULT nhwc_plan_forward(const DMLOperator* op, const DMLDevice* 
     }
     const dml_pool_view* o = &f.g.out;
     f.positions = (int64_t)o->sizes[0] * o->sizes[2] * o->sizes[3] * o->sizes[4];
+    f.stream = nhwc_forward_streams(&f);
     const dml_pooling_params* p = op->params;
     uint64_t cost = (uint64_t)o->sizes[1] * p->window[0] * p->window[1] * p->window[2];
     f.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)f.positions,
@@ -220,6 +244,7 @@ static inline void nhwc_run_forward(const dml_kernel_args* args, nhwc_forward_po
                                 : NULL;
             position(f, p, input + x.n * g->in.strides[0] * element, out, idx, x.n, &w);
         }
+        _mm_sfence(); /* streamed stores (if any) are visible before the dispatch returns */
     }
 }
 

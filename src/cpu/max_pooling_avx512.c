@@ -623,9 +623,10 @@ static void band_plane_any(const grad_plan* gp, const dml_pooling_params* p, con
 
 /* The problems of the forward pass (row_geometry_init) on 2-D planes (D = 1,
  * one output depth) at least three columns wide (an argmax's offset from its
- * window's first element then tells its row), W padding of at most 2, InputGradient and
- * OutputGradient contiguous along W, and a band no larger than half a plane
- * (the temporary resource's bound: one plane per thread). */
+ * window's first element then tells its row), W padding of at most 2,
+ * InputGradient and OutputGradient contiguous along W, and a band (with its
+ * alignment) no larger than a plane: the temporary resource's bound, one
+ * FLOAT32 plane per thread. */
 static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     const dml_pooling_params* p = op->params;
@@ -648,7 +649,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     if (input_columns > columns) columns = input_columns;
     gp.band_blocks = (uint32_t)((columns + LANES - 1) / LANES);
     gp.band_width = 2 * LANES * gp.band_blocks + BAND_SLACK;
-    if (2 * (uint64_t)gp.band_rows * gp.band_width > plane_size) return S_FALSE;
+    if ((uint64_t)gp.band_rows * gp.band_width + BAND_ALIGNMENT / sizeof(float) > plane_size) return S_FALSE;
     gp.planes = (int64_t)g->in.sizes[0] * g->in.sizes[1];
     uint64_t plane_cost =
         plane_size + (uint64_t)gp.grad_in.sizes[3] * gp.grad_in.sizes[4] * p->window[0] * p->window[1] * p->window[2];

@@ -288,14 +288,13 @@ static ALWAYS_INLINE void row_cache_keep(row_cache* cache, const window_rows* w)
 }
 
 /* The window maxima of block j of an output row whose windows' input rows
- * are w (`kept`: the cache holds the reductions of the first of them);
- * keeps the last row's reductions in the cache. */
+ * are w, at least one (`kept`: the cache holds the reductions of the first
+ * of them); keeps the last row's reductions in the cache. */
 static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const window_rows* w, uint32_t j, bool kept,
                                             row_cache* cache, int window_w, bool half, bool track) {
     const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const row_block* b = &g->block[j];
     __m512i columns = _mm512_add_epi32(lane_columns, _mm512_set1_epi32(b->base));
-    if (w->count == 0) return (block_max){_mm512_setzero_ps(), _mm512_setzero_si512(), 0}; /* all padding */
     if (b->kind == BLOCK_EDGE) return edge_block_max(g, w, b, columns, window_w, half, track);
     bool left_edge = b->kind == BLOCK_LEFT_EDGE;
     __m512 value;
@@ -327,8 +326,11 @@ static ALWAYS_INLINE void forward_row(const forward_plan* f, const nchw_output_r
     window_rows w;
     window_rows_in_plane(rows, r->plane, half ? 2 : 4, &w);
     bool kept = row_cache_holds(cache, &w);
+    /* The count checked once per row, not in block_maxima: 6% of the FLOAT16 pass on one thread. */
+    const block_max padding_only = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
     for (uint32_t j = 0; j < f->g.blocks; j++)
-        store_block(f, r, &f->g.block[j], block_maxima(&f->g, &w, j, kept, cache, window_w, half, track), half);
+        store_block(f, r, &f->g.block[j],
+                    w.count > 0 ? block_maxima(&f->g, &w, j, kept, cache, window_w, half, track) : padding_only, half);
     row_cache_keep(cache, &w);
 }
 

@@ -3,8 +3,9 @@
  * windows of two or three undilated columns (3x3/2, 2x2/2), any padding,
  * any depth and height windows of at most MAX_WINDOW_ROWS rows, output rows
  * of at most 512 columns, at most MAX_PLAN_ROWS output rows per plane (their
- * window rows are computed once, in the plan). Everything else declines to
- * the AVX2 entry.
+ * window rows are computed once, in the plan). The gradient takes the same
+ * shapes on 2-D planes (see "Gradient" below). Everything else declines to
+ * the AVX2 entries.
  *
  * Sixteen output columns of one output row are one vector. Each input row
  * of the windows is loaded once per block (32 or 33 columns, masked at the

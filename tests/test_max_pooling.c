@@ -716,33 +716,36 @@ TEST_CASE(whole_row_path_matches_generic_bit_for_bit) {
 }
 
 /* Rows of 1 to 40 output columns at W stride 2 (windows of 2 or 3 columns):
- * the AVX-512 path's blocks of 16 columns — a row narrower than a block,
+ * the AVX-512 paths' blocks of 16 columns — a row narrower than a block,
  * whole blocks, the last block overlapping the one before — with padding 0
  * to 2 on either side (the first block at column -1, or further out), odd
  * and even widths, windows past the row's end, H windows of 1 to 3 rows at
- * H strides 1 to 3, 4-D and 5-D, every forward operator with and without
- * indices, one and two threads. */
+ * H strides 1 to 3, 4-D and 5-D, every operator (forward with and without
+ * indices; the gradient's band on 2-D planes, NaN and infinities among the
+ * gradients), one to three threads over one to six planes. */
 TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
-    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(3)};
     DMLDevice* generic = generic_device();
-    const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2};
-    for (int i = 0; i < 240 && !test_case_failed(); i++) {
-        DML_TENSOR_DATA_TYPE type = i % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-        pool_case c = fast_path_case(types[i % 3], type, false);
+    const DML_OPERATOR_TYPE types[4] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
+                                        DML_OPERATOR_MAX_POOLING_GRAD};
+    for (int i = 0; i < 320 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = i / 4 % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        pool_case c = fast_path_case(types[i % 4], type, false);
         if (c.type == DML_OPERATOR_MAX_POOLING2 && test_rand_bool()) c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
         uint32_t w = c.rank - 3, h = w - 1;
         set_window(&c, w, test_rand_range(2, 3), 2);
         c.start_padding[w] = test_rand_range(0, 2);
         c.end_padding[w] = test_rand_range(0, 2);
         c.input_sizes[2 + w] = test_rand_range(1, 82);
-        c.input_sizes[2 + h] = test_rand_range(1, 9);
+        /* Gradients: planes tall enough for the band of narrow rows too (a band row takes 48 floats). */
+        c.input_sizes[2 + h] = test_rand_range(1, is_grad(&c) ? 64 : 9);
         set_window(&c, h, test_rand_range(1, 3), test_rand_range(1, 3));
         fit_output_sizes(&c);
         if (c.output_sizes[2 + w] > 1 && test_rand_bool()) c.output_sizes[2 + w]++; /* a window past the end */
-        expect_generic_bits(devices[i % 2], generic, &c, false, false);
+        expect_generic_bits(devices[i % 3], generic, &c, false, is_grad(&c) && test_rand_bool());
     }
-    dmlReleaseDevice(devices[0]);
-    dmlReleaseDevice(devices[1]);
+    for (int i = 0; i < 3; i++)
+        dmlReleaseDevice(devices[i]);
     dmlReleaseDevice(generic);
 }
 
@@ -781,22 +784,30 @@ TEST_CASE(overlapping_window_gradients_match_generic_bit_for_bit) {
 /* Outputs of 8 MiB and more, which the NCHW fast paths stream past the
  * caches (values and UINT32 indices of rows of whole blocks, FLOAT32
  * gradients): 2x2/2 forward (rows of 128 columns, and of 56, whose last
- * AVX-512 block overlaps the one before) and gradient, 3x3/2 p1 gradient
- * (the band), packed or with padded pitches (rows that start unaligned),
- * one and two threads. */
+ * AVX-512 block overlaps the one before) and gradient (the band), 3x3/2 p1
+ * gradient on rows of 256 and of 56 columns (224 bytes: every other row
+ * starts half a line in), packed or with padded pitches (rows that start
+ * unaligned), one and two threads. */
 TEST_CASE(large_outputs_match_generic_bit_for_bit) {
     DMLDevice* devices[2] = {test_device(1), test_device(2)};
     DMLDevice* generic = generic_device();
-    for (int i = 0; i < 4 && !test_case_failed(); i++) {
-        bool forward = i == 0 || i == 3;
+    static const struct {
+        bool forward;
+        uint32_t channels, height, width, window, padding;
+    } shapes[] = {
+        {true, 64, 256, 256, 2, 0},  {false, 64, 256, 256, 2, 0}, {false, 64, 256, 256, 3, 1},
+        {true, 160, 256, 112, 2, 0}, {false, 704, 56, 56, 3, 1}, /* the benchmark's rows: 224 bytes */
+    };
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]) && !test_case_failed(); i++) {
+        bool forward = shapes[i].forward;
         pool_case c = {.type = forward ? DML_OPERATOR_MAX_POOLING1 : DML_OPERATOR_MAX_POOLING_GRAD,
                        .data_type = DML_TENSOR_DATA_TYPE_FLOAT32,
                        .index_type = forward ? DML_TENSOR_DATA_TYPE_UINT32 : DML_TENSOR_DATA_TYPE_UNKNOWN,
                        .rank = 4,
-                       .input_sizes = {1, i == 3 ? 160 : 64, 256, i == 3 ? 112 : 256}};
+                       .input_sizes = {1, shapes[i].channels, shapes[i].height, shapes[i].width}};
         c.output_sizes[0] = 1;
         c.output_sizes[1] = c.input_sizes[1];
-        uint32_t window = i == 2 ? 3 : 2, padding = i == 2 ? 1 : 0;
+        uint32_t window = shapes[i].window, padding = shapes[i].padding;
         for (uint32_t d = 0; d < 2; d++) {
             c.window[d] = window;
             c.strides[d] = 2;

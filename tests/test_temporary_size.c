@@ -29,6 +29,9 @@ static uint64_t temporary_size(const DML_OPERATOR_DESC* desc, uint32_t threads) 
     EXPECT_STATUS(dmlCreateOperator(device, desc, &op), S_OK, NULL);
     if (op != NULL) EXPECT_STATUS(dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled), S_OK, NULL);
     if (compiled != NULL) EXPECT_STATUS(dmlGetBindingProperties(compiled, &properties), S_OK, NULL);
+    DML_COMPILED_OPERATOR_INFO info; /* the implementation whose bound this checks, listed at the end */
+    if (compiled != NULL && SUCCEEDED(dmlGetCompiledOperatorInfo(compiled, &info)))
+        test_note_implementation(info.ImplementationName);
     dmlReleaseCompiledOperator(compiled);
     dmlReleaseOperator(op);
     dmlReleaseDevice(device);
@@ -36,18 +39,22 @@ static uint64_t temporary_size(const DML_OPERATOR_DESC* desc, uint32_t threads) 
 }
 
 /* MAX_POOLING_GRAD: one FLOAT32 band of an input plane per thread, so at
- * most 4 * T * H * W bytes. */
+ * most 4 * T * H * W bytes: 2x2 windows at stride 1, and at stride 2 with
+ * 2x2 and 3x3 (padding 1) windows (the AVX-512 band). */
 TEST_CASE(max_pooling_grad_bound) {
-    for (int round = 0; round < 20 && !test_case_failed(); round++) {
+    for (int round = 0; round < 60 && !test_case_failed(); round++) {
         uint32_t threads = test_rand_range(1, 8);
         UINT in_sizes[4] = {test_rand_range(1, 3), test_rand_range(1, 3), test_rand_range(2, 40),
                             test_rand_range(2, 40)};
-        UINT out_sizes[4] = {in_sizes[0], in_sizes[1], in_sizes[2] - 1, in_sizes[3] - 1};
+        UINT stride = round % 3 ? 2 : 1, extent = round % 3 == 2 ? 3 : 2, padding = extent == 3 ? 1 : 0;
+        UINT out_sizes[4] = {in_sizes[0], in_sizes[1], (in_sizes[2] + 2 * padding - extent) / stride + 1,
+                             (in_sizes[3] + 2 * padding - extent) / stride + 1};
         tensor input, gradient, output;
         tensor_make(&input, in_sizes);
         tensor_make(&gradient, out_sizes);
         tensor_make(&output, in_sizes);
-        UINT strides[2] = {1, 1}, window[2] = {2, 2}, pads[2] = {0, 0}, dilations[2] = {1, 1};
+        UINT strides[2] = {stride, stride}, window[2] = {extent, extent}, pads[2] = {padding, padding},
+             dilations[2] = {1, 1};
         DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {&input.desc, &gradient.desc, &output.desc, 2,        strides,
                                                    window,      pads,           pads,         dilations};
         DML_OPERATOR_DESC desc = {DML_OPERATOR_MAX_POOLING_GRAD, &grad};

@@ -18,6 +18,7 @@ DML_KERNEL_LIST(DML_CPU_GENERIC_IMPL)
 extern const dml_impl dml_cpu_max_pooling_avx2_nchw;        /* max_pooling_avx2.c: rows contiguous along W */
 extern const dml_impl dml_cpu_max_pooling_grad_avx2_nchw;   /* max_pooling_avx2.c */
 extern const dml_impl dml_cpu_max_pooling_avx512_nchw;      /* max_pooling_avx512.c: W stride 2, 2 or 3 columns */
+extern const dml_impl dml_cpu_max_pooling_grad_avx512_nchw; /* max_pooling_avx512.c: the same, 2-D planes */
 extern const dml_impl dml_cpu_max_pooling_avx2_nhwc;        /* max_pooling_avx2.c: channels-last (C stride 1) */
 extern const dml_impl dml_cpu_max_pooling_grad_avx2_nhwc;   /* max_pooling_avx2.c */
 extern const dml_impl dml_cpu_max_pooling_avx512_nhwc;      /* max_pooling_nhwc_avx512.c: channels-last */

@@ -9,8 +9,8 @@ const dml_impl* const dml_cpu_max_pooling_impls[] = {&dml_cpu_max_pooling_avx512
                                                      &dml_cpu_max_pooling_avx512_nhwc, &dml_cpu_max_pooling_avx2_nhwc,
                                                      &dml_cpu_max_pooling_generic,     NULL};
 const dml_impl* const dml_cpu_max_pooling_grad_impls[] = {
-    &dml_cpu_max_pooling_grad_avx2_nchw, &dml_cpu_max_pooling_grad_avx512_nhwc, &dml_cpu_max_pooling_grad_avx2_nhwc,
-    &dml_cpu_max_pooling_grad_generic, NULL};
+    &dml_cpu_max_pooling_grad_avx512_nchw, &dml_cpu_max_pooling_grad_avx2_nchw, &dml_cpu_max_pooling_grad_avx512_nhwc,
+    &dml_cpu_max_pooling_grad_avx2_nhwc,   &dml_cpu_max_pooling_grad_generic,   NULL};
 const dml_impl* const dml_cpu_roi_pooling_impls[] = {&dml_cpu_roi_pooling_avx2_nhwc, &dml_cpu_roi_pooling_avx2_nchw,
                                                      &dml_cpu_roi_pooling_generic, NULL};
 const dml_impl* const dml_cpu_roi_align_impls[] = {&dml_cpu_roi_align_avx512_nhwc, &dml_cpu_roi_align_avx512_nchw,

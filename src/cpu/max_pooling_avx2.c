@@ -1007,10 +1007,7 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
                 band_add_row(band + (size_t)(w.h[k] % gp->band_rows) * gp->band_width, r, blocks,
                              w.position[k] - w.position[0], window_w);
         }
-        /* Rows before the next output row's first window row are complete. */
-        int64_t next = oh + 1 < g->out_height ? (int64_t)(oh + 1) * p->strides[1] - p->start_padding[1] : height;
-        uint32_t complete = next < 0 ? 0 : next > height ? height : (uint32_t)next;
-        for (; written < complete; written++)
+        for (uint32_t complete = rows_complete_after(p, oh, g->out_height, height); written < complete; written++)
             band_write_row(gp, band + (size_t)(written % gp->band_rows) * gp->band_width,
                            dx_plane + written * o->strides[3] * element, half);
     }

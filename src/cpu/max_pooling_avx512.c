@@ -3,8 +3,9 @@
  * windows of two or three undilated columns (3x3/2, 2x2/2), any padding,
  * any depth and height windows of at most MAX_WINDOW_ROWS rows, output rows
  * of at most 512 columns, at most MAX_PLAN_ROWS output rows per plane (their
- * window rows are computed once, in the plan). Everything else declines to
- * the AVX2 entry.
+ * window rows are computed once, in the plan). The gradient takes the same
+ * shapes on 2-D planes (see "Gradient" below). Everything else declines to
+ * the AVX2 entries.
  *
  * Sixteen output columns of one output row are one vector. Each input row
  * of the windows is loaded once per block (32 or 33 columns, masked at the
@@ -64,15 +65,21 @@ typedef struct row_block {
     uint8_t kind; /* block_kind */
 } row_block;
 
-typedef struct forward_plan {
-    nchw_outputs o;
+/* The input and the blocks of an output row: what the forward pass and the
+ * gradient share. */
+typedef struct row_geometry {
     dml_pool_view in;
     bool half;
     bool track_position; /* false: a FLOAT32 pass without indices needs only values */
-    bool stream;         /* outputs far larger than the caches: streamed where aligned */
     uint32_t window_w, padding_w;
     uint32_t blocks; /* per output row (row_block_at) */
     row_block block[MAX_BLOCKS];
+} row_geometry;
+
+typedef struct forward_plan {
+    row_geometry g;
+    nchw_outputs o;
+    bool stream; /* outputs far larger than the caches: streamed where aligned */
     int threads;
     uint32_t out_rows;              /* OD * OH */
     plan_window_rows window_rows[]; /* per output row (od * OH + oh) */
@@ -168,9 +175,9 @@ static ALWAYS_INLINE void reduce_row(const char* row, const row_block* b, __m512
 
 /* A block at the row's ends: every tap of every row in the generic order,
  * a lane taking it when it is the lane's first valid tap or wins. */
-static ALWAYS_INLINE block_max edge_block_max(const forward_plan* f, const window_rows* w, const row_block* b,
+static ALWAYS_INLINE block_max edge_block_max(const row_geometry* g, const window_rows* w, const row_block* b,
                                               __m512i columns, int window_w, bool half, bool track) {
-    const int64_t width = f->in.sizes[4];
+    const int64_t width = g->in.sizes[4];
     __mmask16 valid[3];
     for (int k = 0; k < window_w; k++) {
         __m512i column = _mm512_add_epi32(columns, _mm512_set1_epi32(k));
@@ -242,7 +249,7 @@ static ALWAYS_INLINE void store_block(const forward_plan* f, const nchw_output_r
             _mm256_store_si256((__m256i*)bits, halves);
             _mm512_store_si512(position, m.position);
             for (uint32_t lane = 0; lane < count; lane++)
-                if (nan_lanes >> lane & 1) bits[lane] = half_at_position(&f->in, r->plane, (uint32_t)position[lane]);
+                if (nan_lanes >> lane & 1) bits[lane] = half_at_position(&f->g.in, r->plane, (uint32_t)position[lane]);
             halves = _mm256_load_si256((const __m256i*)bits);
         }
         if (count == LANES) /* a whole block: a plain store (masked ones are slow) */
@@ -270,51 +277,67 @@ static ALWAYS_INLINE void store_block(const forward_plan* f, const nchw_output_r
     }
 }
 
+/* Whether the reductions of the first of rows w are those the cache keeps. */
+static ALWAYS_INLINE bool row_cache_holds(const row_cache* cache, const window_rows* w) {
+    return w->count > 0 && cache->row == w->row[0] && cache->position == w->position[0];
+}
+
+/* Keeps the reductions of the last of rows w (block_maxima put them in the cache). */
+static ALWAYS_INLINE void row_cache_keep(row_cache* cache, const window_rows* w) {
+    cache->row = w->count > 0 ? w->row[w->count - 1] : NULL;
+    cache->position = w->count > 0 ? w->position[w->count - 1] : 0;
+}
+
+/* The window maxima of block j of an output row whose windows' input rows
+ * are w, at least one (`kept`: the cache holds the reductions of the first
+ * of them); keeps the last row's reductions in the cache. */
+static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const window_rows* w, uint32_t j, bool kept,
+                                            row_cache* cache, int window_w, bool half, bool track) {
+    const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const row_block* b = &g->block[j];
+    __m512i columns = _mm512_add_epi32(lane_columns, _mm512_set1_epi32(b->base));
+    if (b->kind == BLOCK_EDGE) return edge_block_max(g, w, b, columns, window_w, half, track);
+    bool left_edge = b->kind == BLOCK_LEFT_EDGE;
+    __m512 value;
+    __m512i at;
+    if (kept) {
+        value = cache->value[j];
+        at = cache->position_of[j];
+    } else {
+        reduce_row(w->row[0], b, _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[0])), window_w, half, track,
+                   left_edge, &value, &at);
+    }
+    block_max m = {value, at, 0xffff};
+    for (uint32_t k = 1; k < w->count; k++) {
+        reduce_row(w->row[k], b, _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[k])), window_w, half, track,
+                   left_edge, &value, &at);
+        __mmask16 take = lanes_win(value, m.value);
+        m.value = _mm512_mask_mov_ps(m.value, take, value);
+        if (track) m.position = _mm512_mask_mov_epi32(m.position, take, at);
+    }
+    cache->value[j] = value; /* the last row's reductions */
+    cache->position_of[j] = at;
+    return m;
+}
+
 /* One output row: every block's window maxima, stored. */
 static ALWAYS_INLINE void forward_row(const forward_plan* f, const nchw_output_row* r, row_cache* cache, int window_w,
                                       bool half, bool track) {
-    const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const plan_window_rows* rows = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
     window_rows w;
     window_rows_in_plane(rows, r->plane, half ? 2 : 4, &w);
-    bool kept = w.count > 0 && cache->row == w.row[0] && cache->position == w.position[0];
-    for (uint32_t j = 0; j < f->blocks; j++) {
-        const row_block* b = &f->block[j];
-        __m512i columns = _mm512_add_epi32(lane_columns, _mm512_set1_epi32(b->base));
-        block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0}; /* no rows: all padding */
-        if (w.count > 0 && b->kind == BLOCK_EDGE) {
-            m = edge_block_max(f, &w, b, columns, window_w, half, track);
-        } else if (w.count > 0) {
-            bool left_edge = b->kind == BLOCK_LEFT_EDGE;
-            __m512 value;
-            __m512i at;
-            if (kept) {
-                value = cache->value[j];
-                at = cache->position_of[j];
-            } else {
-                reduce_row(w.row[0], b, _mm512_add_epi32(columns, _mm512_set1_epi32(w.position[0])), window_w, half,
-                           track, left_edge, &value, &at);
-            }
-            m = (block_max){value, at, 0xffff};
-            for (uint32_t k = 1; k < w.count; k++) {
-                reduce_row(w.row[k], b, _mm512_add_epi32(columns, _mm512_set1_epi32(w.position[k])), window_w, half,
-                           track, left_edge, &value, &at);
-                __mmask16 take = lanes_win(value, m.value);
-                m.value = _mm512_mask_mov_ps(m.value, take, value);
-                if (track) m.position = _mm512_mask_mov_epi32(m.position, take, at);
-            }
-            cache->value[j] = value; /* the last row's reductions */
-            cache->position_of[j] = at;
-        }
-        store_block(f, r, b, m, half);
-    }
-    cache->row = w.count > 0 ? w.row[w.count - 1] : NULL;
-    cache->position = w.count > 0 ? w.position[w.count - 1] : 0;
+    bool kept = row_cache_holds(cache, &w);
+    /* The count checked once per row, not in block_maxima: 6% of the FLOAT16 pass on one thread. */
+    const block_max padding_only = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
+    for (uint32_t j = 0; j < f->g.blocks; j++)
+        store_block(f, r, &f->g.block[j],
+                    w.count > 0 ? block_maxima(&f->g, &w, j, kept, cache, window_w, half, track) : padding_only, half);
+    row_cache_keep(cache, &w);
 }
 
 /* forward_row specialized for the loop-invariant choices. */
 static void forward_row_any(const forward_plan* f, const nchw_output_row* r, row_cache* cache) {
-    switch ((f->window_w == 3) * 4 + f->half * 2 + f->track_position) {
+    switch ((f->g.window_w == 3) * 4 + f->g.half * 2 + f->g.track_position) {
     case 0: forward_row(f, r, cache, 2, false, false); break;
     case 1: forward_row(f, r, cache, 2, false, true); break;
     case 2: forward_row(f, r, cache, 2, true, false); break;
@@ -331,14 +354,14 @@ static void forward_row_any(const forward_plan* f, const nchw_output_row* r, row
  * (its columns computed again, the same values: whole vectors, no masked
  * stores, which are slow); a row narrower than 16 columns is one block of
  * `count` columns. */
-static row_block row_block_at(const forward_plan* f, uint32_t j, uint32_t out_width) {
+static row_block row_block_at(const row_geometry* g, uint32_t j, uint32_t out_width) {
     uint32_t ow0 = out_width < LANES ? 0 : LANES * j < out_width - LANES ? LANES * j : out_width - LANES;
-    row_block b = {.base = 2 * (int32_t)ow0 - (int32_t)f->padding_w,
+    row_block b = {.base = 2 * (int32_t)ow0 - (int32_t)g->padding_w,
                    .ow0 = ow0,
                    .count = out_width < LANES ? out_width : LANES,
                    .first_lane = LANES * j - ow0};
-    int64_t width = f->in.sizes[4];
-    bool ends_inside = b.base + 2 * (int64_t)(b.count - 1) + f->window_w <= width;
+    int64_t width = g->in.sizes[4];
+    bool ends_inside = b.base + 2 * (int64_t)(b.count - 1) + g->window_w <= width;
     b.kind = b.base >= 0 && ends_inside ? BLOCK_INSIDE : b.base == -1 && ends_inside ? BLOCK_LEFT_EDGE : BLOCK_EDGE;
     int64_t first = b.kind == BLOCK_LEFT_EDGE ? b.base + 1 : b.base; /* row_taps */
     b.low = column_mask(first, width);
@@ -347,40 +370,52 @@ static row_block row_block_at(const forward_plan* f, uint32_t j, uint32_t out_wi
     return b;
 }
 
+/* Whether both directions take the problem: FLOAT32 or FLOAT16 input
+ * contiguous along W, W stride 2 with windows of two or three undilated
+ * columns, at most MAX_WINDOW_ROWS rows per window, output rows of at most
+ * MAX_BLOCKS blocks, at most MAX_PLAN_ROWS output rows per plane, positions
+ * and columns in int32 lanes. Sets g's input and blocks for output view out. */
+static bool row_geometry_init(row_geometry* g, const dml_tensor* input, const dml_pooling_params* p,
+                              const dml_pool_view* out) {
+    if (input->type != DML_TENSOR_DATA_TYPE_FLOAT32 && input->type != DML_TENSOR_DATA_TYPE_FLOAT16) return false;
+    g->in = dml_pool_view_5d(input);
+    g->half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    g->window_w = p->window[2];
+    g->padding_w = p->start_padding[2];
+    if (g->in.strides[4] != 1 || out->strides[4] != 1) return false;
+    if (p->strides[2] != 2 || p->dilations[2] != 1 || (g->window_w != 2 && g->window_w != 3)) return false;
+    if ((uint64_t)p->window[0] * p->window[1] > MAX_WINDOW_ROWS) return false;
+    if ((uint64_t)out->sizes[2] * out->sizes[3] > MAX_PLAN_ROWS) return false;
+    uint32_t out_width = out->sizes[4];
+    const uint64_t limit = (uint64_t)1 << 28; /* positions and columns in int32 lanes */
+    uint64_t plane = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];
+    if (out_width > LANES * MAX_BLOCKS || plane >= limit || g->padding_w >= limit) return false;
+    g->blocks = (out_width + LANES - 1) / LANES;
+    for (uint32_t j = 0; j < g->blocks; j++)
+        g->block[j] = row_block_at(g, j, out_width);
+    return true;
+}
+
 static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
-    const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
     const dml_pooling_params* p = op->params;
-    if (input->type != DML_TENSOR_DATA_TYPE_FLOAT32 && input->type != DML_TENSOR_DATA_TYPE_FLOAT16) return S_FALSE;
     forward_plan f;
     memset(&f, 0, sizeof f);
     f.o = nchw_outputs_of(op);
-    f.in = dml_pool_view_5d(input);
-    f.half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    f.window_w = p->window[2];
-    f.padding_w = p->start_padding[2];
-    if (f.in.strides[4] != 1 || f.o.out.strides[4] != 1 || (f.o.has_indices && f.o.idx.strides[4] != 1)) return S_FALSE;
-    if (p->strides[2] != 2 || p->dilations[2] != 1 || (f.window_w != 2 && f.window_w != 3)) return S_FALSE;
-    if ((uint64_t)p->window[0] * p->window[1] > MAX_WINDOW_ROWS) return S_FALSE;
-    uint32_t out_width = f.o.out.sizes[4];
-    const uint64_t limit = (uint64_t)1 << 28; /* positions and columns in int32 lanes */
-    uint64_t plane = (uint64_t)f.in.sizes[2] * f.in.sizes[3] * f.in.sizes[4];
-    if (out_width > LANES * MAX_BLOCKS || plane >= limit || f.padding_w >= limit) return S_FALSE;
-    f.blocks = (out_width + LANES - 1) / LANES;
-    for (uint32_t j = 0; j < f.blocks; j++)
-        f.block[j] = row_block_at(&f, j, out_width);
+    if (!row_geometry_init(&f.g, &op->inputs[DML_POOL_INPUT].tensor, p, &f.o.out)) return S_FALSE;
+    if (f.o.has_indices && f.o.idx.strides[4] != 1) return S_FALSE;
     /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
-    f.track_position = f.o.has_indices || f.half;
+    f.g.track_position = f.o.has_indices || f.g.half;
     f.threads = nchw_forward_threads(&f.o, p, device);
-    uint64_t out_bytes = (uint64_t)f.o.rows * out_width * (f.half ? 2 : 4) * (f.o.has_indices ? 2 : 1);
+    uint32_t out_width = f.o.out.sizes[4];
+    uint64_t out_bytes = (uint64_t)f.o.rows * out_width * (f.g.half ? 2 : 4) * (f.o.has_indices ? 2 : 1);
     /* FLOAT32 rows of whole 32-byte halves (partial lines of streamed rows cost more than they save). */
-    f.stream = !f.half && out_bytes >= DML_CPU_STREAM_BYTES && out_width % 8 == 0;
+    f.stream = !f.g.half && out_bytes >= DML_CPU_STREAM_BYTES && out_width % 8 == 0;
     f.out_rows = f.o.out.sizes[2] * f.o.out.sizes[3];
-    if (f.out_rows > MAX_PLAN_ROWS) return S_FALSE;
     forward_plan* state = dml_plan_state(plan, sizeof *state + f.out_rows * sizeof(plan_window_rows));
     if (state == NULL) return E_OUTOFMEMORY;
     *state = f;
-    plan_window_rows_fill(p, &f.in, &f.o.out, state->window_rows);
+    plan_window_rows_fill(p, &f.g.in, &f.o.out, state->window_rows);
     return S_OK;
 }
 
@@ -396,7 +431,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < f->o.rows; row++) {
             nchw_row_step(&f->o.out, &cursor, row);
-            nchw_output_row r = nchw_output_row_at(&f->o, &f->in, f->half ? 2 : 4, args->inputs[DML_POOL_INPUT],
+            nchw_output_row r = nchw_output_row_at(&f->o, &f->g.in, f->g.half ? 2 : 4, args->inputs[DML_POOL_INPUT],
                                                    args->outputs[DML_POOL_OUTPUT], indices, &cursor);
             forward_row_any(f, &r, &cache);
         }
@@ -406,3 +441,268 @@ static HRESULT run_forward(const dml_kernel_args* args) {
 }
 
 const dml_impl dml_cpu_max_pooling_avx512_nchw = {"max_pooling/avx512/nchw", DML_ISA_AVX512, plan_forward, run_forward};
+
+/* ---- Gradient: overlapping or disjoint windows of 2-D planes, a band of accumulator rows ----
+ *
+ * The design of max_pooling_avx2.c's band (band_plane), sixteen output
+ * columns to a vector. For each output row, block_maxima gives the argmax
+ * positions; each one's offset from its window's first element and its
+ * InputGradient value go into column-ordered arrays (grad_row). Then, for
+ * each input row of the windows, sixteen output columns at a time compare
+ * the offsets with those of their window's columns in that row and add the
+ * values that hit, +0 elsewhere (band_add_row), into a ring of band_rows
+ * FLOAT32 accumulator rows. A band row keeps the windows' first columns
+ * ("even": input column 2 ow - padding) apart from their second ("odd"),
+ * so that lanes add to lanes; band_write_row interleaves them into
+ * OutputGradient once the row is complete (no later output row reaches it)
+ * and zeroes it. The order of the terms of each element's sum is the
+ * generic kernel's (increasing output index): an even column shared by
+ * outputs ow - 1 (its third column) and ow gets ow - 1's value first.
+ * Adding +0 changes nothing: a sum starting from +0 is never -0, and a NaN
+ * stays the same NaN. */
+
+/* Floats past a band row's even and odd columns: band_write_row's loads of
+ * the last 32 columns reach up to 16 past them. */
+enum { BAND_SLACK = 16 };
+
+/* Each thread's band starts on a cache line of its own (no false sharing). */
+enum { BAND_ALIGNMENT = 64 };
+
+typedef struct grad_plan {
+    row_geometry g;
+    dml_pool_view grad_in, grad_out; /* InputGradient, OutputGradient */
+    bool stream;                     /* FLOAT32 OutputGradient far larger than the caches: streamed where aligned */
+    int64_t planes;                  /* N * C */
+    uint32_t band_rows;              /* accumulator rows per thread */
+    uint32_t band_blocks;            /* blocks of 16 even (and of 16 odd) columns of a band row */
+    uint32_t band_width;             /* floats of a band row: 32 band_blocks + BAND_SLACK */
+    int threads;
+    plan_window_rows window_rows[]; /* per output row oh */
+} grad_plan;
+
+/* One output row: per column its argmax's plane position minus that of its
+ * window's first element (the window's first row, column 2 ow - padding),
+ * and its InputGradient value (+0 where no tap was valid); columns past the
+ * row's end hold offset -1 and value +0, so they never hit. */
+enum { GRAD_ROW_COLUMNS = LANES * MAX_BLOCKS + LANES };
+typedef struct grad_row {
+    _Alignas(64) int32_t offset[GRAD_ROW_COLUMNS];
+    _Alignas(64) float dy[GRAD_ROW_COLUMNS];
+} grad_row;
+
+/* Fills r's columns of one output row from its blocks' maxima. */
+static ALWAYS_INLINE void grad_row_fill(const grad_plan* gp, const window_rows* w, row_cache* cache, const char* dy_row,
+                                        grad_row* r, int window_w, bool half) {
+    const __m512i lane_first = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const row_geometry* g = &gp->g;
+    bool kept = row_cache_holds(cache, w);
+    /* Lane l's window starts at plane position first + 2 (ow0 + l). */
+    const int32_t first = w->position[0] - (int32_t)g->padding_w;
+    for (uint32_t j = 0; j < g->blocks; j++) {
+        const row_block* b = &g->block[j];
+        block_max m = block_maxima(g, w, j, kept, cache, window_w, half, true);
+        __mmask16 lanes = (__mmask16)(((uint32_t)1 << b->count) - 1);
+        __m512 value = _mm512_maskz_mov_ps(m.found, load_columns(dy_row, b->ow0, lanes, half));
+        __m512i offset =
+            _mm512_sub_epi32(m.position, _mm512_add_epi32(lane_first, _mm512_set1_epi32(first + 2 * (int32_t)b->ow0)));
+        if (b->count == LANES) { /* masked stores are slow */
+            _mm512_storeu_si512(r->offset + b->ow0, offset);
+            _mm512_storeu_ps(r->dy + b->ow0, value);
+        } else {
+            _mm512_mask_storeu_epi32(r->offset + b->ow0, lanes, offset);
+            _mm512_mask_storeu_ps(r->dy + b->ow0, lanes, value);
+        }
+    }
+    row_cache_keep(cache, w);
+}
+
+/* Adds one output row's values into band row `acc` for the input row whose
+ * plane position is `row_offset` past that of the windows' first row. */
+static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t blocks, int32_t row_offset,
+                                       int window_w) {
+    const __m512i first = _mm512_set1_epi32(row_offset), second = _mm512_set1_epi32(row_offset + 1);
+    const __m512i third = _mm512_set1_epi32(row_offset + 2);
+    float *even = acc, *odd = acc + LANES * blocks;
+    __m512i previous_third = _mm512_setzero_si512(); /* the block before's third-column values */
+    for (uint32_t j = 0; j < LANES * blocks; j += LANES) {
+        __m512i offset = _mm512_load_si512(r->offset + j);
+        __m512 dy = _mm512_load_ps(r->dy + j);
+        __m512 at_first = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, first), dy);
+        __m512 at_second = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, second), dy);
+        _mm512_store_ps(odd + j, _mm512_add_ps(_mm512_load_ps(odd + j), at_second));
+        if (window_w == 2) {
+            _mm512_store_ps(even + j, _mm512_add_ps(_mm512_load_ps(even + j), at_first));
+            continue;
+        }
+        /* The third column of lane l is the first of lane l + 1: lane l - 1's value comes first. */
+        __m512i at_third = _mm512_castps_si512(_mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, third), dy));
+        __m512 from_previous = _mm512_castsi512_ps(_mm512_alignr_epi32(at_third, previous_third, 15));
+        previous_third = at_third;
+        _mm512_store_ps(even + j, _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(even + j), from_previous), at_first));
+    }
+}
+
+/* Sixteen consecutive input columns from sixteen windows' lanes: lane l's
+ * `even` value at column 2 l, its `odd` value at 2 l + 1 (low: lanes 0 .. 7). */
+static ALWAYS_INLINE void interleave_columns(__m512 even, __m512 odd, __m512* low, __m512* high) {
+    const __m512i low_lanes = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i high_lanes = _mm512_add_epi32(low_lanes, _mm512_set1_epi32(8));
+    *low = _mm512_permutex2var_ps(even, low_lanes, odd);
+    *high = _mm512_permutex2var_ps(even, high_lanes, odd);
+}
+
+/* Stores 16 FLOAT32 lanes (the first `count`) at `at` as OutputGradient's type. */
+static ALWAYS_INLINE void store_gradient(char* at, __m512 lanes, uint32_t count, bool half, bool stream) {
+    if (!half) {
+        store_lanes32(at, lanes, count, 0, stream);
+        return;
+    }
+    __m256i halves = _mm512_cvtps_ph(lanes, _MM_FROUND_TO_NEAREST_INT);
+    if (count == LANES) /* a whole block: a plain store (masked ones are slow) */
+        _mm256_storeu_si256((__m256i*)at, halves);
+    else
+        _mm256_mask_storeu_epi16(at, (__mmask16)(((uint32_t)1 << count) - 1), halves);
+}
+
+/* Writes band row `acc` as an OutputGradient row, interleaving its even and
+ * odd columns, and zeroes it for the input row that takes its place. */
+static ALWAYS_INLINE void band_write_row(const grad_plan* gp, float* acc, char* dx_row, bool half) {
+    const uint32_t width = gp->g.in.sizes[4], padding = gp->g.padding_w;
+    const size_t element = half ? 2 : 4;
+    const float *even = acc, *odd = acc + LANES * gp->band_blocks;
+    /* Input column c is band column c + padding: of the even ones when that is even. */
+    const float* at_even_column = padding % 2 ? odd + (padding - 1) / 2 : even + padding / 2;
+    const float* at_odd_column = padding % 2 ? even + (padding + 1) / 2 : odd + padding / 2;
+    for (uint32_t w = 0; w < width; w += 2 * LANES) {
+        __m512 low, high;
+        interleave_columns(_mm512_loadu_ps(at_even_column + w / 2), _mm512_loadu_ps(at_odd_column + w / 2), &low,
+                           &high);
+        uint32_t rest = width - w;
+        store_gradient(dx_row + w * element, low, rest < LANES ? rest : LANES, half, gp->stream);
+        if (rest > LANES)
+            store_gradient(dx_row + (w + LANES) * element, high, rest - LANES < LANES ? rest - LANES : LANES, half,
+                           gp->stream);
+    }
+    for (uint32_t i = 0; i < gp->band_width; i += LANES)
+        _mm512_store_ps(acc + i, _mm512_setzero_ps());
+}
+
+/* The gradient of one 2-D plane through the band (see above). */
+static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_params* p, const char* plane,
+                                     const char* dy_plane, char* dx_plane, float* band, grad_row* r, row_cache* cache,
+                                     int window_w, bool half) {
+    const row_geometry* g = &gp->g;
+    const size_t element = half ? 2 : 4;
+    const uint32_t height = g->in.sizes[3], width = g->in.sizes[4], out_height = gp->grad_in.sizes[3];
+    uint32_t written = 0; /* input rows before it are in OutputGradient */
+    for (uint32_t oh = 0; oh < out_height; oh++) {
+        window_rows w;
+        window_rows_in_plane(&gp->window_rows[oh], plane, element, &w);
+        if (w.count > 0) {
+            grad_row_fill(gp, &w, cache, dy_plane + oh * gp->grad_in.strides[3] * element, r, window_w, half);
+            for (uint32_t k = 0; k < w.count; k++) /* a 2-D plane: position h W */
+                band_add_row(band + (size_t)((uint32_t)w.position[k] / width % gp->band_rows) * gp->band_width, r,
+                             gp->band_blocks, w.position[k] - w.position[0], window_w);
+        }
+        for (uint32_t complete = rows_complete_after(p, oh, out_height, height); written < complete; written++)
+            band_write_row(gp, band + (size_t)(written % gp->band_rows) * gp->band_width,
+                           dx_plane + written * gp->grad_out.strides[3] * element, half);
+    }
+}
+
+/* band_plane specialized for the window's width and the type. */
+static void band_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
+                           char* dx_plane, float* band, grad_row* r, row_cache* cache) {
+    switch ((gp->g.window_w == 3) * 2 + gp->g.half) {
+    case 0: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, false); break;
+    case 1: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, true); break;
+    case 2: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3, false); break;
+    default: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3, true); break;
+    }
+}
+
+/* The problems of the forward pass (row_geometry_init) on 2-D planes (D = 1,
+ * one output depth) at least three columns wide (an argmax's offset from its
+ * window's first element then tells its row), W padding of at most 2,
+ * InputGradient and OutputGradient contiguous along W, and a band (with its
+ * alignment) no larger than a plane: the temporary resource's bound, one
+ * FLOAT32 plane per thread. */
+static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
+    (void)flags;
+    const dml_pooling_params* p = op->params;
+    grad_plan gp;
+    memset(&gp, 0, sizeof gp);
+    gp.grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
+    gp.grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
+    if (!row_geometry_init(&gp.g, &op->inputs[DML_POOL_INPUT].tensor, p, &gp.grad_in)) return S_FALSE;
+    const row_geometry* g = &gp.g;
+    gp.g.track_position = true;
+    if (g->in.sizes[2] != 1 || gp.grad_in.sizes[2] != 1 || g->in.sizes[4] < 3 || gp.grad_out.strides[4] != 1)
+        return S_FALSE;
+    if (g->padding_w > 2) return S_FALSE; /* band_write_row's loads start at most one column in (BAND_SLACK) */
+    uint64_t plane_size = (uint64_t)g->in.sizes[3] * g->in.sizes[4];
+    uint64_t rows = (uint64_t)(p->window[1] - 1) * p->dilations[1] + 1;
+    gp.band_rows = (uint32_t)(rows < g->in.sizes[3] ? rows : g->in.sizes[3]);
+    /* Band columns: every output column and the one after (the last window's third column), every input column. */
+    uint64_t columns = (uint64_t)gp.grad_in.sizes[4] + 1,
+             input_columns = ((uint64_t)g->in.sizes[4] + g->padding_w + 1) / 2;
+    if (input_columns > columns) columns = input_columns;
+    gp.band_blocks = (uint32_t)((columns + LANES - 1) / LANES);
+    gp.band_width = 2 * LANES * gp.band_blocks + BAND_SLACK;
+    if ((uint64_t)gp.band_rows * gp.band_width + BAND_ALIGNMENT / sizeof(float) > plane_size) return S_FALSE;
+    gp.planes = (int64_t)g->in.sizes[0] * g->in.sizes[1];
+    uint64_t plane_cost =
+        plane_size + (uint64_t)gp.grad_in.sizes[3] * gp.grad_in.sizes[4] * p->window[0] * p->window[1] * p->window[2];
+    gp.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp.planes,
+                                     dml_cpu_items_per_thread(plane_cost, DML_CPU_MIN_WORK_PER_THREAD));
+    /* FLOAT32 rows of whole 32-byte halves: a line is never both streamed and stored through the cache. */
+    gp.stream =
+        !g->half && (uint64_t)gp.planes * plane_size * sizeof(float) >= DML_CPU_STREAM_BYTES && g->in.sizes[4] % 8 == 0;
+    uint32_t out_height = gp.grad_in.sizes[3];
+    grad_plan* state = dml_plan_state(plan, sizeof *state + out_height * sizeof(plan_window_rows));
+    if (state == NULL) return E_OUTOFMEMORY;
+    *state = gp;
+    plan_window_rows_fill(p, &gp.g.in, &gp.grad_in, state->window_rows);
+    plan->temporary_size = (uint64_t)gp.threads * gp.band_rows * gp.band_width * sizeof(float) + BAND_ALIGNMENT;
+    return S_OK;
+}
+
+static HRESULT run_grad(const dml_kernel_args* args) {
+    const grad_plan* gp = DML_PLAN_STATE(args, grad_plan);
+    const row_geometry* g = &gp->g;
+    const dml_pooling_params* p = args->op->params;
+    const dml_pool_view *dy = &gp->grad_in, *dx = &gp->grad_out;
+    const size_t element = g->half ? 2 : 4;
+    /* Each thread's band on its own cache lines, wherever the resource starts. */
+    float* bands = (float*)(((uintptr_t)args->temporary + BAND_ALIGNMENT - 1) & ~(uintptr_t)(BAND_ALIGNMENT - 1));
+#pragma omp parallel num_threads(gp->threads)
+    {
+        float* band = bands + (size_t)dml_cpu_thread_index() * gp->band_rows * gp->band_width;
+        for (uint32_t i = 0; i < gp->band_rows * gp->band_width; i += LANES)
+            _mm512_store_ps(band + i, _mm512_setzero_ps());
+        row_cache cache;
+        cache.row = NULL;
+        cache.position = 0;
+        grad_row r; /* the columns past the output row's end never hit */
+        for (uint32_t i = 0; i < GRAD_ROW_COLUMNS; i++) {
+            r.offset[i] = -1;
+            r.dy[i] = 0;
+        }
+#pragma omp for schedule(static)
+        for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
+            uint64_t c = (uint64_t)plane_index % g->in.sizes[1], n = (uint64_t)plane_index / g->in.sizes[1];
+            band_plane_any(gp, p,
+                           (const char*)args->inputs[DML_POOL_INPUT] +
+                               (n * g->in.strides[0] + c * g->in.strides[1]) * element,
+                           (const char*)args->inputs[DML_POOL_INPUT_GRADIENT] +
+                               (n * dy->strides[0] + c * dy->strides[1]) * element,
+                           (char*)args->outputs[DML_POOL_OUTPUT] + (n * dx->strides[0] + c * dx->strides[1]) * element,
+                           band, &r, &cache);
+        }
+        _mm_sfence(); /* the streamed stores are visible before the dispatch returns */
+    }
+    return S_OK;
+}
+
+const dml_impl dml_cpu_max_pooling_grad_avx512_nchw = {"max_pooling_grad/avx512/nchw", DML_ISA_AVX512, plan_grad,
+                                                       run_grad};

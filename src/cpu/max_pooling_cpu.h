@@ -82,6 +82,16 @@ static inline void window_rows_in_plane(const plan_window_rows* rows, const char
     }
 }
 
+/* The input rows (along H) of a 2-D plane whose gradient is complete once
+ * the windows of output rows 0 .. oh are added: those before the next output
+ * row's first window row, all of them after the last output row (the bands
+ * of max_pooling_avx2.c and max_pooling_avx512.c). */
+static inline uint32_t rows_complete_after(const dml_pooling_params* p, uint32_t oh, uint32_t out_height,
+                                           uint32_t height) {
+    int64_t next = oh + 1 < out_height ? (int64_t)(oh + 1) * p->strides[1] - p->start_padding[1] : height;
+    return next < 0 ? 0 : next > height ? height : (uint32_t)next;
+}
+
 /* A FLOAT16 NaN's own bits (FLOAT32 lanes keep its payload but not whether
  * it was signaling): re-read from the input at the plane position. */
 static inline uint16_t half_at_position(const dml_pool_view* in, const char* plane, uint32_t position) {

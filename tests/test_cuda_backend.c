@@ -128,7 +128,7 @@ typedef struct pool_case {
     test_tensor in, out, idx, grad_out; /* GRAD: out is InputGradient, grad_out OutputGradient */
     test_layout in_layout, out_layout, idx_layout;
     bool channels_last; /* 4-D, every tensor packed N, H, W, C in memory instead of the layouts above */
-    bool binary16_bits; /* FLOAT16 Input drawn from fill_binary16_bits rather than fill_input */
+    bool bit_patterns;  /* FLOAT16/FLOAT32 Input drawn from fill_bit_patterns rather than fill_input */
     DML_MAX_POOLING_OPERATOR_DESC pool;
     DML_MAX_POOLING1_OPERATOR_DESC pool1;
     DML_MAX_POOLING2_OPERATOR_DESC pool2;
@@ -232,23 +232,32 @@ static void fill_input(test_buffer* b, const test_tensor* t, DML_TENSOR_DATA_TYP
     }
 }
 
-/* FLOAT16 values from a random run of a few bit patterns, so that ties are
- * frequent: NaN of both signs with payloads (runs of them only: windows of
- * NaN alone), signed zeros, subnormals, infinities and numbers. */
-static void fill_binary16_bits(test_buffer* b, const test_tensor* t) {
-    static const uint16_t patterns[] = {0x7E00, 0xFE01, 0x7D00, 0x7E01, 0x0000, 0x8000, 0x0001,
+/* FLOAT16 or FLOAT32 values from a random run of a few bit patterns (the
+ * same list in both encodings), so that ties are frequent: NaN of both signs
+ * with payloads (runs of them only: windows of NaN alone), signed zeros,
+ * subnormals, infinities and numbers. */
+static void fill_bit_patterns(test_buffer* b, const test_tensor* t, DML_TENSOR_DATA_TYPE type) {
+    static const uint16_t binary16[] = {0x7E00, 0xFE01, 0x7D00, 0x7E01, 0x0000, 0x8000, 0x0001,
                                         0x8001, 0x03FF, 0xFC00, 0x7C00, 0x3C00, 0xBC00, 0x3C01};
-    enum { COUNT = sizeof patterns / sizeof patterns[0] };
+    static const uint32_t binary32[] = {0x7FC00000, 0xFFC00001, 0x7FA00000, 0x7FC00001, 0x00000000,
+                                        0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0xFF800000,
+                                        0x7F800000, 0x3F800000, 0xBF800000, 0x3F800001};
+    enum { COUNT = sizeof binary16 / sizeof binary16[0] };
+    _Static_assert(sizeof binary32 / sizeof binary32[0] == COUNT, "one list in two encodings");
+    bool half = type == DML_TENSOR_DATA_TYPE_FLOAT16;
     uint32_t first = test_rand_range(0, COUNT - 1), last = test_rand_range(first, COUNT - 1);
     for (uint64_t i = 0; i < t->element_count; i++) {
-        uint16_t bits = patterns[test_rand_range(first, last)];
-        memcpy(b->data + 2 * test_tensor_offset(t, i), &bits, sizeof bits);
+        uint32_t k = test_rand_range(first, last);
+        if (half)
+            memcpy(b->data + 2 * test_tensor_offset(t, i), &binary16[k], 2);
+        else
+            memcpy(b->data + 4 * test_tensor_offset(t, i), &binary32[k], 4);
     }
 }
 
 static void fill_case_input(test_buffer* b, const pool_case* c) {
-    if (c->binary16_bits)
-        fill_binary16_bits(b, &c->in);
+    if (c->bit_patterns)
+        fill_bit_patterns(b, &c->in, c->value_type);
     else
         fill_input(b, &c->in, c->value_type);
 }
@@ -622,14 +631,17 @@ static void compare_fast_path_cases(bool channels_last, int iterations, const ch
  * bit-identical to the CPU, ties, NaN, infinities and signed zeros included. */
 TEST_CASE(cuda_max_pooling_nchw_matches_cpu) { compare_fast_path_cases(false, 400, "/cuda/nchw"); }
 
-/* FLOAT16 3x3 windows, strides 2, start padding 1 on packed NCHW planes up
- * to 64 wide (the kernels on __half2 pairs, two window columns per lane):
- * every width (odd ones take the whole-plane kernels), with and without
- * 8-byte rows and even output widths, end padding 0-2 (a last window column and row on one input column and
- * row), heights that leave streams without rows, inputs of bit patterns
- * (ties, signed zeros, subnormals, NaN payloads, windows of NaN alone),
- * forward with and without indices and gradient, bit-identical to the CPU. */
-TEST_CASE(cuda_max_pooling_3x3s2_binary16) {
+/* FLOAT16 and FLOAT32 3x3 windows, strides 2, start padding 1 on packed
+ * NCHW planes up to 64 wide (the row kernels: FLOAT16 on __half2 pairs, two
+ * window columns per lane; FLOAT32 a window column per lane): every width
+ * (odd ones take the whole-plane kernels), with and without 8-byte rows and
+ * even output widths, end padding 0-2 (a last window column and row on one
+ * input column and row), heights that leave streams without rows, inputs of
+ * bit patterns (ties, signed zeros, subnormals, NaN payloads, windows of NaN
+ * alone: the kernels' rarely taken path that reads the chosen tap again and
+ * places an all-NaN window's argmax), forward with and without indices and
+ * gradient, bit-identical to the CPU. */
+static void compare_3x3s2_bit_patterns(DML_TENSOR_DATA_TYPE type) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (uint32_t width = 1; width <= 64 && !test_case_failed(); width++)
@@ -637,11 +649,11 @@ TEST_CASE(cuda_max_pooling_3x3s2_binary16) {
             pool_case* c = calloc(1, sizeof *c);
             bool grad = run % 2;
             c->type = grad ? DML_OPERATOR_MAX_POOLING_GRAD : DML_OPERATOR_MAX_POOLING1;
-            c->value_type = DML_TENSOR_DATA_TYPE_FLOAT16;
+            c->value_type = type;
             c->index_type = grad || run == 4 ? DML_TENSOR_DATA_TYPE_UNKNOWN
                             : run == 0       ? DML_TENSOR_DATA_TYPE_UINT32
                                              : DML_TENSOR_DATA_TYPE_UINT64;
-            c->binary16_bits = run < 4;
+            c->bit_patterns = run < 4;
             stem_geometry(c, test_rand_range(1, 2), test_rand_range(1, 4), 2 * test_rand_range(1, 40), width);
             compare_by(cpu, cuda, c, "/cuda/nchw");
             free(c);
@@ -649,6 +661,9 @@ TEST_CASE(cuda_max_pooling_3x3s2_binary16) {
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
+
+TEST_CASE(cuda_max_pooling_3x3s2_binary16) { compare_3x3s2_bit_patterns(DML_TENSOR_DATA_TYPE_FLOAT16); }
+TEST_CASE(cuda_max_pooling_3x3s2_binary32) { compare_3x3s2_bit_patterns(DML_TENSOR_DATA_TYPE_FLOAT32); }
 
 /* The packed channels-last fast paths ("max_pooling/cuda/nhwc",
  * "max_pooling_grad/cuda/nhwc"): the same, bit-identical to the CPU. */

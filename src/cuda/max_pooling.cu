@@ -936,24 +936,26 @@ __device__ __forceinline__ __half2 as_half2(uint32_t bits) {
  * 4c + 2, 4c + 3 (`high`), two binary16 each, NaN where absent. */
 struct pair_row {
     uint32_t low, high;
-    uint32_t row; /* position of the row's first element; all ones outside the input */
 };
 
-/* Quad: W % 4 == 0 and the input 8-byte aligned, one 8-byte load per row;
- * else two 4-byte loads. Rows of inactive streams are absent. */
+/* Row h of the plane at element `plane_base` of `tensor`, addressed by a
+ * 32-bit offset from the tensor's start (the plan takes at most INT32_MAX
+ * elements): one wide multiply-add per address. Quad: W % 4 == 0 and the
+ * input 8-byte aligned, one 8-byte load per row; else two 4-byte loads. Rows
+ * of inactive streams are absent. */
 template <bool Quad>
-__device__ __forceinline__ pair_row load_pair_row(const uint16_t* plane, const nchw_plan& n, int32_t h, bool active) {
-    pair_row r = {kAbsentPair, kAbsentPair, ~0u};
-    if (!active || h < 0 || h >= (int32_t)n.height) return r;
-    r.row = (uint32_t)h * n.width;
+__device__ __forceinline__ pair_row load_pair_row(const uint16_t* tensor, uint32_t plane_base, const nchw_plan& n,
+                                                  int32_t h, bool active) {
+    pair_row r = {kAbsentPair, kAbsentPair};
     const uint32_t column = 4 * (threadIdx.x % kPairLanes);
-    if (column >= n.width) return r;
+    if (!active || h < 0 || h >= (int32_t)n.height || column >= n.width) return r;
+    const uint32_t at = plane_base + (uint32_t)h * n.width + column;
     if (Quad) {
-        uint2 quad = *(const uint2*)(plane + r.row + column);
+        uint2 quad = *(const uint2*)(tensor + at);
         r.low = quad.x, r.high = quad.y;
     } else {
-        r.low = *(const uint32_t*)(plane + r.row + column);
-        if (column + 2 < n.width) r.high = *(const uint32_t*)(plane + r.row + column + 2); /* W is even */
+        r.low = *(const uint32_t*)(tensor + at);
+        if (column + 2 < n.width) r.high = *(const uint32_t*)(tensor + (at + 2)); /* W is even */
     }
     return r;
 }
@@ -963,23 +965,43 @@ __device__ __forceinline__ pair_row load_pair_row(const uint16_t* plane, const n
  * All lanes of the warp together (a shuffle). */
 struct pair_taps {
     uint32_t tap[3];
-    uint32_t row;
 };
 
 __device__ __forceinline__ pair_taps taps_of(const pair_row& r) {
     uint32_t from_left = __shfl_up_sync(~0u, r.high, 1, kPairLanes);
     if (threadIdx.x % kPairLanes == 0) from_left = kAbsentPair;
-    return {
-        {__byte_perm(from_left, r.low, 0x7632), __byte_perm(r.low, r.high, 0x5410), __byte_perm(r.low, r.high, 0x7632)},
-        r.row};
+    return {{__byte_perm(from_left, r.low, 0x7632), __byte_perm(r.low, r.high, 0x5410),
+             __byte_perm(r.low, r.high, 0x7632)}};
+}
+
+/* The first tap inside the input of window (a, b) (3x3, strides 2, start
+ * padding 1): what a window whose taps are all NaN chooses; all ones when
+ * none is inside (MP-2). */
+__device__ __forceinline__ uint32_t first_tap_inside(const nchw_plan& n, uint32_t a, uint32_t b) {
+    const uint32_t row = a > 0 ? 2 * a - 1 : 0, column = b > 0 ? 2 * b - 1 : 0;
+    return row < n.height && column < n.width ? row * n.width + column : ~0u;
 }
 
 /* Windows (a, 2c) and (a, 2c + 1) over the rows top, middle, bottom: the
  * first maximal taps' positions (meaningful where the window is inside the
- * output) and the maximum, two binary16. */
+ * output, and, until settle, where the maximum is a number) and the maximum,
+ * two binary16. */
 struct pair_max {
     uint32_t position[2];
     uint32_t maximum;
+    __device__ uint16_t half(uint32_t j) const { return (uint16_t)(maximum >> (16 * j)); }
+    /* Whether half j of the maximum is NaN: no tap of its window is a number. */
+    __device__ bool nan(uint32_t j) const { return (half(j) & 0x7FFFu) > 0x7C00u; }
+    /* Whether half j is the chosen tap's value: a nonzero number, whose
+     * encoding is unique (__hmax2 may turn -0 into +0, and makes NaN
+     * canonical): else the value is read again. */
+    __device__ bool is_value(uint32_t j) const { return (uint32_t)(half(j) & 0x7FFFu) - 1u < 0x7C00u; }
+    /* Both halves are values: one comparison of their magnitudes (NaN and zero fail). */
+    __device__ bool are_values() const { return __hbgt2(__habs2(as_half2(maximum)), as_half2(0)); }
+    /* The position of an all-NaN window of half j too. */
+    __device__ void settle(const nchw_plan& n, uint32_t a, uint32_t j) {
+        if (nan(j)) position[j] = first_tap_inside(n, a, 2 * (threadIdx.x % kPairLanes) + j);
+    }
 };
 
 __device__ __forceinline__ pair_max argmax_pair_rows(const pair_taps& top, const pair_taps& middle,
@@ -991,38 +1013,29 @@ __device__ __forceinline__ pair_max argmax_pair_rows(const pair_taps& top, const
 #pragma unroll
         for (int k = 0; k < 3; k++)
             m = __hmax2(m, as_half2(rows[r]->tap[k]));
-    /* Tap (r, k) equal to the maximum: bit 4r + k, low window in bits 0-11, high in 16-27. */
+    /* Tap (r, k) equal to the maximum: bit 11 - 4r - k (low window), 27 -
+     * 4r - k (high window), so that the first equal tap in scan order is the
+     * window's highest bit: one bit scan, no bit reversal, and the high
+     * window's without masking. */
     uint32_t equal = 0;
 #pragma unroll
     for (int r = 0; r < 3; r++)
 #pragma unroll
         for (int k = 0; k < 3; k++)
-            equal |= __heq2_mask(as_half2(rows[r]->tap[k]), m) & (0x00010001u << (4 * r + k));
+            equal |= __heq2_mask(as_half2(rows[r]->tap[k]), m) & (0x00010001u << (11 - 4 * r - k));
     pair_max best;
     memcpy(&best.maximum, &m, sizeof m);
     const uint32_t c = threadIdx.x % kPairLanes;
-    const uint32_t first_row = a > 0 ? 2 * a - 1 : 0;
+    const uint32_t highest[2] = {31u - __clz(equal & 0xFFFu), 31u - __clz(equal)};
 #pragma unroll
     for (uint32_t j = 0; j < 2; j++) {
-        const uint32_t taps = equal >> (16 * j) & 0xFFFu, column = 2 * (2 * c + j); /* the window's centre */
-        if (taps != 0) {
-            const uint32_t t = __ffs(taps) - 1;
-            best.position[j] = (2 * a - 1 + (t >> 2)) * n.width + column - 1 + (t & 3); /* wraps back for a = 0 */
-        } else { /* every tap NaN: the first inside the input; all ones if none (MP-2) */
-            const uint32_t first_column = column > 0 ? column - 1 : 0;
-            best.position[j] =
-                first_row < n.height && first_column < n.width ? first_row * n.width + first_column : ~0u;
-        }
+        /* Bit h = 16j + 4(2 - r) + 3 - k: tap (r, k) in row 2a - 1 + r, column
+         * 4c + 2j - 1 + k (wrapping for a = 0, c = j = 0: no tap there is
+         * equal); no bit (every tap NaN): settle. */
+        const uint32_t h = highest[j];
+        best.position[j] = (2 * a + 1 + 4 * j) * n.width + 4 * c + 2 * j + 2 - (h >> 2) * n.width - (h & 3);
     }
     return best;
-}
-
-/* Half j of the maximum, or the chosen tap read again when the maximum is a
- * zero or NaN; -inf for an all-padding window. */
-__device__ __forceinline__ uint16_t chosen_half(const uint16_t* plane, const pair_max& best, uint32_t j) {
-    const uint16_t m = (uint16_t)(best.maximum >> (16 * j));
-    if ((uint32_t)(m & 0x7FFFu) - 1u < 0x7C00u) return m; /* not 0 (wraps) nor NaN (above 0x7C00) */
-    return best.position[j] == ~0u ? f16_type::lowest() : plane[best.position[j]];
 }
 
 /* Lane c of a stream and its first row: the stream takes rows (forward:
@@ -1040,33 +1053,45 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     max_pooling_forward_3x3s2_pairs(const nchw_plan n, const void* input, void* output, void* indices,
                                     bool pair_stores) {
     const pair_stream s(n);
-    const uint64_t plane_base = (uint64_t)blockIdx.x * n.height * n.width;
+    const uint32_t plane_base = blockIdx.x * n.height * n.width; /* 32-bit offsets (load_pair_row) */
     const uint16_t* in = (const uint16_t*)input + plane_base;
     const int32_t first = (int32_t)s.first;
-    pair_taps top = taps_of(load_pair_row<Quad>(in, n, 2 * first - 1, s.first < n.out_height));
-    pair_row middle = load_pair_row<Quad>(in, n, 2 * first, s.first < n.out_height);
-    pair_row bottom = load_pair_row<Quad>(in, n, 2 * first + 1, s.first < n.out_height);
-    for (uint32_t a = s.first; a < s.first + n.group_rows; a++) {
+    const uint32_t ow = 2 * s.c;
+    uint32_t out = (blockIdx.x * n.out_height + s.first) * n.out_width + ow;
+    pair_taps top =
+        taps_of(load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * first - 1, s.first < n.out_height));
+    pair_row middle = load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * first, s.first < n.out_height);
+    pair_row bottom = load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * first + 1, s.first < n.out_height);
+    for (uint32_t a = s.first; a < s.first + n.group_rows; a++, out += n.out_width) {
         const bool next_active = a + 1 < n.out_height && a + 1 < s.first + n.group_rows;
-        pair_row next_middle = load_pair_row<Quad>(in, n, 2 * (int32_t)a + 2, next_active);
-        pair_row next_bottom = load_pair_row<Quad>(in, n, 2 * (int32_t)a + 3, next_active);
+        pair_row next_middle =
+            load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * (int32_t)a + 2, next_active);
+        pair_row next_bottom =
+            load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * (int32_t)a + 3, next_active);
         const pair_taps middle_taps = taps_of(middle), bottom_taps = taps_of(bottom);
-        const pair_max best = argmax_pair_rows(top, middle_taps, bottom_taps, a, n);
-        const uint32_t ow = 2 * s.c;
+        pair_max best = argmax_pair_rows(top, middle_taps, bottom_taps, a, n);
         if (a < n.out_height && ow < n.out_width) {
-            const uint64_t out = ((uint64_t)blockIdx.x * n.out_height + a) * n.out_width + ow;
-            const uint16_t low = chosen_half(in, best, 0);
-            if (pair_stores) { /* OW even: window 2c + 1 is there too */
-                *(pair_of<uint16_t>*)((uint16_t*)output + out) = {{low, chosen_half(in, best, 1)}};
-                if (sizeof(I) > 1)
-                    *(pair_of<I>*)((I*)indices + out) = {
-                        {index_of<I>(plane_base, best.position[0]), index_of<I>(plane_base, best.position[1])}};
+            const bool both = ow + 1 < n.out_width; /* window 2c + 1 is there too (always with pair_stores) */
+            uint16_t value[2] = {best.half(0), best.half(1)};
+            I index[2] = {(I)(plane_base + best.position[0]), (I)(plane_base + best.position[1])};
+            if (both ? !best.are_values() : !best.is_value(0)) {
+#pragma unroll
+                for (uint32_t j = 0; j < 2; j++)
+                    if ((j == 0 || both) && !best.is_value(j)) {
+                        best.settle(n, a, j);
+                        value[j] = best.position[j] == ~0u ? f16_type::lowest() : in[best.position[j]];
+                        index[j] = index_of<I>(plane_base, best.position[j]);
+                    }
+            }
+            if (pair_stores) {
+                *(pair_of<uint16_t>*)((uint16_t*)output + out) = {{value[0], value[1]}};
+                if (sizeof(I) > 1) *(pair_of<I>*)((I*)indices + out) = {{index[0], index[1]}};
             } else {
-                ((uint16_t*)output)[out] = low;
-                if (sizeof(I) > 1) store_index<I>(indices, out, plane_base, best.position[0]);
-                if (ow + 1 < n.out_width) {
-                    ((uint16_t*)output)[out + 1] = chosen_half(in, best, 1);
-                    if (sizeof(I) > 1) store_index<I>(indices, out + 1, plane_base, best.position[1]);
+                ((uint16_t*)output)[out] = value[0];
+                if (sizeof(I) > 1) ((I*)indices)[out] = index[0];
+                if (both) {
+                    ((uint16_t*)output)[out + 1] = value[1];
+                    if (sizeof(I) > 1) ((I*)indices)[out + 1] = index[1];
                 }
             }
         }
@@ -1107,8 +1132,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
                                  void* output_gradient, bool pair_gradients) {
     const pair_stream s(n);
     const uint32_t pairs = n.height / 2;
-    const uint64_t plane_base = (uint64_t)blockIdx.x * n.height * n.width;
-    const uint16_t* in = (const uint16_t*)input + plane_base;
+    const uint32_t plane_base = blockIdx.x * n.height * n.width; /* 32-bit offsets (load_pair_row) */
     const uint16_t* dy = (const uint16_t*)input_gradient + (uint64_t)blockIdx.x * n.out_height * n.out_width;
     uint16_t* dx = (uint16_t*)output_gradient + plane_base;
     const uint32_t ow = 2 * s.c;
@@ -1122,7 +1146,8 @@ __global__ void __launch_bounds__(kRowWarps * 32)
                        uint32_t gradients) {
         pair_windows w = {{~0u, ~0u}, gradients};
         if (oh < n.out_height) {
-            const pair_max best = argmax_pair_rows(top, middle, bottom, oh, n);
+            pair_max best = argmax_pair_rows(top, middle, bottom, oh, n);
+            best.settle(n, oh, 0), best.settle(n, oh, 1);
             if (ow < n.out_width) w.position[0] = best.position[0];
             if (ow + 1 < n.out_width) w.position[1] = best.position[1];
         }
@@ -1132,17 +1157,17 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     const int32_t first = (int32_t)s.first;
     /* Window row `first`; then for pair a, window row a + 1 from the row it
      * shares with window row a and two rows loaded one pair ahead. */
-    const pair_taps top = taps_of(load_pair_row<Quad>(in, n, 2 * first - 1, active));
-    const pair_taps middle = taps_of(load_pair_row<Quad>(in, n, 2 * first, active));
-    pair_taps bottom = taps_of(load_pair_row<Quad>(in, n, 2 * first + 1, active));
+    const pair_taps top = taps_of(load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * first - 1, active));
+    const pair_taps middle = taps_of(load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * first, active));
+    pair_taps bottom = taps_of(load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * first + 1, active));
     pair_windows current = windows(active ? s.first : ~0u, top, middle, bottom, load_gradients(s.first));
-    pair_row next_middle = load_pair_row<Quad>(in, n, 2 * first + 2, active);
-    pair_row next_bottom = load_pair_row<Quad>(in, n, 2 * first + 3, active);
+    pair_row next_middle = load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * first + 2, active);
+    pair_row next_bottom = load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * first + 3, active);
     uint32_t next_gradients = load_gradients(s.first + 1);
     for (uint32_t a = s.first; a < s.first + n.group_rows; a++) {
         const bool ahead = a + 1 < pairs && a + 1 < s.first + n.group_rows;
-        pair_row ahead_middle = load_pair_row<Quad>(in, n, 2 * (int32_t)a + 4, ahead);
-        pair_row ahead_bottom = load_pair_row<Quad>(in, n, 2 * (int32_t)a + 5, ahead);
+        pair_row ahead_middle = load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * (int32_t)a + 4, ahead);
+        pair_row ahead_bottom = load_pair_row<Quad>((const uint16_t*)input, plane_base, n, 2 * (int32_t)a + 5, ahead);
         uint32_t ahead_gradients = ahead ? load_gradients(a + 2) : 0u;
         const pair_taps next_middle_taps = taps_of(next_middle), next_bottom_taps = taps_of(next_bottom);
         const pair_windows next =

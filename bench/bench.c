@@ -482,8 +482,11 @@ int bench_run_program(const bench_program* program, int argc, char** argv) {
 #endif
         return 0;
     }
+    /* The device's threads are the header's (OMP_NUM_THREADS): with no
+     * ThreadCount a CPU device takes every processor. */
+    DML_DEVICE_DESC device_desc = {.Backend = DML_BACKEND_CPU, .ThreadCount = (UINT)ctx.threads};
     DMLDevice* device;
-    BENCH_CHECK_DML(dmlCreateDevice(NULL, &device));
+    BENCH_CHECK_DML(dmlCreateDevice(&device_desc, &device));
     for (size_t shape = 0; shape < program->shapes; shape++) {
         if (!bench_selected(&ctx, program->shape_name(shape))) continue;
         printf("%s\n", program->shape_name(shape));

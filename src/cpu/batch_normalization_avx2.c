@@ -413,6 +413,21 @@ HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t 
                 activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, length - t, v)));
 }
 
+/* Stores one row of a block, `count` (1..16) results in two halves of
+ * eight lanes. FLOAT16 blocks streamed whole take one 32-byte store (two
+ * 16-byte streaming stores per block had made the channels-last FLOAT16
+ * passes store-bound: 2.3x the NCHW time on the 16-core Xeon). */
+HOT void store_block(bool half, bool stream, void* base, uint64_t index, uint64_t count, __m256 low, __m256 high) {
+    if (half && stream && count == BLOCK && (uintptr_t)((uint16_t*)base + index) % 32 == 0) {
+        __m128i low_bits = _mm256_cvtps_ph(low, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m128i high_bits = _mm256_cvtps_ph(high, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_stream_si256((__m256i*)((uint16_t*)base + index), _mm256_set_m128i(high_bits, low_bits));
+        return;
+    }
+    store_n(half, stream, base, index, count < 8 ? count : 8, low);
+    store_n(half, stream, base, index + 8, count > 8 ? count - 8 : 0, high);
+}
+
 /* One row of a block of `count` neighbouring groups (channels), prefetching
  * up to `end`. */
 HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, uint64_t end,
@@ -420,12 +435,10 @@ HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t 
     bool stream = stream_at(half, a->stream, a->y, index) && count == BLOCK;
     prefetch_stream(half, a->x, index, end);
     prefetch_stream(half, a->fused_add, index, end);
-    for (uint64_t half_block = 0; half_block < 2; half_block++) {
-        uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
-        if (lanes == 0) break;
-        store_n(half, stream, a->y, index + first, lanes,
-                activate(&a->activation, forward8(half, a->x, a->fused_add, index + first, lanes, &v[half_block])));
-    }
+    __m256 low = activate(&a->activation, forward8(half, a->x, a->fused_add, index, count < 8 ? count : 8, &v[0]));
+    __m256 high =
+        activate(&a->activation, forward8(half, a->x, a->fused_add, index + 8, count > 8 ? count - 8 : 0, &v[1]));
+    store_block(half, stream, a->y, index, count, low, high);
 }
 
 /* dx = k * (dy - u - (x - Mean) * w), or k * dy for the constant-statistics GRAD (spec §6, §7). */
@@ -468,11 +481,9 @@ HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_
     bool stream = stream_at(half, a->stream, a->dx, index) && count == BLOCK;
     prefetch_stream(half, a->dy, index, end);
     prefetch_stream(half, a->training ? a->x : NULL, index, end);
-    for (uint64_t half_block = 0; half_block < 2; half_block++) {
-        uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
-        if (lanes == 0) break;
-        store_n(half, stream, a->dx, index + first, lanes, backward8(half, a, index + first, lanes, &v[half_block]));
-    }
+    __m256 low = backward8(half, a, index, count < 8 ? count : 8, &v[0]);
+    __m256 high = backward8(half, a, index + 8, count > 8 ? count - 8 : 0, &v[1]);
+    store_block(half, stream, a->dx, index, count, low, high);
 }
 
 /* ---- Reductions ---- */

@@ -1094,6 +1094,26 @@ TEST_CASE(half_precision_streamed_inference) {
     dmlReleaseDevice(device);
 }
 
+/* FLOAT16 channels-last outputs of 8 MiB or more: the forward and backward
+ * passes stream whole 16-channel blocks with one 32-byte store where the
+ * block is 32-byte aligned (40 channels: 80-byte rows, so every other row's
+ * blocks are not; the last block of each row is partial). */
+TEST_CASE(half_precision_streamed_channels_last) {
+    static const uint32_t x[4] = {2, 40, 256, 205}, p_sizes[4] = {1, 40, 1, 1}; /* 8.01 MiB */
+    static const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_BATCH_NORMALIZATION,
+                                               DML_OPERATOR_BATCH_NORMALIZATION_TRAINING,
+                                               DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD};
+    DMLDevice* device = test_device(0);
+    for (int t = 0; t < 3 && !test_case_failed(); t++) {
+        bn_problem p = problem_4d(types[t], x, p_sizes);
+        p.data_type = DML_TENSOR_DATA_TYPE_FLOAT16;
+        p.nhwc = true;
+        if (!is_gradient(types[t])) p.activation = (bn_ref_activation){DML_OPERATOR_ACTIVATION_RELU, 0, 0};
+        bn_run_and_check(&p, device, NULL);
+    }
+    dmlReleaseDevice(device);
+}
+
 /* ---- The fused activation is deep-copied at creation (tensors.md §5) ---- */
 
 TEST_CASE(activation_is_deep_copied) {

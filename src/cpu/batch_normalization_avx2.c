@@ -17,10 +17,12 @@
  * input is read from memory once. Inference streams items of STREAM_ITEM
  * contiguous elements, prefetching ahead inside the item. Channels: every
  * group spans all rows (a 16-channel block of 32x256x56x56 is 6.4 MB, more
- * than L2), so the reduction walks fixed chunks of rows in memory order
- * (partials in the TemporaryResource, merged per group in chunk order), and
- * the element-wise pass reads the input again, in memory order with each
- * block's lanes made once per chunk. Outputs far larger than the caches are
+ * than L2), so the reduction works on fixed chunks of rows (partials in
+ * the TemporaryResource, merged per group in chunk order), STEP_ROWS rows at
+ * a time: down each block's column with the sums in registers while the
+ * next step's lines are prefetched in memory order. The element-wise pass
+ * reads the input again, in memory order with each block's lanes made once
+ * per chunk. Outputs far larger than the caches are
  * written with non-temporal stores.
  *
  * Numerics. Statistics: per chunk (runs: up to DML_BN_CHUNK elements, a
@@ -53,6 +55,7 @@ enum {
     CHUNK_ELEMENTS = 65536, /* and about this many elements: a chunk stays in L2 between its two passes */
     BLOCK = 16,             /* groups per block (channels): one 64-byte line of FLOAT32 */
     TILE = 256,             /* groups per tile of the element-wise pass (channels), whole blocks */
+    STEP_ROWS = 16,         /* rows per step of a reduction's walk down each block (channels) */
     MIN_GROUPS = 8,         /* fewer groups than this cannot keep the threads busy: generic */
     MIN_RUN = 8,            /* shorter runs (but > 1) are declined: generic */
     STREAM_ITEM = 65536,    /* elements per work item of inference (runs) */
@@ -114,11 +117,19 @@ static bool classify(const dml_tensor* const* operands, uint32_t operand_count, 
 }
 
 /* Channels: the workspace holds four per-group arrays and two per-chunk,
- * per-group arrays of FLOAT64, each padded to whole blocks. */
+ * per-group arrays of FLOAT64, each padded to whole blocks (128 bytes) and
+ * starting on a cache line: threads that add to neighbouring chunks' partials
+ * in every row never share a line (a shared line cost 16 threads most of
+ * their time). The bound resource is only 16-byte aligned: WORKSPACE_ALIGNMENT
+ * bytes more make room to align it (inference, without partials, needs
+ * none). */
+enum { WORKSPACE_ALIGNMENT = 64 };
+
 static uint64_t padded_groups(const bn_fast_plan* p) { return (p->groups + BLOCK - 1) / BLOCK * BLOCK; }
 
 static uint64_t channel_workspace_bytes(const bn_fast_plan* p) {
-    return (4 + (p->reduces ? 2 * p->chunks : 0)) * padded_groups(p) * sizeof(double);
+    if (!p->reduces) return 4 * padded_groups(p) * sizeof(double);
+    return (4 + 2 * p->chunks) * padded_groups(p) * sizeof(double) + WORKSPACE_ALIGNMENT;
 }
 
 /* Takes the problem when its layout class is the implementation's. */
@@ -402,6 +413,21 @@ HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t 
                 activate(&a->activation, forward8(half, a->x, a->fused_add, index + t, length - t, v)));
 }
 
+/* Stores one row of a block, `count` (1..16) results in two halves of
+ * eight lanes. FLOAT16 blocks streamed whole take one 32-byte store (two
+ * 16-byte streaming stores per block had made the channels-last FLOAT16
+ * passes store-bound: 2.3x the NCHW time on the 16-core Xeon). */
+HOT void store_block(bool half, bool stream, void* base, uint64_t index, uint64_t count, __m256 low, __m256 high) {
+    if (half && stream && count == BLOCK && (uintptr_t)((uint16_t*)base + index) % 32 == 0) {
+        __m128i low_bits = _mm256_cvtps_ph(low, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m128i high_bits = _mm256_cvtps_ph(high, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_stream_si256((__m256i*)((uint16_t*)base + index), _mm256_set_m128i(high_bits, low_bits));
+        return;
+    }
+    store_n(half, stream, base, index, count < 8 ? count : 8, low);
+    store_n(half, stream, base, index + 8, count > 8 ? count - 8 : 0, high);
+}
+
 /* One row of a block of `count` neighbouring groups (channels), prefetching
  * up to `end`. */
 HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, uint64_t end,
@@ -409,12 +435,10 @@ HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t 
     bool stream = stream_at(half, a->stream, a->y, index) && count == BLOCK;
     prefetch_stream(half, a->x, index, end);
     prefetch_stream(half, a->fused_add, index, end);
-    for (uint64_t half_block = 0; half_block < 2; half_block++) {
-        uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
-        if (lanes == 0) break;
-        store_n(half, stream, a->y, index + first, lanes,
-                activate(&a->activation, forward8(half, a->x, a->fused_add, index + first, lanes, &v[half_block])));
-    }
+    __m256 low = activate(&a->activation, forward8(half, a->x, a->fused_add, index, count < 8 ? count : 8, &v[0]));
+    __m256 high =
+        activate(&a->activation, forward8(half, a->x, a->fused_add, index + 8, count > 8 ? count - 8 : 0, &v[1]));
+    store_block(half, stream, a->y, index, count, low, high);
 }
 
 /* dx = k * (dy - u - (x - Mean) * w), or k * dy for the constant-statistics GRAD (spec §6, §7). */
@@ -457,11 +481,9 @@ HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_
     bool stream = stream_at(half, a->stream, a->dx, index) && count == BLOCK;
     prefetch_stream(half, a->dy, index, end);
     prefetch_stream(half, a->training ? a->x : NULL, index, end);
-    for (uint64_t half_block = 0; half_block < 2; half_block++) {
-        uint64_t first = half_block * 8, lanes = count > first ? (count - first < 8 ? count - first : 8) : 0;
-        if (lanes == 0) break;
-        store_n(half, stream, a->dx, index + first, lanes, backward8(half, a, index + first, lanes, &v[half_block]));
-    }
+    __m256 low = backward8(half, a, index, count < 8 ? count : 8, &v[0]);
+    __m256 high = backward8(half, a, index + 8, count > 8 ? count - 8 : 0, &v[1]);
+    store_block(half, stream, a->dx, index, count, low, high);
 }
 
 /* ---- Reductions ---- */
@@ -633,7 +655,8 @@ typedef struct channel_workspace {
 } channel_workspace;
 
 static channel_workspace channel_workspace_at(const bn_fast_plan* p, void* temporary) {
-    double* base = temporary;
+    uintptr_t address = (uintptr_t)temporary, alignment = p->reduces ? WORKSPACE_ALIGNMENT : 1;
+    double* base = (double*)((address + alignment - 1) & ~(alignment - 1));
     uint64_t padded = padded_groups(p);
     channel_workspace w;
     for (int k = 0; k < 4; k++)
@@ -657,43 +680,118 @@ static uint64_t block_count(const bn_fast_plan* p, uint64_t block) {
     return p->groups - first < BLOCK ? p->groups - first : BLOCK;
 }
 
-/* The `count` groups of a block in row r as four vectors of FLOAT64 (0
+/* The `count` groups of a block at `index` as four vectors of FLOAT64 (0
  * past the last group). */
-HOT void load_block(bool half, const bn_fast_plan* p, const void* base, uint64_t r, uint64_t g, __m256d out[4]) {
-    uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
+HOT void load_block(bool half, const void* base, uint64_t index, uint64_t count, __m256d out[4]) {
     lanes8 low = widen(load_n(half, base, index, count < 8 ? count : 8));
     lanes8 high = widen(load_n(half, base, index + 8, count > 8 ? count - 8 : 0));
     out[0] = low.lo, out[1] = low.hi, out[2] = high.lo, out[3] = high.hi;
+}
+
+/* The reductions of a chunk of rows, per group: TRAINING's sum of x and
+ * its squared deviations from the chunk mean, the GRADs' sdy and
+ * sdy * (x - Mean). */
+typedef enum channel_reduction { SUM, SQUARES, GRADIENT } channel_reduction;
+
+/* The operands of a reduction: per group, the sums it stores (sums[0]: the
+ * sum of x or sdy; sums[1]: the squares or sdyxc) and `center` (the chunk
+ * mean for SQUARES, Mean for GRADIENT). */
+typedef struct reduction_args {
+    const void *x, *dy;
+    double* sums[2];
+    const double* center;
+} reduction_args;
+
+/* Asks for the `line`-th cache line from the element `first` on, if it is
+ * before the element `end` (NULL: no operand). */
+HOT void prefetch_line(bool half, const void* base, uint64_t first, uint64_t end, uint64_t line) {
+    uint64_t size = half ? 2u : 4u;
+    if (base != NULL && first * size + line * 64 < end * size)
+        _mm_prefetch((const char*)base + first * size + line * 64, _MM_HINT_T0);
+}
+
+/* One block's sums over the rows [r, r + rows), added to the stored ones:
+ * the accumulators stay in registers while the walk goes down the block's
+ * column, each lane adding its rows in order (the old row walk's order).
+ * That walk added into memory in every row, a store to the partials
+ * between every two loads of x, and on the 16-core Xeon its passes took 3-4
+ * ms where the element-wise pass over the same bytes takes 1.5 (suspected:
+ * loads that match a pending store in their low 12 address bits wait for
+ * it on Intel, which serializes the misses of x). Meanwhile the `line`-th
+ * lines from `ahead` on are asked for (the next step's rows, in memory
+ * order). */
+HOT void reduce_block(channel_reduction kind, bool half, const bn_fast_plan* p, const reduction_args* a, uint64_t r,
+                      uint64_t rows, uint64_t g, uint64_t count, uint64_t ahead, uint64_t end, uint64_t line) {
+    __m256d first[4], second[4], center[4];
+    for (int k = 0; k < 4; k++) {
+        first[k] = kind == SQUARES ? _mm256_setzero_pd() : _mm256_load_pd(a->sums[0] + g + 4 * k);
+        second[k] = kind == SUM ? _mm256_setzero_pd() : _mm256_load_pd(a->sums[1] + g + 4 * k);
+        center[k] = kind == SUM ? _mm256_setzero_pd() : _mm256_load_pd(a->center + g + 4 * k);
+    }
+    for (uint64_t i = 0; i < rows; i++, line++) {
+        uint64_t index = (r + i) * p->groups + g;
+        __m256d x[4], dy[4];
+        prefetch_line(half, a->x, ahead, end, line);
+        prefetch_line(half, a->dy, ahead, end, line);
+        load_block(half, a->x, index, count, x);
+        if (kind == GRADIENT) load_block(half, a->dy, index, count, dy);
+        for (int k = 0; k < 4; k++) {
+            if (kind == SUM) {
+                first[k] = _mm256_add_pd(first[k], x[k]);
+            } else if (kind == SQUARES) {
+                __m256d d = _mm256_sub_pd(x[k], center[k]);
+                second[k] = _mm256_fmadd_pd(d, d, second[k]);
+            } else {
+                first[k] = _mm256_add_pd(first[k], dy[k]);
+                second[k] = _mm256_fmadd_pd(dy[k], _mm256_sub_pd(x[k], center[k]), second[k]);
+            }
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        if (kind != SQUARES) _mm256_store_pd(a->sums[0] + g + 4 * k, first[k]);
+        if (kind != SUM) _mm256_store_pd(a->sums[1] + g + 4 * k, second[k]);
+    }
+}
+
+/* One reduction over a chunk's rows, STEP_ROWS rows at a time (in L1 by
+ * then), block by block; the sums (zero at the start, 32-byte aligned as
+ * the workspace is) are stored once per block and step. Each step asks for
+ * the next step's lines, and the first step's are asked for up front. */
+HOT void reduce_chunk(channel_reduction kind, bool half, const bn_fast_plan* p, const reduction_args* a,
+                      uint64_t chunk) {
+    uint64_t begin = chunk_begin(p, chunk), end = chunk_end(p, chunk), last = end * p->groups;
+    for (uint64_t line = 0; line * 64 < STEP_ROWS * p->groups * (half ? 2u : 4u); line++) {
+        prefetch_line(half, a->x, begin * p->groups, last, line);
+        prefetch_line(half, a->dy, begin * p->groups, last, line);
+    }
+    for (uint64_t r = begin; r < end; r += STEP_ROWS) {
+        uint64_t rows = end - r < STEP_ROWS ? end - r : STEP_ROWS, ahead = (r + STEP_ROWS) * p->groups;
+        for (uint64_t g = 0, line = 0; g < p->groups; g += BLOCK, line += rows) {
+            uint64_t count = block_count(p, g / BLOCK);
+            if (count == BLOCK && rows == STEP_ROWS) /* the common case, with constant counts */
+                reduce_block(kind, half, p, a, r, STEP_ROWS, g, BLOCK, ahead, last, line);
+            else
+                reduce_block(kind, half, p, a, r, rows, g, count, ahead, last, line);
+        }
+    }
 }
 
 /* TRAINING, pass 1 over one chunk of rows (it stays in L2): per group, the
  * chunk's sum, then its squared deviations from the chunk mean. */
 HOT void channel_stats_chunk(bool half, const bn_fast_plan* p, const void* x, const channel_workspace* w,
                              uint64_t chunk) {
-    uint64_t padded = padded_groups(p), begin = chunk_begin(p, chunk), end = chunk_end(p, chunk);
+    uint64_t padded = padded_groups(p);
     double* mean = w->partial[0] + chunk * padded;
     double* m2 = w->partial[1] + chunk * padded;
     memset(mean, 0, padded * sizeof *mean);
     memset(m2, 0, padded * sizeof *m2);
-    for (uint64_t r = begin; r < end; r++)
-        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            __m256d lanes[4];
-            load_block(half, p, x, r, g, lanes);
-            for (int k = 0; k < 4; k++)
-                _mm256_storeu_pd(mean + g + 4 * k, _mm256_add_pd(_mm256_loadu_pd(mean + g + 4 * k), lanes[k]));
-        }
-    double rows = (double)(end - begin);
+    reduction_args sum = {.x = x, .sums = {mean, NULL}};
+    reduce_chunk(SUM, half, p, &sum, chunk);
+    double rows = (double)(chunk_end(p, chunk) - chunk_begin(p, chunk));
     for (uint64_t g = 0; g < padded; g++)
         mean[g] /= rows;
-    for (uint64_t r = begin; r < end; r++)
-        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            __m256d lanes[4];
-            load_block(half, p, x, r, g, lanes);
-            for (int k = 0; k < 4; k++) {
-                __m256d d = _mm256_sub_pd(lanes[k], _mm256_loadu_pd(mean + g + 4 * k));
-                _mm256_storeu_pd(m2 + g + 4 * k, _mm256_fmadd_pd(d, d, _mm256_loadu_pd(m2 + g + 4 * k)));
-            }
-        }
+    reduction_args squares = {.x = x, .sums = {NULL, m2}, .center = mean};
+    reduce_chunk(SQUARES, half, p, &squares, chunk);
 }
 
 /* TRAINING, per block: Chan's merge of the chunks in chunk order, lane by
@@ -773,23 +871,13 @@ HOT void channel_elementwise_chunk(bool half, bool backward, const bn_fast_plan*
 HOT void channel_gradient_chunk(bool half, const bn_fast_plan* p, const backward_args* a, const channel_workspace* w,
                                 uint64_t chunk) {
     uint64_t padded = padded_groups(p);
-    double* sdy = w->partial[0] + chunk * padded;
-    double* sdyxc = w->partial[1] + chunk * padded;
-    memset(sdy, 0, padded * sizeof *sdy);
-    memset(sdyxc, 0, padded * sizeof *sdyxc);
-    for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
-        for (uint64_t g = 0; g < p->groups; g += BLOCK) {
-            __m256d xs[4], dys[4];
-            load_block(half, p, a->x, r, g, xs);
-            load_block(half, p, a->dy, r, g, dys);
-            for (int k = 0; k < 4; k++) {
-                double* s = sdy + g + 4 * k;
-                double* c = sdyxc + g + 4 * k;
-                __m256d centered = _mm256_sub_pd(xs[k], _mm256_loadu_pd(w->values[0] + g + 4 * k));
-                _mm256_storeu_pd(s, _mm256_add_pd(_mm256_loadu_pd(s), dys[k]));
-                _mm256_storeu_pd(c, _mm256_fmadd_pd(dys[k], centered, _mm256_loadu_pd(c)));
-            }
-        }
+    memset(w->partial[0] + chunk * padded, 0, padded * sizeof(double));
+    memset(w->partial[1] + chunk * padded, 0, padded * sizeof(double));
+    reduction_args sums = {.x = a->x,
+                           .dy = a->dy,
+                           .sums = {w->partial[0] + chunk * padded, w->partial[1] + chunk * padded},
+                           .center = w->values[0]};
+    reduce_chunk(GRADIENT, half, p, &sums, chunk);
 }
 
 /* GRADs, per block: the chunk sums in chunk order, the parameter gradients

@@ -480,6 +480,33 @@ static __attribute__((noinline)) __m512i exact_half_bits(__m512i bits, __mmask32
     return _mm512_load_si512(value);
 }
 
+/* A block's 16-lane parts (masked stores are slow): part 0 its first 16
+ * lanes (all of them in a block of at most 16), part 1, in a block of more
+ * than 16, its last 16 (overlapping part 0 in a block of 17 to 31). */
+static ALWAYS_INLINE uint32_t wide_parts(const row_block* b) { return b->count > LANES ? 2 : 1; }
+static ALWAYS_INLINE uint32_t wide_part_first_lane(const row_block* b, uint32_t part) {
+    return part ? b->count - LANES : 0;
+}
+static ALWAYS_INLINE uint32_t wide_part_count(const row_block* b) { return b->count < LANES ? b->count : LANES; }
+
+/* The 16 lanes of part `part` of vector v of block b. */
+static ALWAYS_INLINE __m256i wide_part(__m512i v, const row_block* b, uint32_t part) {
+    if (part == 0) return _mm512_castsi512_si256(v);
+    const __m512i tail =
+        _mm512_add_epi16(_mm512_load_si512(lane_index16), _mm512_set1_epi16((short)(b->count - LANES)));
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi16(tail, v));
+}
+
+/* Whether the cache holds the reductions of the first of the rows w of the
+ * plane at `plane` (row_cache_holds), and keeping their last's (row_cache_keep). */
+static ALWAYS_INLINE bool wide_cache_holds(const row_cache* cache, const char* plane, const plan_window_rows* w) {
+    return w->count > 0 && cache->row == plane + w->offset[0] * 2 && cache->position == w->position[0];
+}
+static ALWAYS_INLINE void wide_cache_keep(row_cache* cache, const char* plane, const plan_window_rows* w) {
+    cache->row = w->count > 0 ? plane + w->offset[w->count - 1] * 2 : NULL;
+    cache->position = w->count > 0 ? w->position[w->count - 1] : 0;
+}
+
 /* Writes block b of an output row: the maxima m of windows whose input
  * rows are w, or, where w has no rows, -inf and all-ones indices (decision MP-2). */
 static ALWAYS_INLINE void wide_store_block(const row_geometry* g, const nchw_output_row* r, const row_block* b,
@@ -494,30 +521,23 @@ static ALWAYS_INLINE void wide_store_block(const row_geometry* g, const nchw_out
                             lanes;
         if (inexact) bits = exact_half_bits(bits, inexact, m.code, &g->in, r->plane, w->position[0] + b->base);
     }
-    /* Masked stores are slow: a block of 17 to 31 columns stores its first
-     * 16 lanes and its last 16 (tail: lanes count - 16 .. count - 1). */
-    const __m512i lane = _mm512_load_si512(lane_index16);
-    const __m512i tail = _mm512_add_epi16(lane, _mm512_set1_epi16((short)(count - LANES)));
     uint16_t* output = (uint16_t*)r->output + b->ow0;
     if (count == WIDE_LANES) {
         _mm512_storeu_si512(output, bits);
     } else if (count > LANES) {
-        _mm256_storeu_si256((__m256i*)output, _mm512_castsi512_si256(bits));
-        _mm256_storeu_si256((__m256i*)(output + count - LANES),
-                            _mm512_castsi512_si256(_mm512_permutexvar_epi16(tail, bits)));
+        for (uint32_t part = 0; part < 2; part++)
+            _mm256_storeu_si256((__m256i*)(output + wide_part_first_lane(b, part)), wide_part(bits, b, part));
     } else {
         _mm512_mask_storeu_epi16(output, lanes, bits);
     }
     if (!r->indices32 && !r->indices64) return;
     const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    for (uint32_t part = 0; part < 2 && LANES * part < count; part++) {
-        uint32_t first_lane = part && count > LANES ? count - LANES : 0;
-        __m256i codes = _mm512_castsi512_si256(part ? _mm512_permutexvar_epi16(tail, m.code) : m.code);
+    for (uint32_t part = 0; part < wide_parts(b); part++) {
+        uint32_t first_lane = wide_part_first_lane(b, part);
         int32_t first = (w->count > 0 ? w->position[0] : 0) + b->base + 2 * (int32_t)first_lane;
-        __m512i position =
-            _mm512_add_epi32(_mm512_cvtepu16_epi32(codes), _mm512_add_epi32(lane_columns, _mm512_set1_epi32(first)));
-        store_indices(r, b->ow0 + first_lane, position, w->count > 0 ? 0xffff : 0, count < LANES ? count : LANES, 0,
-                      false);
+        __m512i position = _mm512_add_epi32(_mm512_cvtepu16_epi32(wide_part(m.code, b, part)),
+                                            _mm512_add_epi32(lane_columns, _mm512_set1_epi32(first)));
+        store_indices(r, b->ow0 + first_lane, position, w->count > 0 ? 0xffff : 0, wide_part_count(b), 0, false);
     }
 }
 
@@ -526,14 +546,12 @@ static ALWAYS_INLINE void wide_store_block(const row_geometry* g, const nchw_out
 static ALWAYS_INLINE void wide_forward_row(const forward_plan* f, const nchw_output_row* r, row_cache* cache,
                                            int window_w) {
     const plan_window_rows* w = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
-    const char* first_row = w->count > 0 ? r->plane + w->offset[0] * 2 : NULL;
-    bool kept = w->count > 0 && cache->row == first_row && cache->position == w->position[0];
+    bool kept = wide_cache_holds(cache, r->plane, w);
     const wide_max padding_only = {_mm512_setzero_si512(), _mm512_setzero_si512()};
     for (uint32_t j = 0; j < f->g.blocks; j++)
         wide_store_block(&f->g, r, &f->g.block[j], w,
                          w->count > 0 ? wide_block_maxima(&f->g, r->plane, w, j, kept, cache, window_w) : padding_only);
-    cache->row = w->count > 0 ? r->plane + w->offset[w->count - 1] * 2 : NULL; /* row_cache_keep */
-    cache->position = w->count > 0 ? w->position[w->count - 1] : 0;
+    wide_cache_keep(cache, r->plane, w);
 }
 
 /* forward_row specialized for the loop-invariant choices. */
@@ -625,6 +643,18 @@ static bool blocks_inside(const row_geometry* g) {
     return true;
 }
 
+/* FLOAT16 (g of LANES lanes) as keys where every block's windows lie
+ * inside the row and the argmaxes' offsets fit 16 bits: blocks of
+ * WIDE_LANES for output view out with window rows `rows`; g otherwise. */
+static row_geometry wide_geometry_or(const row_geometry* g, const dml_tensor* input, const dml_pooling_params* p,
+                                     const dml_pool_view* out, const plan_window_rows* rows, uint32_t out_rows) {
+    row_geometry wide;
+    if (!g->half) return *g;
+    row_geometry_init(&wide, input, p, out, WIDE_LANES);
+    wide.track_position = g->track_position;
+    return blocks_inside(&wide) && offsets_fit_16_bits(rows, out_rows, g->window_w) ? wide : *g;
+}
+
 static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     const dml_pooling_params* p = op->params;
@@ -646,11 +676,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     if (state == NULL) return E_OUTOFMEMORY;
     *state = f;
     plan_window_rows_fill(p, &f.g.in, &f.o.out, state->window_rows);
-    if (f.g.half) { /* FLOAT16 as keys where every block's windows lie inside the row */
-        row_geometry wide;
-        row_geometry_init(&wide, input, p, &f.o.out, WIDE_LANES);
-        if (blocks_inside(&wide) && offsets_fit_16_bits(state->window_rows, f.out_rows, f.g.window_w)) state->g = wide;
-    }
+    state->g = wide_geometry_or(&f.g, input, p, &f.o.out, state->window_rows, f.out_rows);
     return S_OK;
 }
 
@@ -751,6 +777,32 @@ static ALWAYS_INLINE void grad_row_fill(const grad_plan* gp, const window_rows* 
     row_cache_keep(cache, w);
 }
 
+/* grad_row_fill of FLOAT16 keys (wide blocks; window rows w of the plane
+ * at `plane`): a code is the offset grad_row keeps. */
+static ALWAYS_INLINE void wide_grad_row_fill(const grad_plan* gp, const plan_window_rows* w, const char* plane,
+                                             row_cache* cache, const char* dy_row, grad_row* r, int window_w) {
+    const row_geometry* g = &gp->g;
+    bool kept = wide_cache_holds(cache, plane, w);
+    for (uint32_t j = 0; j < g->blocks; j++) {
+        const row_block* b = &g->block[j];
+        wide_max m = wide_block_maxima(g, plane, w, j, kept, cache, window_w);
+        const uint32_t count = wide_part_count(b);
+        for (uint32_t part = 0; part < wide_parts(b); part++) {
+            uint32_t column = b->ow0 + wide_part_first_lane(b, part);
+            __m512i offset = _mm512_cvtepu16_epi32(wide_part(m.code, b, part));
+            __m512 dy = load_columns(dy_row, column, (__mmask16)(((uint32_t)1 << count) - 1), true);
+            if (count == LANES) { /* masked stores are slow */
+                _mm512_storeu_si512(r->offset + column, offset);
+                _mm512_storeu_ps(r->dy + column, dy);
+            } else {
+                _mm512_mask_storeu_epi32(r->offset + column, (__mmask16)(((uint32_t)1 << count) - 1), offset);
+                _mm512_mask_storeu_ps(r->dy + column, (__mmask16)(((uint32_t)1 << count) - 1), dy);
+            }
+        }
+    }
+    wide_cache_keep(cache, plane, w);
+}
+
 /* Adds one output row's values into band row `acc` for the input row whose
  * plane position is `row_offset` past that of the windows' first row. */
 static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t blocks, int32_t row_offset,
@@ -834,7 +886,11 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
         window_rows w;
         window_rows_in_plane(&gp->window_rows[oh], plane, element, &w);
         if (w.count > 0) {
-            grad_row_fill(gp, &w, cache, dy_plane + oh * gp->grad_in.strides[3] * element, r, window_w, half);
+            const char* dy_row = dy_plane + oh * gp->grad_in.strides[3] * element;
+            if (g->lanes == WIDE_LANES)
+                wide_grad_row_fill(gp, &gp->window_rows[oh], plane, cache, dy_row, r, window_w);
+            else
+                grad_row_fill(gp, &w, cache, dy_row, r, window_w, half);
             for (uint32_t k = 0; k < w.count; k++) /* a 2-D plane: position h W */
                 band_add_row(band + (size_t)((uint32_t)w.position[k] / width % gp->band_rows) * gp->band_width, r,
                              gp->band_blocks, w.position[k] - w.position[0], window_w);
@@ -869,7 +925,8 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     memset(&gp, 0, sizeof gp);
     gp.grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
     gp.grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
-    if (!row_geometry_init(&gp.g, &op->inputs[DML_POOL_INPUT].tensor, p, &gp.grad_in, LANES)) return S_FALSE;
+    const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
+    if (!row_geometry_init(&gp.g, input, p, &gp.grad_in, LANES)) return S_FALSE;
     const row_geometry* g = &gp.g;
     gp.g.track_position = true;
     if (g->in.sizes[2] != 1 || gp.grad_in.sizes[2] != 1 || g->in.sizes[4] < 3 || gp.grad_out.strides[4] != 1)
@@ -898,6 +955,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     if (state == NULL) return E_OUTOFMEMORY;
     *state = gp;
     plan_window_rows_fill(p, &gp.g.in, &gp.grad_in, state->window_rows);
+    state->g = wide_geometry_or(&gp.g, input, p, &gp.grad_in, state->window_rows, out_height);
     plan->temporary_size = (uint64_t)gp.threads * gp.band_rows * gp.band_width * sizeof(float) + BAND_ALIGNMENT;
     return S_OK;
 }

@@ -411,16 +411,18 @@ static ALWAYS_INLINE void wide_row_taps(const char* row, const row_block* b, int
     __m512i high = half_keys(load_halves(row, first + WIDE_LANES, b->high));
     __m512i first_columns = _mm512_permutex2var_epi16(low, even, high);
     __m512i second_columns = _mm512_permutex2var_epi16(low, odd, high);
-    /* A left edge block's loads start at its lanes' second taps (lane 0's first, column -1, is never used). */
-    tap[left_edge] = first_columns;
-    tap[left_edge + 1] = second_columns;
-    if (left_edge) {
-        tap[0] = _mm512_permutexvar_epi16(_mm512_sub_epi16(lane, _mm512_set1_epi16(1)), second_columns);
-    } else if (window_w == 3) { /* lane l's third tap is lane l + 1's first; the last lane's is column base + 64 */
+    __m512i third_columns = second_columns; /* the third tap if any: lane l's is lane l + 1's first */
+    if (!left_edge && window_w == 3) {      /* the last lane's is column base + 64 */
         __m512i last = _mm512_setzero_si512();
         if (b->last) last = half_keys(_mm512_set1_epi16((short)((const uint16_t*)row)[b->base + 2 * WIDE_LANES]));
-        tap[2] = _mm512_permutex2var_epi16(first_columns, _mm512_add_epi16(lane, _mm512_set1_epi16(1)), last);
+        third_columns = _mm512_permutex2var_epi16(first_columns, _mm512_add_epi16(lane, _mm512_set1_epi16(1)), last);
     }
+    /* A left edge block's loads start at its lanes' second taps (lane 0's first, column -1, is never used).
+     * Constant indices: taps kept in registers (a tap[left_edge] store put them on the stack). */
+    tap[0] = left_edge ? _mm512_permutexvar_epi16(_mm512_sub_epi16(lane, _mm512_set1_epi16(1)), second_columns)
+                       : first_columns;
+    tap[1] = left_edge ? first_columns : second_columns;
+    tap[2] = left_edge ? second_columns : third_columns;
 }
 
 /* A block's window maxima: keys and argmax offsets (codes). */

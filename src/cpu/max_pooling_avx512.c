@@ -401,20 +401,24 @@ static ALWAYS_INLINE __m512i load_halves(const char* row, int64_t first, uint32_
 }
 
 /* The keys of the taps of one input row for block b (row_taps, 32 lanes). */
-static ALWAYS_INLINE void wide_row_taps(const char* row, const row_block* b, int window_w, bool left_edge,
+static ALWAYS_INLINE void wide_row_taps(const char* row, const row_block* b, int window_w, bool left_edge, bool keys,
                                         __m512i tap[3]) {
     const __m512i lane = _mm512_load_si512(lane_index16);
     const __m512i even = _mm512_add_epi16(lane, lane), odd = _mm512_add_epi16(even, _mm512_set1_epi16(1));
     int64_t first = left_edge ? b->base + 1 : b->base;
     prefetch_ahead(row + first * 2);
-    __m512i low = half_keys(load_halves(row, first, b->low));
-    __m512i high = half_keys(load_halves(row, first + WIDE_LANES, b->high));
+    __m512i low = load_halves(row, first, b->low), high = load_halves(row, first + WIDE_LANES, b->high);
+    if (keys) { /* else the values' bits */
+        low = half_keys(low);
+        high = half_keys(high);
+    }
     __m512i first_columns = _mm512_permutex2var_epi16(low, even, high);
     __m512i second_columns = _mm512_permutex2var_epi16(low, odd, high);
     __m512i third_columns = second_columns; /* the third tap if any: lane l's is lane l + 1's first */
     if (!left_edge && window_w == 3) {      /* the last lane's is column base + 64 */
         __m512i last = _mm512_setzero_si512();
-        if (b->last) last = half_keys(_mm512_set1_epi16((short)((const uint16_t*)row)[b->base + 2 * WIDE_LANES]));
+        if (b->last) last = _mm512_set1_epi16((short)((const uint16_t*)row)[b->base + 2 * WIDE_LANES]);
+        if (keys) last = half_keys(last);
         third_columns = _mm512_permutex2var_epi16(first_columns, _mm512_add_epi16(lane, _mm512_set1_epi16(1)), last);
     }
     /* A left edge block's loads start at its lanes' second taps (lane 0's first, column -1, is never used).
@@ -433,7 +437,7 @@ typedef struct wide_max {
 /* One input row reduced over a block's horizontal taps (reduce_row): codes k, tap k's. */
 static ALWAYS_INLINE wide_max wide_reduce_row(const char* row, const row_block* b, int window_w, bool left_edge) {
     __m512i tap[3];
-    wide_row_taps(row, b, window_w, left_edge, tap);
+    wide_row_taps(row, b, window_w, left_edge, true, tap);
     wide_max m = {tap[0], _mm512_setzero_si512()};
     if (left_edge) { /* lane 0 starts at its second tap */
         m.key = _mm512_mask_mov_epi16(m.key, 1, tap[1]);
@@ -468,18 +472,26 @@ static ALWAYS_INLINE wide_max wide_block_maxima(const row_geometry* g, const cha
     return m;
 }
 
-/* `bits` with the lanes of `lanes` replaced by the bits at their argmax in
- * the plane at `plane`, lane l's at position first + 2 l + code. Rare:
- * zeros and NaN only. */
+/* `bits` with the lanes of `lanes` replaced by the bits of their argmax
+ * (codes `code`) among the taps of rows w of the plane at `plane` (block
+ * b): the signs of zeros and the payloads of NaN, which keys do not keep.
+ * Taps of equal codes are the same element, but for a left edge block's
+ * lane 0 first tap (column -1: no element, never an argmax), whose code
+ * may be the row before's last column. */
 static __attribute__((noinline)) __m512i exact_half_bits(__m512i bits, __mmask32 lanes, __m512i code,
-                                                         const dml_pool_view* in, const char* plane, int32_t first) {
-    _Alignas(64) uint16_t value[WIDE_LANES], offset[WIDE_LANES];
-    _mm512_store_si512(value, bits);
-    _mm512_store_si512(offset, code);
-    for (uint32_t lane = 0; lane < WIDE_LANES; lane++)
-        if (lanes >> lane & 1)
-            value[lane] = half_at_position(in, plane, (uint32_t)(first + 2 * (int32_t)lane) + offset[lane]);
-    return _mm512_load_si512(value);
+                                                         const row_block* b, const char* plane,
+                                                         const plan_window_rows* w, int window_w) {
+    const bool left_edge = b->kind == BLOCK_LEFT_EDGE;
+    for (uint32_t r = 0; r < w->count; r++) {
+        __m512i tap[3];
+        wide_row_taps(plane + w->offset[r] * 2, b, window_w, left_edge, false, tap);
+        for (int k = 0; k < window_w; k++) {
+            __m512i tap_code = _mm512_set1_epi16((short)(w->position[r] - w->position[0] + k));
+            __mmask32 valid = left_edge && k == 0 ? lanes & ~(__mmask32)1 : lanes;
+            bits = _mm512_mask_mov_epi16(bits, _mm512_mask_cmpeq_epi16_mask(valid, code, tap_code), tap[k]);
+        }
+    }
+    return bits;
 }
 
 /* A block's 16-lane parts (masked stores are slow): part 0 its first 16
@@ -521,7 +533,7 @@ static ALWAYS_INLINE void wide_store_block(const row_geometry* g, const nchw_out
         __mmask32 inexact = (_mm512_cmpeq_epi16_mask(m.key, _mm512_set1_epi16((short)KEY_ZERO)) |
                              _mm512_cmpeq_epi16_mask(m.key, _mm512_set1_epi16(KEY_NAN))) &
                             lanes;
-        if (inexact) bits = exact_half_bits(bits, inexact, m.code, &g->in, r->plane, w->position[0] + b->base);
+        if (inexact) bits = exact_half_bits(bits, inexact, m.code, b, r->plane, w, (int)g->window_w);
     }
     uint16_t* output = (uint16_t*)r->output + b->ow0;
     if (count == WIDE_LANES) {

@@ -385,14 +385,21 @@ static void fill_pooling_input(pool_run* r, const pool_case* c) {
         return;
     }
     bool specials = test_type_is_float(c->data_type) && test_rand_range(0, 3) == 0;
+    /* Sometimes only zeros and NaN: windows whose maximum is a zero or a NaN, whose bits must be the first's */
+    bool zeros_and_nan = few_values && specials && test_rand_bool();
     for (uint64_t i = 0; i < r->input.element_count; i++) {
-        double v = few_values ? (double)test_rand_range(0, 3) : test_rand_double(-100, 100);
+        double v = few_values && !zeros_and_nan ? (double)test_rand_range(0, 3) : test_rand_double(-100, 100);
+        if (zeros_and_nan) v = 0;
         if (v == 0 && test_rand_bool()) v = -0.0; /* ties of -0 and +0: the first one wins, sign included */
-        uint32_t pick = specials ? test_rand_range(0, 19) : 99;
+        uint32_t pick = zeros_and_nan ? test_rand_range(0, 3) : specials ? test_rand_range(0, 19) : 99;
         if (pick == 0) v = NAN;
         if (pick == 1) v = INFINITY;
         if (pick == 2) v = -INFINITY;
-        test_store(c->data_type, r->input_buffer.data, test_tensor_offset(&r->input, i), v);
+        uint64_t at = test_tensor_offset(&r->input, i);
+        test_store(c->data_type, r->input_buffer.data, at, v);
+        if (pick == 0 && c->data_type == DML_TENSOR_DATA_TYPE_FLOAT16) /* NaNs of either sign, any payload */
+            ((uint16_t*)r->input_buffer.data)[at] =
+                (uint16_t)(test_rand_range(0, 1) << 15 | test_rand_range(0x7C01, 0x7FFF));
     }
 }
 
@@ -720,7 +727,7 @@ TEST_CASE(whole_row_path_matches_generic_bit_for_bit) {
  * whole blocks, the last block overlapping the one before — with padding 0
  * to 2 on either side (the first block at column -1, or further out), odd
  * and even widths, windows past the row's end, H windows of 1 to 3 rows at
- * H strides 1 to 3, 4-D and 5-D, every operator (forward with and without
+ * H strides 1 to 3 (forward: output rows past the input's end), 4-D and 5-D, every operator (forward with and without
  * indices; the gradient's band on 2-D planes, NaN and infinities among the
  * gradients), one to three threads over one to six planes. */
 TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
@@ -742,10 +749,40 @@ TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
         set_window(&c, h, test_rand_range(1, 3), test_rand_range(1, 3));
         fit_output_sizes(&c);
         if (c.output_sizes[2 + w] > 1 && test_rand_bool()) c.output_sizes[2 + w]++; /* a window past the end */
+        if (!is_grad(&c) && test_rand_range(0, 3) == 0) c.output_sizes[2 + h] += 3; /* rows of padding only */
         expect_generic_bits(devices[i % 3], generic, &c, false, is_grad(&c) && test_rand_bool());
     }
     for (int i = 0; i < 3; i++)
         dmlReleaseDevice(devices[i]);
+    dmlReleaseDevice(generic);
+}
+
+/* FLOAT16 rows of two or three columns, 3x3/2 windows from column -1
+ * (padding 1), several window rows: the AVX-512 path's keys give back the
+ * bits of zeros and NaN from their argmax, whose offset from the window's
+ * first element may also be that of the next row's column -1 (no element). */
+TEST_CASE(narrow_float16_rows_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    for (int i = 0; i < 600 && !test_case_failed(); i++) {
+        pool_case c = fast_path_case(i % 2 ? DML_OPERATOR_MAX_POOLING1 : DML_OPERATOR_MAX_POOLING_GRAD,
+                                     DML_TENSOR_DATA_TYPE_FLOAT16, false);
+        uint32_t w = c.rank - 3, h = w - 1;
+        if (c.rank == 5) { /* depth 1: a 2-D plane for the gradient */
+            c.input_sizes[2] = 1;
+            set_window(&c, 0, 1, 1);
+        }
+        set_window(&c, w, 3, 2);
+        c.start_padding[w] = 1;
+        c.end_padding[w] = 0;
+        c.input_sizes[2 + w] = test_rand_range(2, 3);
+        c.input_sizes[2 + h] = test_rand_range(2, 12);
+        set_window(&c, h, test_rand_range(2, 3), test_rand_range(1, 2));
+        fit_output_sizes(&c);
+        expect_generic_bits(devices[i % 2], generic, &c, false, false);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
     dmlReleaseDevice(generic);
 }
 

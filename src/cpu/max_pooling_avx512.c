@@ -43,6 +43,7 @@ enum { PREFETCH_AHEAD = 4096 };
 
 enum {
     LANES = 16,
+    WIDE_LANES = 32, /* FLOAT16 keys (below) */
     MAX_BLOCKS = 32, /* blocks of an output row: 512 columns */
 };
 
@@ -60,9 +61,9 @@ typedef struct row_block {
     int32_t base;
     uint32_t ow0, count;
     uint32_t first_lane; /* the lanes before it were written by the block before (the last block) */
-    __mmask16 low, high;
-    bool last;    /* column base + 32 lies inside the row */
-    uint8_t kind; /* block_kind */
+    uint32_t low, high;  /* load masks of lanes (__mmask16 or __mmask32) */
+    bool last;           /* column base + 2 lanes lies inside the row */
+    uint8_t kind;        /* block_kind */
 } row_block;
 
 /* The input and the blocks of an output row: what the forward pass and the
@@ -71,6 +72,7 @@ typedef struct row_geometry {
     dml_pool_view in;
     bool half;
     bool track_position; /* false: a FLOAT32 pass without indices needs only values */
+    uint32_t lanes;      /* output columns per block: LANES, or WIDE_LANES (FLOAT16 keys) */
     uint32_t window_w, padding_w;
     uint32_t blocks; /* per output row (row_block_at) */
     row_block block[MAX_BLOCKS];
@@ -90,12 +92,12 @@ static ALWAYS_INLINE __mmask16 lanes_win(__m512 value, __m512 best) {
     return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(value, value, _CMP_ORD_Q), value, best, _CMP_NLE_UQ);
 }
 
-/* The lanes j of 16 whose column first + j lies in [0, width). */
-static ALWAYS_INLINE __mmask16 column_mask(int64_t first, int64_t width) {
+/* The lanes j of `lanes` (at most 32) whose column first + j lies in [0, width). */
+static uint32_t column_mask(int64_t first, int64_t width, uint32_t lanes) {
     int64_t begin = first < 0 ? -first : 0, end = width - first;
-    if (end > LANES) end = LANES;
+    if (end > lanes) end = lanes;
     if (end <= begin) return 0;
-    return (__mmask16)((((uint32_t)1 << end) - 1) & ~(((uint32_t)1 << begin) - 1));
+    return (uint32_t)((((uint64_t)1 << end) - 1) & ~(((uint64_t)1 << begin) - 1));
 }
 
 /* Sixteen columns of `row` from column `first` on (the lanes of `mask`,
@@ -109,6 +111,12 @@ static ALWAYS_INLINE __m512 load_columns(const char* row, int64_t first, __mmask
     return _mm512_maskz_loadu_ps(mask, (const void*)at);
 }
 
+/* Fetches the two lines PREFETCH_AHEAD bytes after a block's loads from `at`. */
+static ALWAYS_INLINE void prefetch_ahead(const char* at) {
+    _mm_prefetch(at + PREFETCH_AHEAD, _MM_HINT_T0);
+    _mm_prefetch(at + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+}
+
 /* The taps of one input row for a block whose lane l's window starts at
  * column base + 2 l: tap[k] holds column base + 2 l + k. Masked loads are
  * slow on this CPU (Zen 4), so whole vectors are loaded where the block
@@ -120,11 +128,9 @@ static ALWAYS_INLINE void row_taps(const char* row, const row_block* b, int wind
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     int64_t first = left_edge ? b->base + 1 : b->base;
-    const char* ahead = row + first * (half ? 2 : 4) + PREFETCH_AHEAD;
-    _mm_prefetch(ahead, _MM_HINT_T0);
-    _mm_prefetch(ahead + 64, _MM_HINT_T0);
-    __m512 low = load_columns(row, first, b->low, half);
-    __m512 high = load_columns(row, first + 16, b->high, half);
+    prefetch_ahead(row + first * (half ? 2 : 4));
+    __m512 low = load_columns(row, first, (__mmask16)b->low, half);
+    __m512 high = load_columns(row, first + 16, (__mmask16)b->high, half);
     __m512 first_columns = _mm512_permutex2var_ps(low, even, high);
     __m512 second_columns = _mm512_permutex2var_ps(low, odd, high);
     if (left_edge) {
@@ -232,6 +238,30 @@ static ALWAYS_INLINE void store_lanes32(void* at, __m512 lanes, uint32_t count, 
     }
 }
 
+/* Writes the indices (if any) of output columns ow0 .. ow0 + count - 1
+ * (count <= 16) of plane positions `position`: all ones where no tap was
+ * valid (lanes not in `found`); streamed as store_lanes32 says. */
+static ALWAYS_INLINE void store_indices(const nchw_output_row* r, uint32_t ow0, __m512i position, __mmask16 found,
+                                        uint32_t count, uint32_t first_lane, bool stream) {
+    if (r->indices32) {
+        __m512i index = _mm512_add_epi32(position, _mm512_set1_epi32((int32_t)(uint32_t)r->plane_index));
+        index = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), found, index);
+        store_lanes32(r->indices32 + ow0, _mm512_castsi512_ps(index), count, first_lane, stream);
+    } else if (r->indices64) {
+        const __m512i base = _mm512_set1_epi64((long long)r->plane_index), all_ones = _mm512_set1_epi64(-1);
+        __mmask16 lanes = (__mmask16)(((uint32_t)1 << count) - 1);
+        for (uint32_t eighth = 0; eighth < 2; eighth++) {
+            __m256i part = eighth ? _mm512_extracti64x4_epi64(position, 1) : _mm512_castsi512_si256(position);
+            __m512i index = _mm512_add_epi64(_mm512_cvtepu32_epi64(part), base);
+            index = _mm512_mask_mov_epi64(all_ones, (__mmask8)(found >> (8 * eighth)), index);
+            if (count == LANES)
+                _mm512_storeu_si512(r->indices64 + ow0 + 8 * eighth, index);
+            else
+                _mm512_mask_storeu_epi64(r->indices64 + ow0 + 8 * eighth, (__mmask8)(lanes >> (8 * eighth)), index);
+        }
+    }
+}
+
 /* Writes one block of output columns ow0 .. ow0 + count - 1: the window
  * maxima, or -inf and an all-ones index where no tap was valid (decision
  * MP-2). */
@@ -259,22 +289,7 @@ static ALWAYS_INLINE void store_block(const forward_plan* f, const nchw_output_r
     } else {
         store_lanes32((float*)r->output + ow0, value, count, b->first_lane, f->stream);
     }
-    if (r->indices32) {
-        __m512i index = _mm512_add_epi32(m.position, _mm512_set1_epi32((int32_t)(uint32_t)r->plane_index));
-        index = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), m.found, index);
-        store_lanes32(r->indices32 + ow0, _mm512_castsi512_ps(index), count, b->first_lane, f->stream);
-    } else if (r->indices64) {
-        const __m512i base = _mm512_set1_epi64((long long)r->plane_index), all_ones = _mm512_set1_epi64(-1);
-        for (uint32_t eighth = 0; eighth < 2; eighth++) {
-            __m256i position = eighth ? _mm512_extracti64x4_epi64(m.position, 1) : _mm512_castsi512_si256(m.position);
-            __m512i index = _mm512_add_epi64(_mm512_cvtepu32_epi64(position), base);
-            index = _mm512_mask_mov_epi64(all_ones, (__mmask8)(m.found >> (8 * eighth)), index);
-            if (count == LANES)
-                _mm512_storeu_si512(r->indices64 + ow0 + 8 * eighth, index);
-            else
-                _mm512_mask_storeu_epi64(r->indices64 + ow0 + 8 * eighth, (__mmask8)(lanes >> (8 * eighth)), index);
-        }
-    }
+    store_indices(r, ow0, m.position, m.found, count, b->first_lane, f->stream);
 }
 
 /* Whether the reductions of the first of rows w are those the cache keeps. */
@@ -335,8 +350,233 @@ static ALWAYS_INLINE void forward_row(const forward_plan* f, const nchw_output_r
     row_cache_keep(cache, &w);
 }
 
+/* ---- FLOAT16 as 16-bit keys: 32 output columns to a vector ----
+ *
+ * Where every block's windows lie inside the row (BLOCK_INSIDE or
+ * BLOCK_LEFT_EDGE), FLOAT16 is compared without conversions: each value's
+ * key (half_keys) orders as the value does under the rules above, as an
+ * unsigned 16-bit integer, so a tap wins where its key is strictly greater
+ * (a NaN never wins, a number beats a NaN best; +0 and -0 tie). Blocks of
+ * WIDE_LANES columns, loaded and split into taps as row_taps does, rows
+ * reduced and merged in window order as block_maxima does; each lane keeps
+ * its argmax as a 16-bit offset from the plane position of its window's
+ * first tap in the first row (the plan checks that they fit). The key gives the value's
+ * bits back but for a zero's sign and a NaN's payload: those lanes re-read
+ * their argmax (exact_half_bits). */
+
+/* Keys: KEY_ZERO + magnitude for a positive sign, KEY_ZERO - magnitude for
+ * a negative one (both zeros KEY_ZERO), every NaN KEY_NAN, just below
+ * -inf's KEY_ZERO - 0x7C00. */
+enum { KEY_ZERO = 0x83FF, KEY_NAN = KEY_ZERO - 0x7C01 };
+
+/* Lane indices 0 .. 31 as 16-bit lanes: the permutes' indices derive from them. */
+static const _Alignas(64) uint16_t lane_index16[WIDE_LANES] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                                               11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                                               22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+
+static ALWAYS_INLINE __m512i half_keys(__m512i bits) {
+    const __m512i zero_key = _mm512_set1_epi16((short)KEY_ZERO);
+    __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi16(0x7FFF));
+    __m512i key =
+        _mm512_mask_sub_epi16(_mm512_add_epi16(zero_key, magnitude), _mm512_movepi16_mask(bits), zero_key, magnitude);
+    /* A NaN's magnitude is above 0x7C00: its key wrapped around to at most KEY_NAN. */
+    return _mm512_max_epu16(key, _mm512_set1_epi16(KEY_NAN));
+}
+
+/* The bits of the values of keys: +0 for both zeros, a NaN's bits for KEY_NAN. */
+static ALWAYS_INLINE __m512i half_bits(__m512i key) {
+    const __m512i zero_key = _mm512_set1_epi16((short)KEY_ZERO);
+    __mmask32 negative = _mm512_cmplt_epu16_mask(key, zero_key);
+    /* 0x8000 | (KEY_ZERO - key), modulo 2^16 */
+    return _mm512_mask_sub_epi16(_mm512_sub_epi16(key, zero_key), negative,
+                                 _mm512_set1_epi16((short)((0x8000 + KEY_ZERO) & 0xFFFF)), key);
+}
+
+/* Thirty-two FLOAT16 values of `row` from column `first` on (the lanes of
+ * `mask`, zero elsewhere: nothing outside them is read). */
+static ALWAYS_INLINE __m512i load_halves(const char* row, int64_t first, uint32_t mask) {
+    uintptr_t at = (uintptr_t)row + (uintptr_t)(first * 2); /* `first` may be before the row (masked off) */
+    if (mask == UINT32_MAX) return _mm512_loadu_si512((const void*)at);
+    return _mm512_maskz_loadu_epi16(mask, (const void*)at);
+}
+
+/* The keys of the taps of one input row for block b (row_taps, 32 lanes). */
+static ALWAYS_INLINE void wide_row_taps(const char* row, const row_block* b, int window_w, bool left_edge, bool keys,
+                                        __m512i tap[3]) {
+    const __m512i lane = _mm512_load_si512(lane_index16);
+    const __m512i even = _mm512_add_epi16(lane, lane), odd = _mm512_add_epi16(even, _mm512_set1_epi16(1));
+    int64_t first = left_edge ? b->base + 1 : b->base;
+    prefetch_ahead(row + first * 2);
+    __m512i low = load_halves(row, first, b->low), high = load_halves(row, first + WIDE_LANES, b->high);
+    if (keys) { /* else the values' bits */
+        low = half_keys(low);
+        high = half_keys(high);
+    }
+    __m512i first_columns = _mm512_permutex2var_epi16(low, even, high);
+    __m512i second_columns = _mm512_permutex2var_epi16(low, odd, high);
+    __m512i third_columns = second_columns; /* the third tap if any: lane l's is lane l + 1's first */
+    if (!left_edge && window_w == 3) {      /* the last lane's is column base + 64 */
+        __m512i last = _mm512_setzero_si512();
+        if (b->last) last = _mm512_set1_epi16((short)((const uint16_t*)row)[b->base + 2 * WIDE_LANES]);
+        if (keys) last = half_keys(last);
+        third_columns = _mm512_permutex2var_epi16(first_columns, _mm512_add_epi16(lane, _mm512_set1_epi16(1)), last);
+    }
+    /* A left edge block's loads start at its lanes' second taps (lane 0's first, column -1, is never used).
+     * Constant indices: taps kept in registers (a tap[left_edge] store put them on the stack). */
+    tap[0] = left_edge ? _mm512_permutexvar_epi16(_mm512_sub_epi16(lane, _mm512_set1_epi16(1)), second_columns)
+                       : first_columns;
+    tap[1] = left_edge ? first_columns : second_columns;
+    tap[2] = left_edge ? second_columns : third_columns;
+}
+
+/* A block's window maxima: keys and argmax offsets (codes). */
+typedef struct wide_max {
+    __m512i key, code;
+} wide_max;
+
+/* One input row reduced over a block's horizontal taps (reduce_row): codes k, tap k's. */
+static ALWAYS_INLINE wide_max wide_reduce_row(const char* row, const row_block* b, int window_w, bool left_edge) {
+    __m512i tap[3];
+    wide_row_taps(row, b, window_w, left_edge, true, tap);
+    wide_max m = {tap[0], _mm512_setzero_si512()};
+    if (left_edge) { /* lane 0 starts at its second tap */
+        m.key = _mm512_mask_mov_epi16(m.key, 1, tap[1]);
+        m.code = _mm512_mask_mov_epi16(m.code, 1, _mm512_set1_epi16(1));
+    }
+    for (int k = 1; k < window_w; k++) {
+        __mmask32 take = _mm512_cmpgt_epu16_mask(tap[k], m.key);
+        m.key = _mm512_max_epu16(m.key, tap[k]);
+        m.code = _mm512_mask_mov_epi16(m.code, take, _mm512_set1_epi16((short)k));
+    }
+    return m;
+}
+
+/* The window maxima of block j (block_maxima; the cache keeps keys in its
+ * value lanes and codes in its positions). */
+static ALWAYS_INLINE wide_max wide_block_maxima(const row_geometry* g, const char* plane, const plan_window_rows* w,
+                                                uint32_t j, bool kept, row_cache* cache, int window_w) {
+    const row_block* b = &g->block[j];
+    bool left_edge = b->kind == BLOCK_LEFT_EDGE;
+    wide_max row = kept ? (wide_max){_mm512_castps_si512(cache->value[j]), cache->position_of[j]}
+                        : wide_reduce_row(plane + w->offset[0] * 2, b, window_w, left_edge);
+    wide_max m = row;
+    for (uint32_t r = 1; r < w->count; r++) {
+        row = wide_reduce_row(plane + w->offset[r] * 2, b, window_w, left_edge);
+        __mmask32 take = _mm512_cmpgt_epu16_mask(row.key, m.key);
+        m.key = _mm512_max_epu16(m.key, row.key);
+        m.code =
+            _mm512_mask_add_epi16(m.code, take, row.code, _mm512_set1_epi16((short)(w->position[r] - w->position[0])));
+    }
+    cache->value[j] = _mm512_castsi512_ps(row.key); /* the last row's reductions */
+    cache->position_of[j] = row.code;
+    return m;
+}
+
+/* `bits` with the lanes of `lanes` replaced by the bits of their argmax
+ * (codes `code`) among the taps of rows w of the plane at `plane` (block
+ * b): the signs of zeros and the payloads of NaN, which keys do not keep.
+ * Taps of equal codes are the same element, but for a left edge block's
+ * lane 0 first tap (column -1: no element, never an argmax), whose code
+ * may be the row before's last column. */
+static __attribute__((noinline)) __m512i exact_half_bits(__m512i bits, __mmask32 lanes, __m512i code,
+                                                         const row_block* b, const char* plane,
+                                                         const plan_window_rows* w, int window_w) {
+    const bool left_edge = b->kind == BLOCK_LEFT_EDGE;
+    for (uint32_t r = 0; r < w->count; r++) {
+        __m512i tap[3];
+        wide_row_taps(plane + w->offset[r] * 2, b, window_w, left_edge, false, tap);
+        for (int k = 0; k < window_w; k++) {
+            __m512i tap_code = _mm512_set1_epi16((short)(w->position[r] - w->position[0] + k));
+            __mmask32 valid = left_edge && k == 0 ? lanes & ~(__mmask32)1 : lanes;
+            bits = _mm512_mask_mov_epi16(bits, _mm512_mask_cmpeq_epi16_mask(valid, code, tap_code), tap[k]);
+        }
+    }
+    return bits;
+}
+
+/* A block's 16-lane parts (masked stores are slow): part 0 its first 16
+ * lanes (all of them in a block of at most 16), part 1, in a block of more
+ * than 16, its last 16 (overlapping part 0 in a block of 17 to 31). */
+static ALWAYS_INLINE uint32_t wide_parts(const row_block* b) { return b->count > LANES ? 2 : 1; }
+static ALWAYS_INLINE uint32_t wide_part_first_lane(const row_block* b, uint32_t part) {
+    return part ? b->count - LANES : 0;
+}
+static ALWAYS_INLINE uint32_t wide_part_count(const row_block* b) { return b->count < LANES ? b->count : LANES; }
+
+/* The 16 lanes of part `part` of vector v of block b. */
+static ALWAYS_INLINE __m256i wide_part(__m512i v, const row_block* b, uint32_t part) {
+    if (part == 0) return _mm512_castsi512_si256(v);
+    const __m512i tail =
+        _mm512_add_epi16(_mm512_load_si512(lane_index16), _mm512_set1_epi16((short)(b->count - LANES)));
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi16(tail, v));
+}
+
+/* Whether the cache holds the reductions of the first of the rows w of the
+ * plane at `plane` (row_cache_holds), and keeping their last's (row_cache_keep). */
+static ALWAYS_INLINE bool wide_cache_holds(const row_cache* cache, const char* plane, const plan_window_rows* w) {
+    return w->count > 0 && cache->row == plane + w->offset[0] * 2 && cache->position == w->position[0];
+}
+static ALWAYS_INLINE void wide_cache_keep(row_cache* cache, const char* plane, const plan_window_rows* w) {
+    cache->row = w->count > 0 ? plane + w->offset[w->count - 1] * 2 : NULL;
+    cache->position = w->count > 0 ? w->position[w->count - 1] : 0;
+}
+
+/* Writes block b of an output row: the maxima m of windows whose input
+ * rows are w, or, where w has no rows, -inf and all-ones indices (decision MP-2). */
+static ALWAYS_INLINE void wide_store_block(const row_geometry* g, const nchw_output_row* r, const row_block* b,
+                                           const plan_window_rows* w, wide_max m) {
+    const uint32_t count = b->count;
+    const __mmask32 lanes = count == WIDE_LANES ? UINT32_MAX : ((uint32_t)1 << count) - 1;
+    __m512i bits = _mm512_set1_epi16((short)0xFC00);
+    if (w->count > 0) {
+        bits = half_bits(m.key);
+        __mmask32 inexact = (_mm512_cmpeq_epi16_mask(m.key, _mm512_set1_epi16((short)KEY_ZERO)) |
+                             _mm512_cmpeq_epi16_mask(m.key, _mm512_set1_epi16(KEY_NAN))) &
+                            lanes;
+        if (inexact) bits = exact_half_bits(bits, inexact, m.code, b, r->plane, w, (int)g->window_w);
+    }
+    uint16_t* output = (uint16_t*)r->output + b->ow0;
+    if (count == WIDE_LANES) {
+        _mm512_storeu_si512(output, bits);
+    } else if (count > LANES) {
+        for (uint32_t part = 0; part < 2; part++)
+            _mm256_storeu_si256((__m256i*)(output + wide_part_first_lane(b, part)), wide_part(bits, b, part));
+    } else {
+        _mm512_mask_storeu_epi16(output, lanes, bits);
+    }
+    if (!r->indices32 && !r->indices64) return;
+    const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (uint32_t part = 0; part < wide_parts(b); part++) {
+        uint32_t first_lane = wide_part_first_lane(b, part);
+        int32_t first = (w->count > 0 ? w->position[0] : 0) + b->base + 2 * (int32_t)first_lane;
+        __m512i position = _mm512_add_epi32(_mm512_cvtepu16_epi32(wide_part(m.code, b, part)),
+                                            _mm512_add_epi32(lane_columns, _mm512_set1_epi32(first)));
+        store_indices(r, b->ow0 + first_lane, position, w->count > 0 ? 0xffff : 0, wide_part_count(b), 0, false);
+    }
+}
+
+/* One output row of FLOAT16 keys (forward_row; its window rows read from
+ * the plan where they are: copying them took 5% of the time). */
+static ALWAYS_INLINE void wide_forward_row(const forward_plan* f, const nchw_output_row* r, row_cache* cache,
+                                           int window_w) {
+    const plan_window_rows* w = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
+    bool kept = wide_cache_holds(cache, r->plane, w);
+    const wide_max padding_only = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (uint32_t j = 0; j < f->g.blocks; j++)
+        wide_store_block(&f->g, r, &f->g.block[j], w,
+                         w->count > 0 ? wide_block_maxima(&f->g, r->plane, w, j, kept, cache, window_w) : padding_only);
+    wide_cache_keep(cache, r->plane, w);
+}
+
 /* forward_row specialized for the loop-invariant choices. */
 static void forward_row_any(const forward_plan* f, const nchw_output_row* r, row_cache* cache) {
+    if (f->g.lanes == WIDE_LANES) {
+        if (f->g.window_w == 3)
+            wide_forward_row(f, r, cache, 3);
+        else
+            wide_forward_row(f, r, cache, 2);
+        return;
+    }
     switch ((f->g.window_w == 3) * 4 + f->g.half * 2 + f->g.track_position) {
     case 0: forward_row(f, r, cache, 2, false, false); break;
     case 1: forward_row(f, r, cache, 2, false, true); break;
@@ -349,39 +589,42 @@ static void forward_row_any(const forward_plan* f, const nchw_output_row* r, row
     }
 }
 
-/* Block j of an output row of `out_width` columns: columns 16 j .. 16 j +
- * 15, the last block ending at the row's end and overlapping the one before
- * (its columns computed again, the same values: whole vectors, no masked
- * stores, which are slow); a row narrower than 16 columns is one block of
- * `count` columns. */
+/* Block j of an output row of `out_width` columns, L = g->lanes: columns
+ * L j .. L j + L - 1, the last block ending at the row's end and
+ * overlapping the one before (its columns computed again, the same values:
+ * whole vectors, no masked stores, which are slow); a row narrower than L
+ * columns is one block of `count` columns. */
 static row_block row_block_at(const row_geometry* g, uint32_t j, uint32_t out_width) {
-    uint32_t ow0 = out_width < LANES ? 0 : LANES * j < out_width - LANES ? LANES * j : out_width - LANES;
+    const uint32_t lanes = g->lanes;
+    uint32_t ow0 = out_width < lanes ? 0 : lanes * j < out_width - lanes ? lanes * j : out_width - lanes;
     row_block b = {.base = 2 * (int32_t)ow0 - (int32_t)g->padding_w,
                    .ow0 = ow0,
-                   .count = out_width < LANES ? out_width : LANES,
-                   .first_lane = LANES * j - ow0};
+                   .count = out_width < lanes ? out_width : lanes,
+                   .first_lane = lanes * j - ow0};
     int64_t width = g->in.sizes[4];
     bool ends_inside = b.base + 2 * (int64_t)(b.count - 1) + g->window_w <= width;
     b.kind = b.base >= 0 && ends_inside ? BLOCK_INSIDE : b.base == -1 && ends_inside ? BLOCK_LEFT_EDGE : BLOCK_EDGE;
     int64_t first = b.kind == BLOCK_LEFT_EDGE ? b.base + 1 : b.base; /* row_taps */
-    b.low = column_mask(first, width);
-    b.high = column_mask(first + 16, width);
-    b.last = b.kind != BLOCK_LEFT_EDGE && b.base + 32 >= 0 && b.base + 32 < width;
+    b.low = column_mask(first, width, lanes);
+    b.high = column_mask(first + lanes, width, lanes);
+    b.last = b.kind != BLOCK_LEFT_EDGE && b.base + 2 * (int64_t)lanes >= 0 && b.base + 2 * (int64_t)lanes < width;
     return b;
 }
 
 /* Whether both directions take the problem: FLOAT32 or FLOAT16 input
  * contiguous along W, W stride 2 with windows of two or three undilated
  * columns, at most MAX_WINDOW_ROWS rows per window, output rows of at most
- * MAX_BLOCKS blocks, at most MAX_PLAN_ROWS output rows per plane, positions
- * and columns in int32 lanes. Sets g's input and blocks for output view out. */
+ * 512 columns, at most MAX_PLAN_ROWS output rows per plane, positions and
+ * columns in int32 lanes. Sets g's input and blocks of `lanes` columns
+ * for output view out. */
 static bool row_geometry_init(row_geometry* g, const dml_tensor* input, const dml_pooling_params* p,
-                              const dml_pool_view* out) {
+                              const dml_pool_view* out, uint32_t lanes) {
     if (input->type != DML_TENSOR_DATA_TYPE_FLOAT32 && input->type != DML_TENSOR_DATA_TYPE_FLOAT16) return false;
     g->in = dml_pool_view_5d(input);
     g->half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16;
     g->window_w = p->window[2];
     g->padding_w = p->start_padding[2];
+    g->lanes = lanes;
     if (g->in.strides[4] != 1 || out->strides[4] != 1) return false;
     if (p->strides[2] != 2 || p->dilations[2] != 1 || (g->window_w != 2 && g->window_w != 3)) return false;
     if ((uint64_t)p->window[0] * p->window[1] > MAX_WINDOW_ROWS) return false;
@@ -390,10 +633,40 @@ static bool row_geometry_init(row_geometry* g, const dml_tensor* input, const dm
     const uint64_t limit = (uint64_t)1 << 28; /* positions and columns in int32 lanes */
     uint64_t plane = (uint64_t)g->in.sizes[2] * g->in.sizes[3] * g->in.sizes[4];
     if (out_width > LANES * MAX_BLOCKS || plane >= limit || g->padding_w >= limit) return false;
-    g->blocks = (out_width + LANES - 1) / LANES;
+    g->blocks = (out_width + lanes - 1) / lanes;
     for (uint32_t j = 0; j < g->blocks; j++)
         g->block[j] = row_block_at(g, j, out_width);
     return true;
+}
+
+/* Whether every argmax of the windows of `rows` (out_rows of them, windows
+ * of window_w columns) lies less than 2^16 plane positions after its
+ * window's first tap in the first row (wide_max's codes). */
+static bool offsets_fit_16_bits(const plan_window_rows* rows, uint32_t out_rows, uint32_t window_w) {
+    for (uint32_t i = 0; i < out_rows; i++)
+        if (rows[i].count > 0 &&
+            (int64_t)rows[i].position[rows[i].count - 1] - rows[i].position[0] + window_w > UINT16_MAX)
+            return false;
+    return true;
+}
+
+/* Whether no block of g is a BLOCK_EDGE. */
+static bool blocks_inside(const row_geometry* g) {
+    for (uint32_t j = 0; j < g->blocks; j++)
+        if (g->block[j].kind == BLOCK_EDGE) return false;
+    return true;
+}
+
+/* FLOAT16 (g of LANES lanes) as keys where every block's windows lie
+ * inside the row and the argmaxes' offsets fit 16 bits: blocks of
+ * WIDE_LANES for output view out with window rows `rows`; g otherwise. */
+static row_geometry wide_geometry_or(const row_geometry* g, const dml_tensor* input, const dml_pooling_params* p,
+                                     const dml_pool_view* out, const plan_window_rows* rows, uint32_t out_rows) {
+    row_geometry wide;
+    if (!g->half) return *g;
+    row_geometry_init(&wide, input, p, out, WIDE_LANES);
+    wide.track_position = g->track_position;
+    return blocks_inside(&wide) && offsets_fit_16_bits(rows, out_rows, g->window_w) ? wide : *g;
 }
 
 static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
@@ -402,7 +675,8 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     forward_plan f;
     memset(&f, 0, sizeof f);
     f.o = nchw_outputs_of(op);
-    if (!row_geometry_init(&f.g, &op->inputs[DML_POOL_INPUT].tensor, p, &f.o.out)) return S_FALSE;
+    const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
+    if (!row_geometry_init(&f.g, input, p, &f.o.out, LANES)) return S_FALSE;
     if (f.o.has_indices && f.o.idx.strides[4] != 1) return S_FALSE;
     /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
     f.g.track_position = f.o.has_indices || f.g.half;
@@ -416,6 +690,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     if (state == NULL) return E_OUTOFMEMORY;
     *state = f;
     plan_window_rows_fill(p, &f.g.in, &f.o.out, state->window_rows);
+    state->g = wide_geometry_or(&f.g, input, p, &f.o.out, state->window_rows, f.out_rows);
     return S_OK;
 }
 
@@ -516,6 +791,32 @@ static ALWAYS_INLINE void grad_row_fill(const grad_plan* gp, const window_rows* 
     row_cache_keep(cache, w);
 }
 
+/* grad_row_fill of FLOAT16 keys (wide blocks; window rows w of the plane
+ * at `plane`): a code is the offset grad_row keeps. */
+static ALWAYS_INLINE void wide_grad_row_fill(const grad_plan* gp, const plan_window_rows* w, const char* plane,
+                                             row_cache* cache, const char* dy_row, grad_row* r, int window_w) {
+    const row_geometry* g = &gp->g;
+    bool kept = wide_cache_holds(cache, plane, w);
+    for (uint32_t j = 0; j < g->blocks; j++) {
+        const row_block* b = &g->block[j];
+        wide_max m = wide_block_maxima(g, plane, w, j, kept, cache, window_w);
+        const uint32_t count = wide_part_count(b);
+        for (uint32_t part = 0; part < wide_parts(b); part++) {
+            uint32_t column = b->ow0 + wide_part_first_lane(b, part);
+            __m512i offset = _mm512_cvtepu16_epi32(wide_part(m.code, b, part));
+            __m512 dy = load_columns(dy_row, column, (__mmask16)(((uint32_t)1 << count) - 1), true);
+            if (count == LANES) { /* masked stores are slow */
+                _mm512_storeu_si512(r->offset + column, offset);
+                _mm512_storeu_ps(r->dy + column, dy);
+            } else {
+                _mm512_mask_storeu_epi32(r->offset + column, (__mmask16)(((uint32_t)1 << count) - 1), offset);
+                _mm512_mask_storeu_ps(r->dy + column, (__mmask16)(((uint32_t)1 << count) - 1), dy);
+            }
+        }
+    }
+    wide_cache_keep(cache, plane, w);
+}
+
 /* Adds one output row's values into band row `acc` for the input row whose
  * plane position is `row_offset` past that of the windows' first row. */
 static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t blocks, int32_t row_offset,
@@ -599,7 +900,11 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
         window_rows w;
         window_rows_in_plane(&gp->window_rows[oh], plane, element, &w);
         if (w.count > 0) {
-            grad_row_fill(gp, &w, cache, dy_plane + oh * gp->grad_in.strides[3] * element, r, window_w, half);
+            const char* dy_row = dy_plane + oh * gp->grad_in.strides[3] * element;
+            if (g->lanes == WIDE_LANES)
+                wide_grad_row_fill(gp, &gp->window_rows[oh], plane, cache, dy_row, r, window_w);
+            else
+                grad_row_fill(gp, &w, cache, dy_row, r, window_w, half);
             for (uint32_t k = 0; k < w.count; k++) /* a 2-D plane: position h W */
                 band_add_row(band + (size_t)((uint32_t)w.position[k] / width % gp->band_rows) * gp->band_width, r,
                              gp->band_blocks, w.position[k] - w.position[0], window_w);
@@ -634,7 +939,8 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     memset(&gp, 0, sizeof gp);
     gp.grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
     gp.grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
-    if (!row_geometry_init(&gp.g, &op->inputs[DML_POOL_INPUT].tensor, p, &gp.grad_in)) return S_FALSE;
+    const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
+    if (!row_geometry_init(&gp.g, input, p, &gp.grad_in, LANES)) return S_FALSE;
     const row_geometry* g = &gp.g;
     gp.g.track_position = true;
     if (g->in.sizes[2] != 1 || gp.grad_in.sizes[2] != 1 || g->in.sizes[4] < 3 || gp.grad_out.strides[4] != 1)
@@ -663,6 +969,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     if (state == NULL) return E_OUTOFMEMORY;
     *state = gp;
     plan_window_rows_fill(p, &gp.g.in, &gp.grad_in, state->window_rows);
+    state->g = wide_geometry_or(&gp.g, input, p, &gp.grad_in, state->window_rows, out_height);
     plan->temporary_size = (uint64_t)gp.threads * gp.band_rows * gp.band_width * sizeof(float) + BAND_ALIGNMENT;
     return S_OK;
 }

@@ -1275,22 +1275,8 @@ static void write_once_window_nhwc(const nhwc_grad_plan* gp, const dml_pooling_p
         write_once_chunk_nhwc(g, p, image, dy, dx_image, w, c, 1, g->channels - c < 8 ? g->channels - c : 8);
 }
 
-/* The output coordinates along `dim` whose windows contain input
- * coordinate x are among [first, end), increasing; windows_contain says
- * which (a dilated window skips coordinates). The rule is CUDA's too:
- * src/ops/max_pooling_rules.h. */
-typedef dml_pool_cover window_span;
-
-static window_span windows_containing(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out_size) {
-    return dml_pool_covering_windows(p, dim, x, out_size);
-}
-
-static ALWAYS_INLINE bool windows_contain(const dml_pooling_params* p, uint32_t dim, uint32_t x, uint32_t out) {
-    return dml_pool_window_contains(p, dim, x, out);
-}
-
-/* The argmax positions of output row (od, oh) of one task's chunk, one
- * band row: pitch int32 per output column. */
+/* nhwc_argmax_row_fn: chunks of four vectors, then single vectors (whole
+ * eight-lane stores: the band's pitch is a multiple of 8). */
 static void nhwc_argmax_row(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* chunk_image,
                             uint32_t width, uint32_t od, uint32_t oh, int32_t* row) {
     const nhwc_geometry* g = &gp->g;
@@ -1313,93 +1299,44 @@ static void nhwc_argmax_row(const nhwc_grad_plan* gp, const dml_pooling_params* 
     }
 }
 
-/* OutputGradient of `vectors` vectors of eight channels (the last holding
- * last_count) from channel c of a task's chunk (dy_chunk and dx at c) at
- * input position (d, h, w): per lane +0
- * plus InputGradient of each window containing it whose argmax it is, in
- * increasing output order. band_rows[i * band_h + j]: the band row of the
- * i-th and j-th output coordinates of spans sd and sh. */
-static ALWAYS_INLINE void nhwc_gather_position(const nhwc_grad_plan* gp, const dml_pooling_params* p,
-                                               const char* dy_chunk, const int32_t* const* band_rows, uint32_t c,
-                                               window_span sd, window_span sh, uint32_t d, uint32_t h, uint32_t w,
-                                               int vectors, uint32_t last_count, char* dx) {
+/* nhwc_gather_fn's work over `vectors` vectors of eight channels, the last
+ * holding last_count (sums in registers for constant counts). */
+static ALWAYS_INLINE void nhwc_gather_vectors(const nhwc_grad_plan* gp, const dml_pooling_params* p,
+                                              const char* dy_chunk, const int32_t* const* band_rows, uint32_t c,
+                                              dml_pool_cover sd, dml_pool_cover sh, uint32_t d, uint32_t h, uint32_t w,
+                                              int vectors, uint32_t last_count, char* dx) {
     const nhwc_geometry* g = &gp->g;
-    const dml_pool_view* o = &g->out;
     const size_t element = g->half ? 2 : 4;
     __m256i position = _mm256_set1_epi32((int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4] + w));
     __m256 sum[NHWC_GATHER / 8];
     for (int v = 0; v < vectors; v++)
         sum[v] = _mm256_setzero_ps();
-    window_span sw = windows_containing(p, 2, w, o->sizes[4]);
-    for (uint32_t od = sd.first; od < sd.end; od++) {
-        if (!windows_contain(p, 0, d, od)) continue;
-        for (uint32_t oh = sh.first; oh < sh.end; oh++) {
-            if (!windows_contain(p, 1, h, oh)) continue;
-            const int32_t* row = band_rows[(od - sd.first) * gp->band_h + (oh - sh.first)];
-            for (uint32_t ow = sw.first; ow < sw.end; ow++) {
-                if (!windows_contain(p, 2, w, ow)) continue;
-                const int32_t* argmax = row + (uint64_t)ow * gp->pitch + c;
-                const char* dy = dy_chunk + (od * o->strides[2] + oh * o->strides[3] + ow * o->strides[4]) * element;
-                for (int v = 0; v < vectors; v++) {
-                    __m256 chosen = _mm256_castsi256_ps(
-                        _mm256_cmpeq_epi32(_mm256_loadu_si256((const __m256i*)(argmax + 8 * v)), position));
-                    __m256 gradient = load_channels(dy + 8 * v * element, g->half, v == vectors - 1 ? last_count : 8);
-                    sum[v] = _mm256_add_ps(sum[v], _mm256_and_ps(gradient, chosen));
-                }
-            }
-        }
+#define ADD_CHOSEN(argmax, dy)                                                                                         \
+    for (int v_ = 0; v_ < vectors; v_++) {                                                                             \
+        __m256 chosen_ = _mm256_castsi256_ps(                                                                          \
+            _mm256_cmpeq_epi32(_mm256_loadu_si256((const __m256i*)((argmax) + 8 * v_)), position));                    \
+        __m256 gradient_ = load_channels((dy) + 8 * v_ * element, g->half, v_ == vectors - 1 ? last_count : 8);        \
+        sum[v_] = _mm256_add_ps(sum[v_], _mm256_and_ps(gradient_, chosen_));                                           \
     }
+    FOR_EACH_CONTAINING_WINDOW(gp, p, band_rows, sd, sh, d, h, w, c, dy_chunk, ADD_CHOSEN);
+#undef ADD_CHOSEN
     for (int v = 0; v < vectors; v++)
         store_lanes(dx + 8 * v * element, sum[v], g->half, v == vectors - 1 ? last_count : 8);
 }
 
-static void grad_nhwc_task(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args,
+static ALWAYS_INLINE void nhwc_gather(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* dy_chunk,
+                                      const int32_t* const* band_rows, uint32_t c, dml_pool_cover sd, dml_pool_cover sh,
+                                      uint32_t d, uint32_t h, uint32_t w, uint32_t count, char* dx) {
+    if (count == NHWC_GATHER) /* the common case, with constant counts */
+        nhwc_gather_vectors(gp, p, dy_chunk, band_rows, c, sd, sh, d, h, w, NHWC_GATHER / 8, 8, dx);
+    else
+        nhwc_gather_vectors(gp, p, dy_chunk, band_rows, c, sd, sh, d, h, w, (int)(count + 7) / 8,
+                            count % 8 ? count % 8 : 8, dx);
+}
+
+static void band_task_nhwc(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args,
                            int64_t task, char* band) {
-    const nhwc_geometry* g = &gp->g;
-    const dml_pool_view* o = &g->out;
-    const dml_pool_view* x = &gp->grad_out;
-    const size_t element = g->half ? 2 : 4;
-    uint32_t n = (uint32_t)((uint64_t)task / gp->chunks);
-    uint32_t c0 = (uint32_t)((uint64_t)task % gp->chunks) * NHWC_GRAD_CHUNK;
-    uint32_t width = g->channels - c0 < NHWC_GRAD_CHUNK ? g->channels - c0 : NHWC_GRAD_CHUNK;
-    const char* chunk_image = (const char*)args->inputs[DML_POOL_INPUT] + (n * g->in.strides[0] + c0) * element;
-    const char* dy_chunk = (const char*)args->inputs[DML_POOL_INPUT_GRADIENT] + (n * o->strides[0] + c0) * element;
-    char* dx_chunk = (char*)args->outputs[DML_POOL_OUTPUT] + (n * x->strides[0] + c0) * element;
-    int64_t* tags = (int64_t*)band; /* the output row (od * OH + oh) in each slot, -1: none */
-    int32_t* rows = (int32_t*)(band + gp->band_tags);
-    const uint64_t row_size = (uint64_t)o->sizes[4] * gp->pitch;
-    for (uint32_t slot = 0; slot < gp->band_d * gp->band_h; slot++)
-        tags[slot] = -1;
-    const int32_t* band_rows[NHWC_MAX_BAND_SLOTS]; /* of the current input row's spans of windows */
-    for (uint32_t d = 0; d < g->in.sizes[2]; d++) {
-        window_span sd = windows_containing(p, 0, d, o->sizes[2]);
-        for (uint32_t h = 0; h < g->in.sizes[3]; h++) {
-            window_span sh = windows_containing(p, 1, h, o->sizes[3]);
-            for (uint32_t od = sd.first; od < sd.end; od++)
-                for (uint32_t oh = sh.first; oh < sh.end; oh++) {
-                    uint32_t slot = od % gp->band_d * gp->band_h + oh % gp->band_h;
-                    int64_t tag = (int64_t)od * o->sizes[3] + oh;
-                    int32_t* row = rows + slot * row_size;
-                    if (tags[slot] != tag && windows_contain(p, 0, d, od) && windows_contain(p, 1, h, oh)) {
-                        nhwc_argmax_row(gp, p, chunk_image, width, od, oh, row);
-                        tags[slot] = tag;
-                    }
-                    band_rows[(od - sd.first) * gp->band_h + (oh - sh.first)] = row;
-                }
-            char* dx_row = dx_chunk + (d * x->strides[2] + h * x->strides[3]) * element;
-            for (uint32_t w = 0; w < g->in.sizes[4]; w++) {
-                char* dx = dx_row + w * x->strides[4] * element;
-                uint32_t c = 0;
-                for (; c + NHWC_GATHER <= width; c += NHWC_GATHER)
-                    nhwc_gather_position(gp, p, dy_chunk + c * element, band_rows, c, sd, sh, d, h, w, NHWC_GATHER / 8,
-                                         8, dx + c * element);
-                if (c < width)
-                    nhwc_gather_position(gp, p, dy_chunk + c * element, band_rows, c, sd, sh, d, h, w,
-                                         (int)(width - c + 7) / 8, (width - c) % 8 ? (width - c) % 8 : 8,
-                                         dx + c * element);
-            }
-        }
-    }
+    nhwc_band_task(gp, p, args, task, band, nhwc_argmax_row, nhwc_gather, NHWC_GATHER);
 }
 
 static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags,
@@ -1412,19 +1349,10 @@ static HRESULT plan_grad_nhwc(const DMLOperator* op, const DMLDevice* device, DM
 
 static HRESULT run_grad_nhwc(const dml_kernel_args* args) {
     const nhwc_grad_plan* gp = DML_PLAN_STATE(args, nhwc_grad_plan);
-    const dml_pooling_params* p = args->op->params;
-    if (gp->write_once) {
-        nhwc_write_once(gp, p, args, write_once_window_nhwc);
-        return S_OK;
-    }
-    char* scratch = args->temporary;
-#pragma omp parallel num_threads(gp->threads)
-    {
-        int thread = dml_cpu_thread_index();
-#pragma omp for schedule(static)
-        for (int64_t task = 0; task < gp->tasks; task++)
-            grad_nhwc_task(gp, p, args, task, scratch + (size_t)thread * gp->band_size);
-    }
+    if (gp->write_once)
+        nhwc_write_once(gp, args->op->params, args, write_once_window_nhwc);
+    else
+        nhwc_run_band(gp, args, band_task_nhwc);
     return S_OK;
 }
 

@@ -394,4 +394,117 @@ static inline void nhwc_write_once(const nhwc_grad_plan* gp, const dml_pooling_p
     }
 }
 
+/* ---- Overlapping windows: the band gradient ---- */
+
+/* The argmax positions of output row (od, oh) of one task's chunk of
+ * `width` channels (at chunk_image) into a band row: pitch int32 per output
+ * column. */
+typedef void (*nhwc_argmax_row_fn)(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* chunk_image,
+                                   uint32_t width, uint32_t od, uint32_t oh, int32_t* row);
+
+/* OutputGradient of `count` channels from channel c of a task's chunk
+ * (dy_chunk and dx at c) at input position (d, h, w): per lane +0 plus
+ * InputGradient of each window containing it whose argmax it is, in
+ * increasing output order. band_rows[i * band_h + j]: the band row of the
+ * i-th and j-th output coordinates of spans sd and sh. */
+typedef void (*nhwc_gather_fn)(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* dy_chunk,
+                               const int32_t* const* band_rows, uint32_t c, dml_pool_cover sd, dml_pool_cover sh,
+                               uint32_t d, uint32_t h, uint32_t w, uint32_t count, char* dx);
+
+/* Calls WINDOW(argmax, dy) for every window containing input position
+ * (d, h, w), in increasing output order: `argmax` its positions in its band
+ * row from channel c on, `dy` its InputGradient in the chunk (dy_chunk, a
+ * char pointer). sd and sh are the position's spans of windows along D and
+ * H, band_rows their band rows (nhwc_gather_fn). */
+#define FOR_EACH_CONTAINING_WINDOW(gp, p, band_rows, sd, sh, d, h, w, c, dy_chunk, WINDOW)                             \
+    do {                                                                                                               \
+        const dml_pool_view* o_ = &(gp)->g.out;                                                                        \
+        const size_t element_ = (gp)->g.half ? 2 : 4;                                                                  \
+        dml_pool_cover sw_ = dml_pool_covering_windows(p, 2, w, o_->sizes[4]);                                         \
+        for (uint32_t od_ = (sd).first; od_ < (sd).end; od_++) {                                                       \
+            if (!dml_pool_window_contains(p, 0, d, od_)) continue;                                                     \
+            for (uint32_t oh_ = (sh).first; oh_ < (sh).end; oh_++) {                                                   \
+                if (!dml_pool_window_contains(p, 1, h, oh_)) continue;                                                 \
+                const int32_t* row_ = (band_rows)[(od_ - (sd).first) * (gp)->band_h + (oh_ - (sh).first)];             \
+                for (uint32_t ow_ = sw_.first; ow_ < sw_.end; ow_++) {                                                 \
+                    if (!dml_pool_window_contains(p, 2, w, ow_)) continue;                                             \
+                    WINDOW(row_ + (uint64_t)ow_ * (gp)->pitch + (c),                                                   \
+                           (dy_chunk) +                                                                                \
+                               (od_ * o_->strides[2] + oh_ * o_->strides[3] + ow_ * o_->strides[4]) * element_);       \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+
+/* One task (an image's chunk of channels) of the band gradient, its band at
+ * `band`: input rows in order, each output row's argmaxes computed once
+ * when the first input row that needs it comes, then each input position
+ * gathered `gather_width` channels at a time. Always inlined, so that each
+ * ISA's argmax_row and gather are direct calls. */
+static inline __attribute__((always_inline)) void nhwc_band_task(const nhwc_grad_plan* gp, const dml_pooling_params* p,
+                                                                 const dml_kernel_args* args, int64_t task, char* band,
+                                                                 nhwc_argmax_row_fn argmax_row, nhwc_gather_fn gather,
+                                                                 uint32_t gather_width) {
+    const nhwc_geometry* g = &gp->g;
+    const dml_pool_view* o = &g->out;
+    const dml_pool_view* x = &gp->grad_out;
+    const size_t element = g->half ? 2 : 4;
+    uint32_t n = (uint32_t)((uint64_t)task / gp->chunks);
+    uint32_t c0 = (uint32_t)((uint64_t)task % gp->chunks) * NHWC_GRAD_CHUNK;
+    uint32_t width = g->channels - c0 < NHWC_GRAD_CHUNK ? g->channels - c0 : NHWC_GRAD_CHUNK;
+    const char* chunk_image = (const char*)args->inputs[DML_POOL_INPUT] + (n * g->in.strides[0] + c0) * element;
+    const char* dy_chunk = (const char*)args->inputs[DML_POOL_INPUT_GRADIENT] + (n * o->strides[0] + c0) * element;
+    char* dx_chunk = (char*)args->outputs[DML_POOL_OUTPUT] + (n * x->strides[0] + c0) * element;
+    int64_t* tags = (int64_t*)band; /* the output row (od * OH + oh) in each slot, -1: none */
+    int32_t* rows = (int32_t*)(band + gp->band_tags);
+    const uint64_t row_size = (uint64_t)o->sizes[4] * gp->pitch;
+    for (uint32_t slot = 0; slot < gp->band_d * gp->band_h; slot++)
+        tags[slot] = -1;
+    const int32_t* band_rows[NHWC_MAX_BAND_SLOTS]; /* of the current input row's spans of windows */
+    for (uint32_t d = 0; d < g->in.sizes[2]; d++) {
+        dml_pool_cover sd = dml_pool_covering_windows(p, 0, d, o->sizes[2]);
+        for (uint32_t h = 0; h < g->in.sizes[3]; h++) {
+            dml_pool_cover sh = dml_pool_covering_windows(p, 1, h, o->sizes[3]);
+            for (uint32_t od = sd.first; od < sd.end; od++)
+                for (uint32_t oh = sh.first; oh < sh.end; oh++) {
+                    uint32_t slot = od % gp->band_d * gp->band_h + oh % gp->band_h;
+                    int64_t tag = (int64_t)od * o->sizes[3] + oh;
+                    int32_t* row = rows + slot * row_size;
+                    if (tags[slot] != tag && dml_pool_window_contains(p, 0, d, od) &&
+                        dml_pool_window_contains(p, 1, h, oh)) {
+                        argmax_row(gp, p, chunk_image, width, od, oh, row);
+                        tags[slot] = tag;
+                    }
+                    band_rows[(od - sd.first) * gp->band_h + (oh - sh.first)] = row;
+                }
+            char* dx_row = dx_chunk + (d * x->strides[2] + h * x->strides[3]) * element;
+            for (uint32_t w = 0; w < g->in.sizes[4]; w++) {
+                char* dx = dx_row + w * x->strides[4] * element;
+                uint32_t c = 0;
+                for (; c + gather_width <= width; c += gather_width)
+                    gather(gp, p, dy_chunk + c * element, band_rows, c, sd, sh, d, h, w, gather_width,
+                           dx + c * element);
+                if (c < width)
+                    gather(gp, p, dy_chunk + c * element, band_rows, c, sd, sh, d, h, w, width - c, dx + c * element);
+            }
+        }
+    }
+}
+
+/* Runs the band gradient's tasks, each thread in its own band of the
+ * temporary resource; `task` is the ISA's instance of nhwc_band_task. */
+typedef void (*nhwc_band_task_fn)(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args,
+                                  int64_t task, char* band);
+
+static inline void nhwc_run_band(const nhwc_grad_plan* gp, const dml_kernel_args* args, nhwc_band_task_fn task) {
+    char* scratch = args->temporary;
+#pragma omp parallel num_threads(gp->threads)
+    {
+        int thread = dml_cpu_thread_index();
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < gp->tasks; t++)
+            task(gp, args->op->params, args, t, scratch + (size_t)thread * gp->band_size);
+    }
+}
+
 #endif

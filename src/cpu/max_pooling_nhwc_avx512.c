@@ -13,14 +13,15 @@
  * whole store or two (nhwc_forward_streams; a plain store first reads its
  * line: a third more traffic for 2x2/2 with indices).
  *
- * The gradient takes disjoint windows (2x2/2): each window writes its taps
- * of OutputGradient once (+0 + dy at the argmax, +0 at the others: the
- * generic sum); overlapping windows decline to max_pooling_grad/avx2/nhwc.
- * Its stores prefetch their line ahead (a plain store first reads its line,
- * and the hardware prefetchers do not run ahead of these stores: 25 -> 21.7
- * ms on one thread, 64x128x112x112 2x2/2). Streaming them instead measured
- * twice as slow (32 against 21 ms). The geometry, plans and loops are
- * max_pooling_nhwc.h's. */
+ * The gradient of disjoint windows (2x2/2): each window writes its taps of
+ * OutputGradient once (+0 + dy at the argmax, +0 at the others: the
+ * generic sum). Its stores prefetch their line ahead (a plain store first
+ * reads its line, and the hardware prefetchers do not run ahead of these
+ * stores: 25 -> 21.7 ms on one thread, 64x128x112x112 2x2/2). Streaming
+ * them instead measured twice as slow (32 against 21 ms). Overlapping
+ * windows (3x3/2): the band gradient of max_pooling_nhwc.h, each input
+ * position gathering the windows that chose it, with 16 lanes. The
+ * geometry, plans and loops are max_pooling_nhwc.h's. */
 #include <immintrin.h>
 
 #include "max_pooling_nhwc.h"
@@ -28,6 +29,11 @@
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 enum { LANES = 16, CHUNK_VECTORS = 4, CHUNK = LANES * CHUNK_VECTORS };
+
+/* Channels per sum of the band gradient's gather step: eight vectors, kept
+ * in registers (four: 6.8-7.0 ms against 6.4-6.6, 32x256x56x56 3x3/2 on
+ * two threads). */
+enum { GATHER_VECTORS = 8, GATHER = LANES * GATHER_VECTORS };
 
 enum { ALL_LANES = 0xFFFF };
 
@@ -220,14 +226,16 @@ static HRESULT run_forward(const dml_kernel_args* args) {
 const dml_impl dml_cpu_max_pooling_avx512_nhwc = {"max_pooling/avx512/nhwc", DML_ISA_AVX512, nhwc_plan_forward,
                                                   run_forward};
 
-/* ---- Gradient of disjoint windows ---- */
+/* ---- Gradient ---- */
 
 static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     nhwc_grad_plan gp;
-    if (!nhwc_grad_plan_of(op, device, &gp) || !gp.write_once) return S_FALSE;
+    if (!nhwc_grad_plan_of(op, device, &gp)) return S_FALSE;
     return nhwc_grad_plan_store(&gp, plan);
 }
+
+/* Disjoint windows. */
 
 /* Channels c .. of one window's taps: `vectors` vectors, the last `last_mask`. */
 static ALWAYS_INLINE void write_once_chunk(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
@@ -272,8 +280,89 @@ static void write_once_window(const nhwc_grad_plan* gp, const dml_pooling_params
         write_once_chunk(&g, &params, image, dy, dx_image, &window, c, 1, first_lanes(g.channels - c));
 }
 
+/* Overlapping windows: nhwc_argmax_row_fn (masked stores: the band's pitch
+ * is a multiple of 8, not of 16). */
+static void argmax_row(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* chunk_image, uint32_t width,
+                       uint32_t od, uint32_t oh, int32_t* row) {
+    const nhwc_geometry* g = &gp->g;
+    const size_t element = g->half ? 2 : 4;
+    for (uint32_t ow = 0; ow < g->out.sizes[4]; ow++) {
+        nhwc_window w = nhwc_window_at(g, p, od, oh, ow);
+        if (w.taps == 0) continue; /* contains no input element: never read */
+        int32_t* positions = row + (uint64_t)ow * gp->pitch;
+        uint32_t c = 0;
+        for (; c + CHUNK <= width; c += CHUNK) {
+            lanes_max m[CHUNK_VECTORS];
+            chunk_max(g, p, chunk_image + c * element, &w, CHUNK_VECTORS, ALL_LANES, m);
+#pragma GCC unroll 4
+            for (int v = 0; v < CHUNK_VECTORS; v++)
+                _mm512_storeu_si512(positions + c + LANES * v, m[v].position);
+        }
+        for (; c < width; c += LANES) {
+            lanes_max m;
+            __mmask16 mask = first_lanes(width - c);
+            chunk_max(g, p, chunk_image + c * element, &w, 1, mask, &m);
+            _mm512_mask_storeu_epi32(positions + c, mask, m.position);
+        }
+    }
+}
+
+/* nhwc_gather_fn's work over `vectors` vectors of sixteen channels, the
+ * last `last_mask`. A lane adds a window's InputGradient where the window
+ * chose the position; skipping the others' +0 leaves the generic sum's
+ * bits (a sum that starts at +0 is never -0, and x + +0 is x for every
+ * other x, NaN included). */
+static ALWAYS_INLINE void gather_vectors(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* dy_chunk,
+                                         const int32_t* const* band_rows, uint32_t c, dml_pool_cover sd,
+                                         dml_pool_cover sh, uint32_t d, uint32_t h, uint32_t w, int vectors,
+                                         __mmask16 last_mask, char* dx) {
+    const nhwc_geometry* g = &gp->g;
+    const size_t element = g->half ? 2 : 4;
+    __m512i position = _mm512_set1_epi32((int32_t)((d * g->in.sizes[3] + h) * g->in.sizes[4] + w));
+    __m512 sum[GATHER_VECTORS];
+    for (int v = 0; v < vectors; v++)
+        sum[v] = _mm512_setzero_ps();
+#define ADD_CHOSEN(argmax, dy)                                                                                         \
+    for (int v_ = 0; v_ < vectors; v_++) {                                                                             \
+        __mmask16 mask_ = v_ == vectors - 1 ? last_mask : (__mmask16)ALL_LANES;                                        \
+        __mmask16 chosen_ =                                                                                            \
+            _mm512_mask_cmpeq_epi32_mask(mask_, _mm512_maskz_loadu_epi32(mask_, (argmax) + LANES * v_), position);     \
+        sum[v_] =                                                                                                      \
+            _mm512_mask_add_ps(sum[v_], chosen_, sum[v_], load_lanes((dy) + LANES * v_ * element, g->half, mask_));    \
+    }
+    FOR_EACH_CONTAINING_WINDOW(gp, p, band_rows, sd, sh, d, h, w, c, dy_chunk, ADD_CHOSEN);
+#undef ADD_CHOSEN
+    for (int v = 0; v < vectors; v++) {
+        __mmask16 mask = v == vectors - 1 ? last_mask : (__mmask16)ALL_LANES;
+        char* at = dx + LANES * v * element;
+        if (g->half)
+            _mm256_mask_storeu_epi16(at, mask, _mm512_cvtps_ph(sum[v], _MM_FROUND_TO_NEAREST_INT));
+        else
+            _mm512_mask_storeu_ps(at, mask, sum[v]);
+    }
+}
+
+static ALWAYS_INLINE void gather(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* dy_chunk,
+                                 const int32_t* const* band_rows, uint32_t c, dml_pool_cover sd, dml_pool_cover sh,
+                                 uint32_t d, uint32_t h, uint32_t w, uint32_t count, char* dx) {
+    if (count == GATHER) /* the common case, with constant counts */
+        gather_vectors(gp, p, dy_chunk, band_rows, c, sd, sh, d, h, w, GATHER_VECTORS, ALL_LANES, dx);
+    else
+        gather_vectors(gp, p, dy_chunk, band_rows, c, sd, sh, d, h, w, (int)(count + LANES - 1) / LANES,
+                       first_lanes(count - (count - 1) / LANES * LANES), dx);
+}
+
+static void band_task(const nhwc_grad_plan* gp, const dml_pooling_params* p, const dml_kernel_args* args, int64_t task,
+                      char* band) {
+    nhwc_band_task(gp, p, args, task, band, argmax_row, gather, GATHER);
+}
+
 static HRESULT run_grad(const dml_kernel_args* args) {
-    nhwc_write_once(DML_PLAN_STATE(args, nhwc_grad_plan), args->op->params, args, write_once_window);
+    const nhwc_grad_plan* gp = DML_PLAN_STATE(args, nhwc_grad_plan);
+    if (gp->write_once)
+        nhwc_write_once(gp, args->op->params, args, write_once_window);
+    else
+        nhwc_run_band(gp, args, band_task);
     return S_OK;
 }
 

@@ -615,10 +615,10 @@ static HRESULT run_forward(const dml_kernel_args* args) {
         row_cache cache; /* each thread's rows are consecutive (schedule static): row pairs share */
         cache.row = NULL;
         nchw_row_cursor cursor = {.row = -1};
+        nchw_output_row a;
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < plan->o.rows; row++) {
-            nchw_row_step(&plan->o.out, &cursor, row);
-            nchw_output_row a = nchw_output_row_at(&plan->o, &g->in, g->half ? 2 : 4, input, output, indices, &cursor);
+            nchw_output_row_next(&plan->o, &g->in, g->half ? 2 : 4, input, output, indices, &cursor, row, &a);
             dml_pool_taps rd = dml_pool_window_taps(p, 0, a.od, g->in.sizes[2]);
             dml_pool_taps rh = dml_pool_window_taps(p, 1, a.oh, g->in.sizes[3]);
             if (g->row_blocks) {

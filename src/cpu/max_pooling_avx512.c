@@ -181,8 +181,9 @@ static ALWAYS_INLINE void reduce_row(const char* row, const row_block* b, __m512
 
 /* A block at the row's ends: every tap of every row in the generic order,
  * a lane taking it when it is the lane's first valid tap or wins. */
-static ALWAYS_INLINE block_max edge_block_max(const row_geometry* g, const window_rows* w, const row_block* b,
-                                              __m512i columns, int window_w, bool half, bool track) {
+static ALWAYS_INLINE block_max edge_block_max(const row_geometry* g, const char* plane, const plan_window_rows* w,
+                                              const row_block* b, __m512i columns, int window_w, bool half,
+                                              bool track) {
     const int64_t width = g->in.sizes[4];
     __mmask16 valid[3];
     for (int k = 0; k < window_w; k++) {
@@ -194,7 +195,7 @@ static ALWAYS_INLINE block_max edge_block_max(const row_geometry* g, const windo
     block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
     for (uint32_t r = 0; r < w->count; r++) {
         __m512 tap[3];
-        row_taps(w->row[r], b, window_w, half, false, tap);
+        row_taps(plane + w->offset[r] * (half ? 2 : 4), b, window_w, half, false, tap);
         __m512i at = _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[r]));
         for (int k = 0; k < window_w; k++) {
             __mmask16 take = (lanes_win(tap[k], m.value) | (__mmask16)~m.found) & valid[k];
@@ -292,26 +293,32 @@ static ALWAYS_INLINE void store_block(const forward_plan* f, const nchw_output_r
     store_indices(r, ow0, m.position, m.found, count, b->first_lane, f->stream);
 }
 
-/* Whether the reductions of the first of rows w are those the cache keeps. */
-static ALWAYS_INLINE bool row_cache_holds(const row_cache* cache, const window_rows* w) {
-    return w->count > 0 && cache->row == w->row[0] && cache->position == w->position[0];
+/* Whether the reductions of the first of rows w of the plane at `plane`
+ * (elements of `element` bytes) are those the cache keeps. */
+static ALWAYS_INLINE bool row_cache_holds(const row_cache* cache, const char* plane, const plan_window_rows* w,
+                                          size_t element) {
+    return w->count > 0 && cache->row == plane + w->offset[0] * (int64_t)element && cache->position == w->position[0];
 }
 
 /* Keeps the reductions of the last of rows w (block_maxima put them in the cache). */
-static ALWAYS_INLINE void row_cache_keep(row_cache* cache, const window_rows* w) {
-    cache->row = w->count > 0 ? w->row[w->count - 1] : NULL;
+static ALWAYS_INLINE void row_cache_keep(row_cache* cache, const char* plane, const plan_window_rows* w,
+                                         size_t element) {
+    cache->row = w->count > 0 ? plane + w->offset[w->count - 1] * (int64_t)element : NULL;
     cache->position = w->count > 0 ? w->position[w->count - 1] : 0;
 }
 
 /* The window maxima of block j of an output row whose windows' input rows
- * are w, at least one (`kept`: the cache holds the reductions of the first
- * of them); keeps the last row's reductions in the cache. */
-static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const window_rows* w, uint32_t j, bool kept,
-                                            row_cache* cache, int window_w, bool half, bool track) {
+ * are w of the plane at `plane`, at least one (`kept`: the cache holds the
+ * reductions of the first of them); keeps the last row's reductions in the
+ * cache. */
+static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const char* plane, const plan_window_rows* w,
+                                            uint32_t j, bool kept, row_cache* cache, int window_w, bool half,
+                                            bool track) {
+    const size_t element = half ? 2 : 4;
     const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const row_block* b = &g->block[j];
     __m512i columns = _mm512_add_epi32(lane_columns, _mm512_set1_epi32(b->base));
-    if (b->kind == BLOCK_EDGE) return edge_block_max(g, w, b, columns, window_w, half, track);
+    if (b->kind == BLOCK_EDGE) return edge_block_max(g, plane, w, b, columns, window_w, half, track);
     bool left_edge = b->kind == BLOCK_LEFT_EDGE;
     __m512 value;
     __m512i at;
@@ -319,13 +326,13 @@ static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const window_
         value = cache->value[j];
         at = cache->position_of[j];
     } else {
-        reduce_row(w->row[0], b, _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[0])), window_w, half, track,
-                   left_edge, &value, &at);
+        reduce_row(plane + w->offset[0] * element, b, _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[0])),
+                   window_w, half, track, left_edge, &value, &at);
     }
     block_max m = {value, at, 0xffff};
     for (uint32_t k = 1; k < w->count; k++) {
-        reduce_row(w->row[k], b, _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[k])), window_w, half, track,
-                   left_edge, &value, &at);
+        reduce_row(plane + w->offset[k] * element, b, _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[k])),
+                   window_w, half, track, left_edge, &value, &at);
         __mmask16 take = lanes_win(value, m.value);
         m.value = _mm512_mask_mov_ps(m.value, take, value);
         if (track) m.position = _mm512_mask_mov_epi32(m.position, take, at);
@@ -338,16 +345,17 @@ static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const window_
 /* One output row: every block's window maxima, stored. */
 static ALWAYS_INLINE void forward_row(const forward_plan* f, const nchw_output_row* r, row_cache* cache, int window_w,
                                       bool half, bool track) {
-    const plan_window_rows* rows = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
-    window_rows w;
-    window_rows_in_plane(rows, r->plane, half ? 2 : 4, &w);
-    bool kept = row_cache_holds(cache, &w);
+    const plan_window_rows* w = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
+    const size_t element = half ? 2 : 4;
+    bool kept = row_cache_holds(cache, r->plane, w, element);
     /* The count checked once per row, not in block_maxima: 6% of the FLOAT16 pass on one thread. */
     const block_max padding_only = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
     for (uint32_t j = 0; j < f->g.blocks; j++)
         store_block(f, r, &f->g.block[j],
-                    w.count > 0 ? block_maxima(&f->g, &w, j, kept, cache, window_w, half, track) : padding_only, half);
-    row_cache_keep(cache, &w);
+                    w->count > 0 ? block_maxima(&f->g, r->plane, w, j, kept, cache, window_w, half, track)
+                                 : padding_only,
+                    half);
+    row_cache_keep(cache, r->plane, w, element);
 }
 
 /* ---- FLOAT16 as 16-bit keys: 32 output columns to a vector ----
@@ -511,16 +519,6 @@ static ALWAYS_INLINE __m256i wide_part(__m512i v, const row_block* b, uint32_t p
     return _mm512_castsi512_si256(_mm512_permutexvar_epi16(tail, v));
 }
 
-/* Whether the cache holds the reductions of the first of the rows w of the
- * plane at `plane` (row_cache_holds), and keeping their last's (row_cache_keep). */
-static ALWAYS_INLINE bool wide_cache_holds(const row_cache* cache, const char* plane, const plan_window_rows* w) {
-    return w->count > 0 && cache->row == plane + w->offset[0] * 2 && cache->position == w->position[0];
-}
-static ALWAYS_INLINE void wide_cache_keep(row_cache* cache, const char* plane, const plan_window_rows* w) {
-    cache->row = w->count > 0 ? plane + w->offset[w->count - 1] * 2 : NULL;
-    cache->position = w->count > 0 ? w->position[w->count - 1] : 0;
-}
-
 /* Writes block b of an output row: the maxima m of windows whose input
  * rows are w, or, where w has no rows, -inf and all-ones indices (decision MP-2). */
 static ALWAYS_INLINE void wide_store_block(const row_geometry* g, const nchw_output_row* r, const row_block* b,
@@ -560,12 +558,12 @@ static ALWAYS_INLINE void wide_store_block(const row_geometry* g, const nchw_out
 static ALWAYS_INLINE void wide_forward_row(const forward_plan* f, const nchw_output_row* r, row_cache* cache,
                                            int window_w) {
     const plan_window_rows* w = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
-    bool kept = wide_cache_holds(cache, r->plane, w);
+    bool kept = row_cache_holds(cache, r->plane, w, 2);
     const wide_max padding_only = {_mm512_setzero_si512(), _mm512_setzero_si512()};
     for (uint32_t j = 0; j < f->g.blocks; j++)
         wide_store_block(&f->g, r, &f->g.block[j], w,
                          w->count > 0 ? wide_block_maxima(&f->g, r->plane, w, j, kept, cache, window_w) : padding_only);
-    wide_cache_keep(cache, r->plane, w);
+    row_cache_keep(cache, r->plane, w, 2);
 }
 
 /* forward_row specialized for the loop-invariant choices. */
@@ -703,11 +701,11 @@ static HRESULT run_forward(const dml_kernel_args* args) {
         cache.row = NULL;
         cache.position = 0;
         nchw_row_cursor cursor = {.row = -1};
+        nchw_output_row r;
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < f->o.rows; row++) {
-            nchw_row_step(&f->o.out, &cursor, row);
-            nchw_output_row r = nchw_output_row_at(&f->o, &f->g.in, f->g.half ? 2 : 4, args->inputs[DML_POOL_INPUT],
-                                                   args->outputs[DML_POOL_OUTPUT], indices, &cursor);
+            nchw_output_row_next(&f->o, &f->g.in, f->g.half ? 2 : 4, args->inputs[DML_POOL_INPUT],
+                                 args->outputs[DML_POOL_OUTPUT], indices, &cursor, row, &r);
             forward_row_any(f, &r, &cache);
         }
         _mm_sfence(); /* the streamed stores are visible before the dispatch returns */
@@ -766,16 +764,17 @@ typedef struct grad_row {
 } grad_row;
 
 /* Fills r's columns of one output row from its blocks' maxima. */
-static ALWAYS_INLINE void grad_row_fill(const grad_plan* gp, const window_rows* w, row_cache* cache, const char* dy_row,
-                                        grad_row* r, int window_w, bool half) {
+static ALWAYS_INLINE void grad_row_fill(const grad_plan* gp, const plan_window_rows* w, const char* plane,
+                                        row_cache* cache, const char* dy_row, grad_row* r, int window_w, bool half) {
     const __m512i lane_first = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const row_geometry* g = &gp->g;
-    bool kept = row_cache_holds(cache, w);
+    const size_t element = half ? 2 : 4;
+    bool kept = row_cache_holds(cache, plane, w, element);
     /* Lane l's window starts at plane position first + 2 (ow0 + l). */
     const int32_t first = w->position[0] - (int32_t)g->padding_w;
     for (uint32_t j = 0; j < g->blocks; j++) {
         const row_block* b = &g->block[j];
-        block_max m = block_maxima(g, w, j, kept, cache, window_w, half, true);
+        block_max m = block_maxima(g, plane, w, j, kept, cache, window_w, half, true);
         __mmask16 lanes = (__mmask16)(((uint32_t)1 << b->count) - 1);
         __m512 value = _mm512_maskz_mov_ps(m.found, load_columns(dy_row, b->ow0, lanes, half));
         __m512i offset =
@@ -788,7 +787,7 @@ static ALWAYS_INLINE void grad_row_fill(const grad_plan* gp, const window_rows* 
             _mm512_mask_storeu_ps(r->dy + b->ow0, lanes, value);
         }
     }
-    row_cache_keep(cache, w);
+    row_cache_keep(cache, plane, w, element);
 }
 
 /* grad_row_fill of FLOAT16 keys (wide blocks; window rows w of the plane
@@ -796,7 +795,7 @@ static ALWAYS_INLINE void grad_row_fill(const grad_plan* gp, const window_rows* 
 static ALWAYS_INLINE void wide_grad_row_fill(const grad_plan* gp, const plan_window_rows* w, const char* plane,
                                              row_cache* cache, const char* dy_row, grad_row* r, int window_w) {
     const row_geometry* g = &gp->g;
-    bool kept = wide_cache_holds(cache, plane, w);
+    bool kept = row_cache_holds(cache, plane, w, 2);
     for (uint32_t j = 0; j < g->blocks; j++) {
         const row_block* b = &g->block[j];
         wide_max m = wide_block_maxima(g, plane, w, j, kept, cache, window_w);
@@ -814,7 +813,7 @@ static ALWAYS_INLINE void wide_grad_row_fill(const grad_plan* gp, const plan_win
             }
         }
     }
-    wide_cache_keep(cache, plane, w);
+    row_cache_keep(cache, plane, w, 2);
 }
 
 /* Adds one output row's values into band row `acc` for the input row whose
@@ -897,17 +896,16 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
     const uint32_t height = g->in.sizes[3], width = g->in.sizes[4], out_height = gp->grad_in.sizes[3];
     uint32_t written = 0; /* input rows before it are in OutputGradient */
     for (uint32_t oh = 0; oh < out_height; oh++) {
-        window_rows w;
-        window_rows_in_plane(&gp->window_rows[oh], plane, element, &w);
-        if (w.count > 0) {
+        const plan_window_rows* w = &gp->window_rows[oh];
+        if (w->count > 0) {
             const char* dy_row = dy_plane + oh * gp->grad_in.strides[3] * element;
             if (g->lanes == WIDE_LANES)
-                wide_grad_row_fill(gp, &gp->window_rows[oh], plane, cache, dy_row, r, window_w);
+                wide_grad_row_fill(gp, w, plane, cache, dy_row, r, window_w);
             else
-                grad_row_fill(gp, &w, cache, dy_row, r, window_w, half);
-            for (uint32_t k = 0; k < w.count; k++) /* a 2-D plane: position h W */
-                band_add_row(band + (size_t)((uint32_t)w.position[k] / width % gp->band_rows) * gp->band_width, r,
-                             gp->band_blocks, w.position[k] - w.position[0], window_w);
+                grad_row_fill(gp, w, plane, cache, dy_row, r, window_w, half);
+            for (uint32_t k = 0; k < w->count; k++) /* a 2-D plane: position h W */
+                band_add_row(band + (size_t)((uint32_t)w->position[k] / width % gp->band_rows) * gp->band_width, r,
+                             gp->band_blocks, w->position[k] - w->position[0], window_w);
         }
         for (uint32_t complete = rows_complete_after(p, oh, out_height, height); written < complete; written++)
             band_write_row(gp, band + (size_t)(written % gp->band_rows) * gp->band_width,

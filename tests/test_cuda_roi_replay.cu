@@ -279,7 +279,8 @@ static void replay_pooling_packed(const DMLOperator* op, const dml_kernel_args* 
  * chunk staged (into a poisoned buffer) at the first batch that has any,
  * then every (slot, ph, pw) thread in turn. */
 template <class T, unsigned Words, bool ChannelsLast>
-static void replay_staged_kernel(const pooling_replay::staged_plan& n, const pooling_replay::roi_pooling_problem& f) {
+static void replay_staged_kernel(const pooling_replay::staged_plan& n, const pooling_replay::roi_pooling_problem& f,
+                                 bool whole) {
     using namespace pooling_replay;
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, per_roi = PH + PW;
     uint32_t* stage = (uint32_t*)malloc(n.regions_offset);
@@ -303,9 +304,11 @@ static void replay_staged_kernel(const pooling_replay::staged_plan& n, const poo
             }
             if (count == 0) continue;
             if (!staged) {
-                for (uint32_t y = 0; y < f.height; y++)
-                    for (uint32_t x = 0; x < f.width; x++)
-                        stage_pixel<T, Words, ChannelsLast>(f, n, image, task.c0, y, x, stage);
+                for (uint32_t pixel = 0; pixel < f.height * f.width; pixel++) {
+                    uint32_t words[Words];
+                    load_pixel<T, Words, ChannelsLast>(f, image, task.c0, pixel, whole, words);
+                    copy_words<Words>(stage + staged_offset<Words>(f, n, pixel), words);
+                }
                 staged = true;
             }
             for (uint32_t i = 0; i < count * per_roi; i++) {
@@ -318,7 +321,7 @@ static void replay_staged_kernel(const pooling_replay::staged_plan& n, const poo
                     for (uint32_t pw = 0; pw < PW; pw++)
                         pool_staged_bin<T, Words, ChannelsLast>(f, n, stage, unpack_bin(bins[slot * per_roi + ph]),
                                                                 unpack_bin(bins[slot * per_roi + PH + pw]),
-                                                                indices[slot], task.c0, ph, pw);
+                                                                indices[slot], task.c0, ph, pw, whole);
             }
         }
     }
@@ -340,11 +343,14 @@ static void replay_pooling_staged(const DMLOperator* op, const dml_kernel_args* 
     f.rois = args->inputs[DML_ROI_POOLING_ROI];
     f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
     *words = n.words;
+    /* Channels-last pixels as whole vectors where K divides C (run_staged's
+     * rule; the host buffers are aligned). */
+    const bool whole = ChannelsLast && f.channels % n.channels == 0;
     switch (n.words) {
-    case 8: replay_staged_kernel<T, 8, ChannelsLast>(n, f); break;
-    case 4: replay_staged_kernel<T, 4, ChannelsLast>(n, f); break;
-    case 2: replay_staged_kernel<T, 2, ChannelsLast>(n, f); break;
-    default: replay_staged_kernel<T, 1, ChannelsLast>(n, f); break;
+    case 8: replay_staged_kernel<T, 8, ChannelsLast>(n, f, whole); break;
+    case 4: replay_staged_kernel<T, 4, ChannelsLast>(n, f, whole); break;
+    case 2: replay_staged_kernel<T, 2, ChannelsLast>(n, f, whole); break;
+    default: replay_staged_kernel<T, 1, ChannelsLast>(n, f, whole); break;
     }
 }
 

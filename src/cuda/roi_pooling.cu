@@ -420,6 +420,7 @@ HRESULT run_packed(const dml_kernel_args* args) {
 constexpr uint32_t kStageBytes = 64 * 1024; /* the preferred staged chunk: 3 blocks per H100 multiprocessor */
 constexpr uint32_t kBatchWarps = 2;
 constexpr uint32_t kBatchRois = 32 * kBatchWarps; /* ROIs whose bins are in shared memory at once */
+constexpr uint32_t kStageWords = 16;              /* words a thread loads before it stores them */
 constexpr uint32_t kBinBytes = 16 * 1024;         /* at most: PH + PW <= 64 */
 
 struct staged_plan {
@@ -518,21 +519,34 @@ template <class T> __host__ __device__ inline T staged_element(const uint32_t* s
     return value;
 }
 
-/* Stages pixel (y, x) of the image's channels c0 .. c0 + K - 1 into its
- * words (channels past C repeat the last one: read, never stored). */
+/* Pixel `pixel` of the image's channels c0 .. c0 + K - 1 as staged words
+ * (channels past C repeat the last one: read, never stored). `whole`:
+ * channels-last with C a multiple of K and the tensors aligned to the
+ * pixel's vectors (run_staged), so that the K channels are one load. */
 template <class T, unsigned Words, bool ChannelsLast>
-__host__ __device__ __forceinline__ void stage_pixel(const roi_pooling_problem& f, const staged_plan& n, const T* image,
-                                                     uint32_t c0, uint32_t y, uint32_t x, uint32_t* stage) {
+__host__ __device__ __forceinline__ void load_pixel(const roi_pooling_problem& f, const T* image, uint32_t c0,
+                                                    uint32_t pixel, bool whole, uint32_t words[Words]) {
     constexpr unsigned K = Words * sizeof(uint32_t) / sizeof(T);
-    const uint64_t pixel = (uint64_t)y * f.width + x, plane = (uint64_t)f.height * f.width;
-    uint32_t words[Words] = {};
+    if (ChannelsLast && whole) {
+        copy_words<Words>(words, (const uint32_t*)(image + (uint64_t)pixel * f.channels + c0));
+        return;
+    }
+    const uint64_t plane = (uint64_t)f.height * f.width;
+    DML_UNROLL
+    for (unsigned w = 0; w < Words; w++)
+        words[w] = 0;
     DML_UNROLL
     for (unsigned k = 0; k < K; k++) {
         const uint32_t c = c0 + k < f.channels ? c0 + k : f.channels - 1;
-        const T value = image[ChannelsLast ? pixel * f.channels + c : c * plane + pixel];
+        const T value = image[ChannelsLast ? (uint64_t)pixel * f.channels + c : c * plane + pixel];
         words[k * sizeof(T) / 4] |= element_bits(value) << (k * sizeof(T) % 4 * 8);
     }
-    copy_words<Words>(stage + ((size_t)y * n.pitch + x) * Words, words);
+}
+
+/* Where pixel `pixel` (y W + x) is staged: its first word. */
+template <unsigned Words>
+__host__ __device__ inline uint32_t staged_offset(const roi_pooling_problem& f, const staged_plan& n, uint32_t pixel) {
+    return (pixel / f.width * n.pitch + pixel % f.width) * Words;
 }
 
 __host__ __device__ inline uint32_t pack_bin(dml_pooled_bin bin) { return bin.start | bin.end << 16; }
@@ -543,7 +557,7 @@ __host__ __device__ inline dml_pooled_bin unpack_bin(uint32_t bin) { return {bin
 template <class T, unsigned Words, bool ChannelsLast>
 __host__ __device__ __forceinline__ void
 pool_staged_bin(const roi_pooling_problem& f, const staged_plan& n, const uint32_t* stage, dml_pooled_bin rows,
-                dml_pooled_bin columns, uint32_t r, uint32_t c0, uint32_t ph, uint32_t pw) {
+                dml_pooled_bin columns, uint32_t r, uint32_t c0, uint32_t ph, uint32_t pw, bool whole) {
     constexpr unsigned K = Words * sizeof(uint32_t) / sizeof(T);
     uint32_t maxima[Words];
     DML_UNROLL
@@ -563,14 +577,21 @@ pool_staged_bin(const roi_pooling_problem& f, const staged_plan& n, const uint32
     T* out = (T*)f.output + (ChannelsLast ? ((uint64_t)r * per_channel + bin) * f.channels + c0
                                           : ((uint64_t)r * f.channels + c0) * per_channel + bin);
     const uint32_t step = ChannelsLast ? 1 : per_channel;
+    uint32_t words[Words] = {};
     DML_UNROLL
     for (unsigned k = 0; k < K; k++) {
-        if (c0 + k >= f.channels) break;
-        const T best = element_of<T>(maxima[k * sizeof(T) / 4] >> (k * sizeof(T) % 4 * 8));
-        out[k * step] = is_nonzero_number(best) ? best : bin_max<T>(rows, columns, [&](uint32_t y, uint32_t x) {
-            return staged_element<T>(stage, (y * n.pitch + x) * K + k);
-        });
+        const unsigned word = k * sizeof(T) / 4, shift = k * sizeof(T) % 4 * 8;
+        T best = element_of<T>(maxima[word] >> shift);
+        if (!is_nonzero_number(best) && c0 + k < f.channels)
+            best = bin_max<T>(rows, columns, [&](uint32_t y, uint32_t x) {
+                return staged_element<T>(stage, (y * n.pitch + x) * K + k);
+            });
+        if (ChannelsLast && whole)
+            words[word] |= element_bits(best) << shift;
+        else if (c0 + k < f.channels)
+            out[k * step] = best;
     }
+    if (ChannelsLast && whole) copy_words<Words>((uint32_t*)out, words);
 }
 
 /* A task's image b, first channel c0 and ROIs [first, end). */
@@ -608,7 +629,8 @@ __host__ __device__ inline uint32_t batch_slot(const uint32_t counts[kBatchWarps
 }
 
 template <class T, unsigned Words, bool ChannelsLast>
-__global__ void __launch_bounds__(kThreads) roi_pooling_staged(const roi_pooling_problem f, const staged_plan n) {
+__global__ void __launch_bounds__(kThreads, 3)
+    roi_pooling_staged(const roi_pooling_problem f, const staged_plan n, bool whole) {
     extern __shared__ uint4 shared[];
     __shared__ uint32_t
         warp_counts[2][kBatchWarps]; /* by batch parity: a batch's counts are read after the next's barrier */
@@ -644,9 +666,21 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_staged(const roi_pooling
             for (uint32_t w = 0; w < kBatchWarps; w++)
                 count += counts[w] = warp_counts[parity][w];
             if (count == 0) continue; /* uniform */
-            if (!staged) {            /* the task's chunk, once: a pixel a thread */
-                for (dml_cuda_block_walker w(f.width, f.height); w.outer == 0; w.next())
-                    stage_pixel<T, Words, ChannelsLast>(f, n, image, task.c0, w.middle, w.inner, stage);
+            if (!staged) {            /* the task's chunk, once: kStageWords words a thread in flight */
+                const uint32_t pixels = f.height * f.width;
+                constexpr uint32_t kStagePixels = kStageWords / Words;
+                for (uint32_t first = threadIdx.x; first < pixels; first += kStagePixels * blockDim.x) {
+                    uint32_t words[kStagePixels][Words];
+                    DML_UNROLL
+                    for (uint32_t u = 0; u < kStagePixels; u++)
+                        if (first + u * blockDim.x < pixels)
+                            load_pixel<T, Words, ChannelsLast>(f, image, task.c0, first + u * blockDim.x, whole,
+                                                               words[u]);
+                    DML_UNROLL
+                    for (uint32_t u = 0; u < kStagePixels; u++)
+                        if (first + u * blockDim.x < pixels)
+                            copy_words<Words>(stage + staged_offset<Words>(f, n, first + u * blockDim.x), words[u]);
+                }
                 staged = true;
             }
             for (uint32_t i = threadIdx.x; i < count * per_roi; i += blockDim.x) {
@@ -659,7 +693,7 @@ __global__ void __launch_bounds__(kThreads) roi_pooling_staged(const roi_pooling
                 const uint32_t* roi_bins = bins + slot * per_roi;
                 pool_staged_bin<T, Words, ChannelsLast>(f, n, stage, unpack_bin(roi_bins[w.middle]),
                                                         unpack_bin(roi_bins[PH + w.inner]), indices[slot], task.c0,
-                                                        w.middle, w.inner);
+                                                        w.middle, w.inner, whole);
             }
             __syncthreads(); /* the bins and the staged chunk are free again */
         }
@@ -779,7 +813,12 @@ HRESULT run_staged(const dml_kernel_args* args) {
     f.rois = args->inputs[DML_ROI_POOLING_ROI];
     f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
     const bool is_half = args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
-    void* parameters[] = {&f, (void*)&n};
+    /* Channels-last pixels as whole vectors: K divides C, and both tensors
+     * are aligned to the vectors (16 bytes at most). */
+    const uintptr_t alignment = n.words >= 4 ? 16 : n.words * 4;
+    bool whole = n.channels_last && f.channels % n.channels == 0 && (uintptr_t)f.input % alignment == 0 &&
+                 (uintptr_t)f.output % alignment == 0;
+    void* parameters[] = {&f, (void*)&n, &whole};
     cudaError_t error = cudaLaunchKernel(staged_kernel(n, is_half), n.blocks, kThreads, parameters, n.shared_bytes,
                                          dml_cuda_stream(args));
     (void)error; /* reported by dml_cuda_check_launch */

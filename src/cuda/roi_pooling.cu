@@ -632,8 +632,9 @@ template <class T, unsigned Words, bool ChannelsLast>
 __global__ void __launch_bounds__(kThreads, 3)
     roi_pooling_staged(const roi_pooling_problem f, const staged_plan n, bool whole) {
     extern __shared__ uint4 shared[];
-    __shared__ uint32_t
-        warp_counts[2][kBatchWarps]; /* by batch parity: a batch's counts are read after the next's barrier */
+    /* By batch parity: a batch's counts are still read after the next
+     * batch's first barrier, not after the one after. */
+    __shared__ uint32_t warp_counts[2][kBatchWarps];
     uint32_t* stage = (uint32_t*)shared;
     dml_pooled_region* regions = (dml_pooled_region*)((char*)shared + n.regions_offset);
     uint32_t* bins = (uint32_t*)((char*)shared + n.bins_offset);
@@ -666,7 +667,9 @@ __global__ void __launch_bounds__(kThreads, 3)
             for (uint32_t w = 0; w < kBatchWarps; w++)
                 count += counts[w] = warp_counts[parity][w];
             if (count == 0) continue; /* uniform */
-            if (!staged) {            /* the task's chunk, once: kStageWords words a thread in flight */
+            /* The task's chunk, once (kStageWords words a thread in flight),
+             * and the batch's bins. */
+            if (!staged) {
                 const uint32_t pixels = f.height * f.width;
                 constexpr uint32_t kStagePixels = kStageWords / Words;
                 for (uint32_t first = threadIdx.x; first < pixels; first += kStagePixels * blockDim.x) {
@@ -769,18 +772,23 @@ HRESULT plan_staged(const DMLOperator* op, const DMLDevice* device, bool channel
     if (status != S_OK) return status;
     const bool is_half = op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel = staged_kernel(shape, is_half);
-    /* Allow the device's whole opt-in shared memory (the same value from
+    /* Allow as much dynamic shared memory as the device lets a block opt
+     * in to, less the kernel's static shared memory (the same value from
      * every plan, so that no plan lowers another's limit). */
-    int optin = 0;
     {
         dml_cuda_device_guard guard(device);
+        int optin = 0;
+        cudaFuncAttributes attributes = {};
         cudaError_t error = guard.status();
         if (error == cudaSuccess)
             error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                            dml_cuda_state(device)->ordinal);
-        if (error == cudaSuccess && shape.shared_bytes > (uint32_t)optin) return S_FALSE;
+        if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, kernel);
+        const int dynamic_limit = optin - (int)attributes.sharedSizeBytes;
+        if (error == cudaSuccess && shape.shared_bytes > (uint32_t)(dynamic_limit > 0 ? dynamic_limit : 0))
+            return S_FALSE;
         if (error == cudaSuccess)
-            error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+            error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_limit);
         if (error != cudaSuccess) {
             (void)cudaGetLastError();
             return S_FALSE;

@@ -717,11 +717,11 @@ HRESULT staged_plan_make(const DMLOperator* op, bool channels_last, uint64_t res
         return S_FALSE;
     const uint32_t element = input.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
     const uint64_t pitch = width | 1, pixels = pitch * height;
-    /* The widest pixel whose chunk fits kStageBytes, but no wider than the
-     * channels need; one word where even that does not fit (fewer blocks per
-     * multiprocessor, or none: the plan declines). */
+    /* The widest pixel whose chunk (unpadded) fits kStageBytes, but no
+     * wider than the channels need; one word where even that does not fit
+     * (fewer blocks per multiprocessor, or none: the plan declines). */
     uint32_t words = 8;
-    while (words > 1 && (pixels * words * sizeof(uint32_t) > kStageBytes ||
+    while (words > 1 && ((uint64_t)height * width * words * sizeof(uint32_t) > kStageBytes ||
                          (words / 2) * sizeof(uint32_t) >= (uint64_t)channels * element))
         words /= 2;
     const uint64_t stage_bytes = (pixels * words * sizeof(uint32_t) + 15) / 16 * 16;

@@ -252,10 +252,7 @@ static void replay_pooling_packed(const DMLOperator* op, const dml_kernel_args* 
     HRESULT status = pooling_replay::packed_plan_make(op, ChannelsLast, &n);
     EXPECT(status == S_OK, "the packed plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
-    pooling_replay::roi_pooling_problem f = n.shape_only;
-    f.input = args->inputs[DML_ROI_POOLING_INPUT];
-    f.rois = args->inputs[DML_ROI_POOLING_ROI];
-    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    const pooling_replay::roi_pooling_problem f = pooling_replay::bound_problem(n.shape_only, args);
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, plane_size = f.height * f.width;
     const uint32_t chunk = n.groups * pooling_replay::kChannelsPerThread;
     dml_pooled_bin* bins = (dml_pooled_bin*)malloc(pooling_replay::packed_shared_bytes(f));
@@ -338,10 +335,7 @@ static void replay_pooling_staged(const DMLOperator* op, const dml_kernel_args* 
     HRESULT status = pooling_replay::staged_plan_make(op, ChannelsLast, resident, &n);
     EXPECT(status == S_OK, "the staged plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
-    pooling_replay::roi_pooling_problem f = n.shape_only;
-    f.input = args->inputs[DML_ROI_POOLING_INPUT];
-    f.rois = args->inputs[DML_ROI_POOLING_ROI];
-    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    const pooling_replay::roi_pooling_problem f = pooling_replay::bound_problem(n.shape_only, args);
     *words = n.words;
     /* Channels-last pixels as whole vectors where K divides C (run_staged's
      * rule; the host buffers are aligned). */

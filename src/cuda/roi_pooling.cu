@@ -113,6 +113,14 @@ template <class T> HRESULT launch(const dml_kernel_args* args, const roi_pooling
     return dml_cuda_check_launch("roi_pooling_kernel");
 }
 
+/* A problem (its shapes) with a dispatch's tensors. */
+roi_pooling_problem bound_problem(roi_pooling_problem f, const dml_kernel_args* args) {
+    f.input = args->inputs[DML_ROI_POOLING_INPUT];
+    f.rois = args->inputs[DML_ROI_POOLING_ROI];
+    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    return f;
+}
+
 roi_pooling_problem roi_pooling_problem_make(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_tensor* input = &op->inputs[DML_ROI_POOLING_INPUT].tensor;
@@ -124,17 +132,14 @@ roi_pooling_problem roi_pooling_problem_make(const dml_kernel_args* args) {
     f.channels = input->sizes[1];
     f.height = input->sizes[2];
     f.width = input->sizes[3];
-    f.input = args->inputs[DML_ROI_POOLING_INPUT];
-    f.rois = args->inputs[DML_ROI_POOLING_ROI];
     f.roi_row_stride = rois->strides[2];
     f.roi_column_stride = rois->strides[3];
-    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
     for (int i = 0; i < 4; i++) {
         f.in_strides[i] = input->strides[i];
         f.out_strides[i] = output->strides[i];
     }
     f.count = (uint64_t)output->sizes[0] * output->sizes[1] * output->sizes[2] * output->sizes[3];
-    return f;
+    return bound_problem(f, args);
 }
 
 HRESULT run_roi_pooling(const dml_kernel_args* args) {
@@ -388,10 +393,7 @@ HRESULT run_packed(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     const packed_plan& n = *DML_PLAN_STATE(args, packed_plan);
-    roi_pooling_problem f = n.shape_only;
-    f.input = args->inputs[DML_ROI_POOLING_INPUT];
-    f.rois = args->inputs[DML_ROI_POOLING_ROI];
-    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    const roi_pooling_problem f = bound_problem(n.shape_only, args);
     cudaStream_t stream = dml_cuda_stream(args);
     const size_t shared_bytes = packed_shared_bytes(f);
     if (args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
@@ -816,17 +818,14 @@ HRESULT run_staged(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     const staged_plan& n = *DML_PLAN_STATE(args, staged_plan);
-    roi_pooling_problem f = n.shape_only;
-    f.input = args->inputs[DML_ROI_POOLING_INPUT];
-    f.rois = args->inputs[DML_ROI_POOLING_ROI];
-    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    const roi_pooling_problem f = bound_problem(n.shape_only, args);
     const bool is_half = args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     /* Channels-last pixels as whole vectors: K divides C, and both tensors
      * are aligned to the vectors (16 bytes at most). */
     const uintptr_t alignment = n.words >= 4 ? 16 : n.words * 4;
     bool whole = n.channels_last && f.channels % n.channels == 0 && (uintptr_t)f.input % alignment == 0 &&
                  (uintptr_t)f.output % alignment == 0;
-    void* parameters[] = {&f, (void*)&n, &whole};
+    void* parameters[] = {(void*)&f, (void*)&n, &whole};
     cudaError_t error = cudaLaunchKernel(staged_kernel(n, is_half), n.blocks, kThreads, parameters, n.shared_bytes,
                                          dml_cuda_stream(args));
     (void)error; /* reported by dml_cuda_check_launch */

@@ -1211,19 +1211,38 @@ TEST_CASE(cuda_binding_errors_keep_device) {
 
 /* ---- ROI families: CPU vs CUDA (roi_cases.h) ---- */
 
+/* Counts of the packed cases by the implementation CUDA chose. */
+typedef struct roi_pooling_reached {
+    int staged, packed;
+} roi_pooling_reached;
+
 /* packed: input and output packed NCHW or (channels_last) packed
- * channels-last, which CUDA runs as "roi_pooling/cuda/nchw" or "/nhwc". */
-static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, bool packed, bool channels_last) {
+ * channels-last, which CUDA runs as "roi_pooling/cuda/staged_nchw" or
+ * "/staged_nhwc" (the image's channels in shared memory), or, where that
+ * declines (here: more than 64 bins a ROI), as "/nchw" or "/nhwc". */
+static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, bool packed, bool channels_last,
+                                roi_pooling_reached* reached) {
     DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
-    /* Channels-last: up to 1300 channels, several 1024-channel tasks. */
-    uint32_t batch = test_rand_range(1, 3), channels = large ? 64 : test_rand_range(1, channels_last ? 1300 : 4);
-    /* tall: the fast path's row maxima of one channel fill its shared memory. */
+    /* Channels-last: up to 1300 channels, several 1024-channel tasks; packed
+     * NCHW: up to 70 (the staged kernel's 1 to 16 channels a pixel, counts
+     * that are no multiple of them). */
+    uint32_t batch = test_rand_range(1, 3);
+    uint32_t channels = large ? 64 : test_rand_range(1, channels_last ? 1300 : packed ? 70 : 4);
+    /* tall: one FLOAT32 channel of the image fills 78 KB of shared memory. */
     bool tall = packed && !channels_last && !large && test_rand_range(0, 19) == 0;
-    uint32_t height = large ? 61 : tall ? test_rand_range(900, 1500) : test_rand_range(1, 12);
-    uint32_t width = large ? 83 : test_rand_range(1, 12);
-    uint32_t roi_count = large ? 500 : test_rand_range(1, 10);
+    /* wide: the staged kernel declines (its batch's bins would not fit). */
+    bool wide = packed && test_rand_range(0, 7) == 0;
+    /* mid: images of 20..90 pixels a side (2, 4 or 8 words a staged pixel) and
+     * up to 200 ROIs (several batches of 64). */
+    bool mid = packed && !large && !tall && test_rand_range(0, 3) == 0;
+    uint32_t height = large  ? 61
+                      : tall ? test_rand_range(900, 1500)
+                      : mid  ? test_rand_range(20, 90)
+                             : test_rand_range(1, 12);
+    uint32_t width = large ? 83 : mid ? test_rand_range(20, 90) : test_rand_range(1, 12);
+    uint32_t roi_count = large ? 500 : mid ? test_rand_range(1, 200) : test_rand_range(1, 10);
     uint32_t pooled_height = large ? 7 : test_rand_range(1, 4);
-    uint32_t pooled_width = large || tall ? 7 : test_rand_range(1, 4);
+    uint32_t pooled_width = wide ? 64 : large || tall ? 7 : test_rand_range(1, 4);
     float scale = random_roi_scale();
     uint32_t in_sizes[4] = {batch, channels, height, width}, roi_sizes[4] = {1, 1, roi_count, 5};
     uint32_t out_sizes[4] = {roi_count, channels, pooled_height, pooled_width};
@@ -1261,8 +1280,13 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, boo
              channels_last ? " (channels-last)" : "");
     if (packed) {
         const char* name = cuda_implementation_of(cuda, &op);
-        const char* expected = channels_last ? "roi_pooling/cuda/nhwc" : "roi_pooling/cuda/nchw";
+        const char* expected = wide ? (channels_last ? "roi_pooling/cuda/nhwc" : "roi_pooling/cuda/nchw")
+                                    : (channels_last ? "roi_pooling/cuda/staged_nhwc" : "roi_pooling/cuda/staged_nchw");
         EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, context);
+        if (wide)
+            reached->packed++;
+        else
+            reached->staged++;
     }
     HRESULT cpu_status =
         test_run(cpu, &op, 2, (test_buffer*[]){&input.cpu, &rois.cpu}, 1, (test_buffer*[]){&output.cpu});
@@ -1283,14 +1307,17 @@ static void compare_roi_pooling(DMLDevice* cpu, DMLDevice* cuda, bool large, boo
 TEST_CASE(cuda_roi_pooling_matches_cpu) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
+    roi_pooling_reached reached = {0, 0};
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, false, false, false);
+        compare_roi_pooling(cpu, cuda, false, false, false, &reached);
     /* More outputs than one pass of the grid: every thread loops. */
-    compare_roi_pooling(cpu, cuda, true, false, false);
+    compare_roi_pooling(cpu, cuda, true, false, false, &reached);
     /* The packed fast paths, small and large (more tasks than blocks): NCHW,
      * and channels-last in every third case. */
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++)
-        compare_roi_pooling(cpu, cuda, iteration % 100 == 99, true, iteration % 3 == 2);
+        compare_roi_pooling(cpu, cuda, iteration % 100 == 99, true, iteration % 3 == 2, &reached);
+    printf("ROI pooling packed cases: %d staged, %d on the per-ROI kernels\n", reached.staged, reached.packed);
+    EXPECT(test_case_failed() || (reached.staged > 0 && reached.packed > 0), "a packed kernel was never chosen");
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }

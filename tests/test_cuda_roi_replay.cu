@@ -17,9 +17,10 @@
 #include "../src/cuda/cuda.h"
 #include "../src/ops/roi_align_math.h"
 #include "../src/ops/roi_pooling_math.h"
-/* roi_align.cu's own system include, here at global scope (include guards
+/* The kernel files' own system includes, here at global scope (include guards
  * keep it out of the namespace below). */
 #include <cooperative_groups.h>
+#include <cuda_fp16.h> /* roi_pooling.cu's */
 
 extern "C" {
 #include "harness.h"
@@ -251,10 +252,7 @@ static void replay_pooling_packed(const DMLOperator* op, const dml_kernel_args* 
     HRESULT status = pooling_replay::packed_plan_make(op, ChannelsLast, &n);
     EXPECT(status == S_OK, "the packed plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
-    pooling_replay::roi_pooling_problem f = n.shape_only;
-    f.input = args->inputs[DML_ROI_POOLING_INPUT];
-    f.rois = args->inputs[DML_ROI_POOLING_ROI];
-    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    const pooling_replay::roi_pooling_problem f = pooling_replay::bound_problem(n.shape_only, args);
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, plane_size = f.height * f.width;
     const uint32_t chunk = n.groups * pooling_replay::kChannelsPerThread;
     dml_pooled_bin* bins = (dml_pooled_bin*)malloc(pooling_replay::packed_shared_bytes(f));
@@ -273,14 +271,98 @@ static void replay_pooling_packed(const DMLOperator* op, const dml_kernel_args* 
     free(bins);
 }
 
+/* roi_pooling_staged<T, Words, ChannelsLast>, task by task in its order:
+ * each batch's ROIs of the image in the slots the warps' ballots give, the
+ * chunk staged (into a poisoned buffer) at the first batch that has any,
+ * then every (slot, ph, pw) thread in turn. */
+template <class T, unsigned Words, bool ChannelsLast>
+static void replay_staged_kernel(const pooling_replay::staged_plan& n, const pooling_replay::roi_pooling_problem& f,
+                                 bool whole) {
+    using namespace pooling_replay;
+    const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, per_roi = PH + PW;
+    uint32_t* stage = (uint32_t*)malloc(n.regions_offset);
+    uint32_t* bins = (uint32_t*)malloc((size_t)kBatchRois * per_roi * sizeof *bins);
+    for (uint64_t t = 0; t < (uint64_t)n.ranges * f.batch * n.chunks; t++) {
+        const staged_task task = staged_task_of(f, n, t);
+        const T* image = (const T*)f.input + (uint64_t)task.b * f.channels * f.height * f.width;
+        memset(stage, 0xFF, n.regions_offset); /* NaN: a read of an unstaged pixel shows */
+        bool staged = false;
+        for (uint32_t batch = task.first; batch < task.end; batch += kBatchRois) {
+            uint32_t counts[kBatchWarps] = {}, indices[kBatchRois], count = 0;
+            dml_pooled_region regions[kBatchRois];
+            for (uint32_t slot = 0; slot < kBatchRois; slot++) {
+                const uint32_t r = batch + slot, warp = slot / 32;
+                dml_pooled_region region;
+                if (r < task.end && roi_of_image<T>(f, r, task.b, &region)) {
+                    regions[warp * 32 + counts[warp]] = region;
+                    indices[warp * 32 + counts[warp]++] = r;
+                    count++;
+                }
+            }
+            if (count == 0) continue;
+            if (!staged) {
+                for (uint32_t pixel = 0; pixel < f.height * f.width; pixel++) {
+                    uint32_t words[Words];
+                    load_pixel<T, Words, ChannelsLast>(f, image, task.c0, pixel, whole, words);
+                    copy_words<Words>(stage + staged_offset<Words>(f, n, pixel), words);
+                }
+                staged = true;
+            }
+            for (uint32_t i = 0; i < count * per_roi; i++) {
+                const uint32_t slot = batch_slot(counts, i / per_roi);
+                bins[slot * per_roi + i % per_roi] = pack_bin(region_bin(f, regions[slot], i % per_roi));
+            }
+            for (uint32_t i = 0; i < count; i++) {
+                const uint32_t slot = batch_slot(counts, i);
+                for (uint32_t ph = 0; ph < PH; ph++)
+                    for (uint32_t pw = 0; pw < PW; pw++)
+                        pool_staged_bin<T, Words, ChannelsLast>(f, n, stage, unpack_bin(bins[slot * per_roi + ph]),
+                                                                unpack_bin(bins[slot * per_roi + PH + pw]),
+                                                                indices[slot], task.c0, ph, pw, whole);
+            }
+        }
+    }
+    free(stage);
+    free(bins);
+}
+
+/* The staged kernel's plan for `resident` blocks (a number of ROI ranges),
+ * then its replay; the plan's pixel words into *words. */
+template <class T, bool ChannelsLast>
+static void replay_pooling_staged(const DMLOperator* op, const dml_kernel_args* args, uint64_t resident,
+                                  uint32_t* words) {
+    pooling_replay::staged_plan n;
+    HRESULT status = pooling_replay::staged_plan_make(op, ChannelsLast, resident, &n);
+    EXPECT(status == S_OK, "the staged plan declined (%s)", dmlStatusName(status));
+    if (status != S_OK) return;
+    const pooling_replay::roi_pooling_problem f = pooling_replay::bound_problem(n.shape_only, args);
+    *words = n.words;
+    /* Channels-last pixels as whole vectors where K divides C (run_staged's
+     * rule; the host buffers are aligned). */
+    const bool whole = ChannelsLast && f.channels % n.channels == 0;
+    switch (n.words) {
+    case 8: replay_staged_kernel<T, 8, ChannelsLast>(n, f, whole); break;
+    case 4: replay_staged_kernel<T, 4, ChannelsLast>(n, f, whole); break;
+    case 2: replay_staged_kernel<T, 2, ChannelsLast>(n, f, whole); break;
+    default: replay_staged_kernel<T, 1, ChannelsLast>(n, f, whole); break;
+    }
+}
+
 TEST_CASE(replay_roi_pooling_matches_cpu) {
     DMLDevice* cpu = cpu_device();
+    uint32_t staged_words[9] = {}; /* staged replays by pixel words */
     for (int iteration = 0; iteration < 300 && !test_case_failed(); iteration++) {
         DML_TENSOR_DATA_TYPE type = test_rand_bool() ? DML_TENSOR_DATA_TYPE_FLOAT32 : DML_TENSOR_DATA_TYPE_FLOAT16;
         bool packed = iteration % 2 == 1; /* roi_pooling_packed too: NCHW, or channels-last (every fourth) */
         bool channels_last = iteration % 4 == 3;
         uint32_t batch = test_rand_range(1, 3), channels = test_rand_range(1, channels_last ? 1300 : packed ? 70 : 4);
         uint32_t height = test_rand_range(1, 12), width = test_rand_range(1, 12), roi_count = test_rand_range(1, 10);
+        if (packed && iteration % 8 == 5) channels = test_rand_range(1, 2); /* one word a staged pixel, mostly */
+        if (packed && iteration % 8 == 1) { /* the staged kernel's narrower pixels, several batches of ROIs */
+            height = test_rand_range(20, 90);
+            width = test_rand_range(20, 90);
+            roi_count = test_rand_range(60, 150);
+        }
         uint32_t pooled_height = test_rand_range(1, 4), pooled_width = test_rand_range(1, packed ? 9 : 4);
         float scale = random_roi_scale();
         uint32_t in_sizes[4] = {batch, channels, height, width}, roi_sizes[4] = {1, 1, roi_count, 5};
@@ -342,6 +424,20 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
                             : replay_pooling_packed<float, false>(op, &args);
                 EXPECT(memcmp(output.cpu.block, output.cuda.block, (size_t)output.cpu.size + 2 * TEST_GUARD_BYTES) == 0,
                        "ROI_POOLING packed replay differs from the CPU; %s", context);
+                test_buffer_poison(&output.cuda);
+                /* 1 .. 40 resident blocks: one ROI range or several. */
+                uint64_t resident = test_rand_range(1, 40);
+                uint32_t words = 0;
+                if (channels_last)
+                    is_half ? replay_pooling_staged<uint16_t, true>(op, &args, resident, &words)
+                            : replay_pooling_staged<float, true>(op, &args, resident, &words);
+                else
+                    is_half ? replay_pooling_staged<uint16_t, false>(op, &args, resident, &words)
+                            : replay_pooling_staged<float, false>(op, &args, resident, &words);
+                staged_words[words]++;
+                EXPECT(memcmp(output.cpu.block, output.cuda.block, (size_t)output.cpu.size + 2 * TEST_GUARD_BYTES) == 0,
+                       "ROI_POOLING staged replay (%u words a pixel, %u resident blocks) differs from the CPU; %s",
+                       words, (unsigned)resident, context);
             }
             dmlReleaseOperator(op);
         }
@@ -351,5 +447,7 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
         free(image);
         free(rows);
     }
+    for (uint32_t words = 1; words <= 8; words *= 2)
+        EXPECT(staged_words[words] > 0, "no staged replay with %u words a pixel", words);
     dmlReleaseDevice(cpu);
 }

@@ -153,6 +153,8 @@ extern const dml_impl dml_cuda_roi_align_grad_nchw;
 extern const dml_impl dml_cuda_roi_align_grad_nhwc;
 extern const dml_impl dml_cuda_roi_pooling_nchw;
 extern const dml_impl dml_cuda_roi_pooling_nhwc;
+extern const dml_impl dml_cuda_roi_pooling_staged_nchw;
+extern const dml_impl dml_cuda_roi_pooling_staged_nhwc;
 extern const dml_impl dml_cuda_batch_normalization_nchw;
 extern const dml_impl dml_cuda_batch_normalization_nhwc;
 extern const dml_impl dml_cuda_batch_normalization_training_nchw;

@@ -8,10 +8,14 @@
  * neighbouring bins of one input plane. Compiled with -fmad=false like every
  * ROI file (cmake/cuda.cmake), although the only arithmetic here, one FLOAT32
  * product per corner, cannot contract anyway. */
+#include <string.h>
+
 #include "../core/half.h"
 #include "../ops/roi.h"
 #include "../ops/roi_pooling_math.h"
 #include "cuda.h"
+
+#include <cuda_fp16.h> /* after the headers above: its type `half` would shadow their parameters */
 
 namespace {
 
@@ -32,14 +36,22 @@ struct roi_pooling_problem {
 __host__ __device__ float load_value(const float* base, uint64_t offset) { return base[offset]; }
 __host__ __device__ float load_value(const uint16_t* base, uint64_t offset) { return dml_half_to_float(base[offset]); }
 
+/* ROI r's region. */
+template <class T> __host__ __device__ dml_pooled_region roi_region(const roi_pooling_problem& f, uint32_t r) {
+    float values[5];
+    for (uint32_t k = 0; k < 5; k++)
+        values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
+    return dml_roi_pooled_region(values, f.batch, f.params.spatial_scale);
+}
+
 /* An element as FLOAT32 for the comparison: binary16 by the GPU's exact
  * conversion on the device, by the software one on the host (same numbers). */
 __host__ __device__ inline float widen(float value) { return value; }
-__host__ __device__ inline float widen(uint16_t half) {
+__host__ __device__ inline float widen(uint16_t bits) {
 #ifdef __CUDA_ARCH__
-    return dml_cuda_widen(half);
+    return dml_cuda_widen(bits);
 #else
-    return dml_half_to_float(half);
+    return dml_half_to_float(bits);
 #endif
 }
 
@@ -69,7 +81,6 @@ __host__ __device__ __forceinline__ T bin_max(dml_pooled_bin rows, dml_pooled_bi
 template <class T> __host__ __device__ void pool_element(const roi_pooling_problem& f, uint64_t i) {
     const dml_roi_pooling_params& p = f.params;
     const T* input = (const T*)f.input;
-    const T* rois = (const T*)f.rois;
     uint32_t pw = (uint32_t)(i % p.pooled_width);
     uint64_t rest = i / p.pooled_width;
     uint32_t ph = (uint32_t)(rest % p.pooled_height);
@@ -77,10 +88,7 @@ template <class T> __host__ __device__ void pool_element(const roi_pooling_probl
     uint32_t c = (uint32_t)(rest % f.channels);
     uint32_t r = (uint32_t)(rest / f.channels);
 
-    float values[5];
-    for (uint32_t k = 0; k < 5; k++)
-        values[k] = load_value(rois, r * f.roi_row_stride + k * f.roi_column_stride);
-    dml_pooled_region region = dml_roi_pooled_region(values, f.batch, p.spatial_scale);
+    const dml_pooled_region region = roi_region<T>(f, r);
     dml_pooled_bin rows = {0, 0}, columns = {0, 0};
     if (region.valid) {
         rows = dml_roi_pooled_bin(region.y1, region.height, ph, p.pooled_height, f.height);
@@ -105,6 +113,14 @@ template <class T> HRESULT launch(const dml_kernel_args* args, const roi_pooling
     return dml_cuda_check_launch("roi_pooling_kernel");
 }
 
+/* A problem (its shapes) with a dispatch's tensors. */
+roi_pooling_problem bound_problem(roi_pooling_problem f, const dml_kernel_args* args) {
+    f.input = args->inputs[DML_ROI_POOLING_INPUT];
+    f.rois = args->inputs[DML_ROI_POOLING_ROI];
+    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    return f;
+}
+
 roi_pooling_problem roi_pooling_problem_make(const dml_kernel_args* args) {
     const DMLOperator* op = args->op;
     const dml_tensor* input = &op->inputs[DML_ROI_POOLING_INPUT].tensor;
@@ -116,17 +132,14 @@ roi_pooling_problem roi_pooling_problem_make(const dml_kernel_args* args) {
     f.channels = input->sizes[1];
     f.height = input->sizes[2];
     f.width = input->sizes[3];
-    f.input = args->inputs[DML_ROI_POOLING_INPUT];
-    f.rois = args->inputs[DML_ROI_POOLING_ROI];
     f.roi_row_stride = rois->strides[2];
     f.roi_column_stride = rois->strides[3];
-    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
     for (int i = 0; i < 4; i++) {
         f.in_strides[i] = input->strides[i];
         f.out_strides[i] = output->strides[i];
     }
     f.count = (uint64_t)output->sizes[0] * output->sizes[1] * output->sizes[2] * output->sizes[3];
-    return f;
+    return bound_problem(f, args);
 }
 
 HRESULT run_roi_pooling(const dml_kernel_args* args) {
@@ -163,23 +176,27 @@ struct packed_plan {
     unsigned blocks;
 };
 
+/* Bin i of a region: row bin i (i < PH), else column bin i - PH; empty for
+ * an invalid ROI. */
+__host__ __device__ inline dml_pooled_bin region_bin(const roi_pooling_problem& f, const dml_pooled_region& region,
+                                                     uint32_t i) {
+    const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
+    dml_pooled_bin bin = {0, 0};
+    if (region.valid)
+        bin = i < PH ? dml_roi_pooled_bin(region.y1, region.height, i, PH, f.height)
+                     : dml_roi_pooled_bin(region.x1, region.width, i - PH, PW, f.width);
+    return bin;
+}
+
 /* The bins of ROI r into bins[0, PH + PW) (rows, then columns), those of
  * index first, first + step, ...; its image into *batch (first == 0). */
 template <class T>
 __host__ __device__ void roi_bins(const roi_pooling_problem& f, uint32_t r, uint32_t first, uint32_t step,
                                   dml_pooled_bin* bins, uint32_t* batch) {
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
-    float values[5];
-    for (uint32_t k = 0; k < 5; k++)
-        values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
-    dml_pooled_region region = dml_roi_pooled_region(values, f.batch, f.params.spatial_scale);
-    for (uint32_t i = first; i < PH + PW; i += step) {
-        dml_pooled_bin bin = {0, 0};
-        if (region.valid)
-            bin = i < PH ? dml_roi_pooled_bin(region.y1, region.height, i, PH, f.height)
-                         : dml_roi_pooled_bin(region.x1, region.width, i - PH, PW, f.width);
-        bins[i] = bin;
-    }
+    const dml_pooled_region region = roi_region<T>(f, r);
+    for (uint32_t i = first; i < PH + PW; i += step)
+        bins[i] = region_bin(f, region, i);
     if (first == 0) *batch = region.batch; /* 0 for an invalid ROI: its bins are empty */
 }
 
@@ -187,9 +204,9 @@ __host__ __device__ void roi_bins(const roi_pooling_problem& f, uint32_t r, uint
 __host__ __device__ inline float narrow(float value, float) { return value; }
 __host__ __device__ inline uint16_t narrow(float value, uint16_t) {
 #ifdef __CUDA_ARCH__
-    uint16_t half;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(half) : "f"(value));
-    return half;
+    uint16_t bits;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+    return bits;
 #else
     return dml_float_to_half(value);
 #endif
@@ -376,10 +393,7 @@ HRESULT run_packed(const dml_kernel_args* args) {
     dml_cuda_device_guard guard(args->device);
     if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
     const packed_plan& n = *DML_PLAN_STATE(args, packed_plan);
-    roi_pooling_problem f = n.shape_only;
-    f.input = args->inputs[DML_ROI_POOLING_INPUT];
-    f.rois = args->inputs[DML_ROI_POOLING_ROI];
-    f.output = args->outputs[DML_ROI_POOLING_OUTPUT];
+    const roi_pooling_problem f = bound_problem(n.shape_only, args);
     cudaStream_t stream = dml_cuda_stream(args);
     const size_t shared_bytes = packed_shared_bytes(f);
     if (args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16)
@@ -389,8 +403,441 @@ HRESULT run_packed(const dml_kernel_args* args) {
     return dml_cuda_check_launch("roi_pooling_packed");
 }
 
+/* ---- "roi_pooling/cuda/staged_nchw", "/staged_nhwc": an image's channels in shared memory ----
+ * The kernels above re-read every ROI's region from L2 (in the benchmark
+ * about 300 MB for 8.4 MB of input, one load round per element). Here a
+ * block task is (range of the ROI list, image, chunk of K channels): the
+ * block copies the image's K channels into shared memory once, interleaved
+ * per pixel ([y][x][k]: one 16-byte load gives 4 FLOAT32 or 8 FLOAT16
+ * channels), then pools from it every ROI of the range that belongs to the
+ * image (the list is in any order; an invalid ROI counts as image 0's, with
+ * empty bins), in batches of kBatchRois whose regions and bins go to shared
+ * memory first, in list order. A thread takes one (ROI, ph, pw) bin for the
+ * K channels: one FMNMX per element and channel (FLOAT16: one HMNMX2 per
+ * pair, which keeps the bits: both skip NaN, and a nonzero number has one
+ * encoding), and as above the exact scan (here of the staged copy) only for
+ * a zero or NaN maximum or an empty bin. Tasks whose range holds none of the
+ * image's ROIs stage nothing. */
+
+constexpr uint32_t kStageBytes = 64 * 1024; /* the preferred staged chunk: 3 blocks per H100 multiprocessor */
+constexpr uint32_t kBatchWarps = 2;
+constexpr uint32_t kBatchRois = 32 * kBatchWarps; /* ROIs whose bins are in shared memory at once */
+constexpr uint32_t kStageWords = 16;              /* words a thread loads before it stores them */
+constexpr uint32_t kBinBytes = 16 * 1024;         /* at most: PH + PW <= 64 */
+
+struct staged_plan {
+    roi_pooling_problem shape_only; /* pointers unset */
+    bool channels_last;
+    uint32_t words;          /* 32-bit words per staged pixel: 1, 2, 4 or 8 */
+    uint32_t channels;       /* K per pixel: words * 4 / element size */
+    uint32_t pitch;          /* staged pixels per row: W rounded up to odd (rows start in other banks) */
+    uint32_t chunks;         /* chunks of K channels */
+    uint32_t rois, range;    /* R; ROIs of the list per task */
+    uint32_t ranges;         /* tasks: ranges * N * chunks, chunks fastest */
+    uint32_t regions_offset; /* bytes: staged pixels, regions, bins (start | end << 16), ROI indices */
+    uint32_t bins_offset, indices_offset, shared_bytes;
+    unsigned blocks;
+};
+
+/* Pixel words as 16-, 8- or 4-byte accesses (on the host as memcpy). */
+template <unsigned Words> __host__ __device__ __forceinline__ void copy_words(uint32_t* to, const uint32_t* from) {
+#ifdef __CUDA_ARCH__
+    if constexpr (Words % 4 == 0) {
+        DML_UNROLL
+        for (unsigned i = 0; i < Words / 4; i++)
+            ((uint4*)to)[i] = ((const uint4*)from)[i];
+    } else if constexpr (Words == 2) {
+        *(uint2*)to = *(const uint2*)from;
+    } else {
+        *to = *from;
+    }
+#else
+    memcpy(to, from, Words * sizeof(uint32_t));
+#endif
+}
+
+/* fmaxf's identity as a word: NaN (two binary16 NaN). */
+__host__ __device__ constexpr uint32_t no_maximum_word(float) { return 0x7FC00000u; }
+__host__ __device__ constexpr uint32_t no_maximum_word(uint16_t) { return 0x7E007E00u; }
+
+/* The NaN-skipping maximum of the word's FLOAT32 or of its binary16 pair
+ * (__hmax2: NaN only where both are NaN). */
+__host__ __device__ inline uint32_t word_max(uint32_t a, uint32_t b, float) {
+    float x, y;
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    x = fmaxf(x, y);
+    memcpy(&a, &x, sizeof a);
+    return a;
+}
+__host__ __device__ inline uint32_t word_max(uint32_t a, uint32_t b, uint16_t) {
+#ifdef __CUDA_ARCH__
+    __half2 x, y;
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    x = __hmax2(x, y);
+    memcpy(&a, &x, sizeof a);
+    return a;
+#else
+    uint32_t result = 0;
+    for (unsigned shift = 0; shift < 32; shift += 16) {
+        uint16_t p = (uint16_t)(a >> shift), q = (uint16_t)(b >> shift);
+        float x = dml_half_to_float(p), y = dml_half_to_float(q);
+        result |= (uint32_t)(x != x || y > x ? q : p) << shift;
+    }
+    return result;
+#endif
+}
+
+/* Whether a maximum is the bits of the CPU's first maximal element: a
+ * nonzero number (not NaN, which stands for none). */
+__host__ __device__ inline bool is_nonzero_number(float value) { return value != 0.0f && value == value; }
+__host__ __device__ inline bool is_nonzero_number(uint16_t bits) {
+    const uint32_t magnitude = bits & 0x7FFFu;
+    return magnitude != 0 && magnitude <= 0x7C00u;
+}
+
+/* An element's bits in the low bits of a word, and back. */
+__host__ __device__ inline uint32_t element_bits(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+__host__ __device__ inline uint32_t element_bits(uint16_t value) { return value; }
+template <class T> __host__ __device__ inline T element_of(uint32_t bits) {
+    T value;
+    if constexpr (sizeof(T) == sizeof(bits)) {
+        memcpy(&value, &bits, sizeof value);
+    } else {
+        value = (T)bits;
+    }
+    return value;
+}
+
+/* Element `index` of the staged copy (a T array). */
+template <class T> __host__ __device__ inline T staged_element(const uint32_t* stage, uint32_t index) {
+    T value;
+    memcpy(&value, (const char*)stage + (size_t)index * sizeof(T), sizeof value);
+    return value;
+}
+
+/* Pixel `pixel` of the image's channels c0 .. c0 + K - 1 as staged words
+ * (channels past C repeat the last one: read, never stored). `whole`:
+ * channels-last with C a multiple of K and the tensors aligned to the
+ * pixel's vectors (run_staged), so that the K channels are one load. */
+template <class T, unsigned Words, bool ChannelsLast>
+__host__ __device__ __forceinline__ void load_pixel(const roi_pooling_problem& f, const T* image, uint32_t c0,
+                                                    uint32_t pixel, bool whole, uint32_t words[Words]) {
+    constexpr unsigned K = Words * sizeof(uint32_t) / sizeof(T);
+    if (ChannelsLast && whole) {
+        copy_words<Words>(words, (const uint32_t*)(image + (uint64_t)pixel * f.channels + c0));
+        return;
+    }
+    const uint64_t plane = (uint64_t)f.height * f.width;
+    DML_UNROLL
+    for (unsigned w = 0; w < Words; w++)
+        words[w] = 0;
+    DML_UNROLL
+    for (unsigned k = 0; k < K; k++) {
+        const uint32_t c = c0 + k < f.channels ? c0 + k : f.channels - 1;
+        const T value = image[ChannelsLast ? (uint64_t)pixel * f.channels + c : c * plane + pixel];
+        words[k * sizeof(T) / 4] |= element_bits(value) << (k * sizeof(T) % 4 * 8);
+    }
+}
+
+/* Where pixel `pixel` (y W + x) is staged: its first word. */
+template <unsigned Words>
+__host__ __device__ inline uint32_t staged_offset(const roi_pooling_problem& f, const staged_plan& n, uint32_t pixel) {
+    return (pixel / f.width * n.pitch + pixel % f.width) * Words;
+}
+
+__host__ __device__ inline uint32_t pack_bin(dml_pooled_bin bin) { return bin.start | bin.end << 16; }
+__host__ __device__ inline dml_pooled_bin unpack_bin(uint32_t bin) { return {bin & 0xFFFFu, bin >> 16}; }
+
+/* The outputs of bin (ph, pw) of ROI r, channels c0 .. c0 + K - 1 (those
+ * below C), from the staged copy. */
+template <class T, unsigned Words, bool ChannelsLast>
+__host__ __device__ __forceinline__ void
+pool_staged_bin(const roi_pooling_problem& f, const staged_plan& n, const uint32_t* stage, dml_pooled_bin rows,
+                dml_pooled_bin columns, uint32_t r, uint32_t c0, uint32_t ph, uint32_t pw, bool whole) {
+    constexpr unsigned K = Words * sizeof(uint32_t) / sizeof(T);
+    uint32_t maxima[Words];
+    DML_UNROLL
+    for (unsigned w = 0; w < Words; w++)
+        maxima[w] = no_maximum_word(T());
+    for (uint32_t y = rows.start; y < rows.end; y++) {
+        const uint32_t* row = stage + (size_t)y * n.pitch * Words;
+        for (uint32_t x = columns.start; x < columns.end; x++) {
+            uint32_t values[Words];
+            copy_words<Words>(values, row + x * Words);
+            DML_UNROLL
+            for (unsigned w = 0; w < Words; w++)
+                maxima[w] = word_max(maxima[w], values[w], T());
+        }
+    }
+    const uint32_t PW = f.params.pooled_width, per_channel = f.params.pooled_height * PW, bin = ph * PW + pw;
+    T* out = (T*)f.output + (ChannelsLast ? ((uint64_t)r * per_channel + bin) * f.channels + c0
+                                          : ((uint64_t)r * f.channels + c0) * per_channel + bin);
+    const uint32_t step = ChannelsLast ? 1 : per_channel;
+    uint32_t words[Words] = {};
+    DML_UNROLL
+    for (unsigned k = 0; k < K; k++) {
+        const unsigned word = k * sizeof(T) / 4, shift = k * sizeof(T) % 4 * 8;
+        T best = element_of<T>(maxima[word] >> shift);
+        if (!is_nonzero_number(best) && c0 + k < f.channels)
+            best = bin_max<T>(rows, columns, [&](uint32_t y, uint32_t x) {
+                return staged_element<T>(stage, (y * n.pitch + x) * K + k);
+            });
+        if (ChannelsLast && whole)
+            words[word] |= element_bits(best) << shift;
+        else if (c0 + k < f.channels)
+            out[k * step] = best;
+    }
+    if (ChannelsLast && whole) copy_words<Words>((uint32_t*)out, words);
+}
+
+/* A task's image b, first channel c0 and ROIs [first, end). */
+struct staged_task {
+    uint32_t b, c0, first, end;
+};
+
+__host__ __device__ inline staged_task staged_task_of(const roi_pooling_problem& f, const staged_plan& n,
+                                                      uint64_t task) {
+    const uint64_t rest = task / n.chunks;
+    const uint32_t first = (uint32_t)(rest / f.batch) * n.range;
+    return {(uint32_t)(rest % f.batch), (uint32_t)(task % n.chunks) * n.channels, first,
+            first + n.range < n.rois ? first + n.range : n.rois};
+}
+
+/* Whether ROI r is image b's (an invalid ROI counts as image 0's: its bins
+ * are empty), with its region. */
+template <class T>
+__host__ __device__ inline bool roi_of_image(const roi_pooling_problem& f, uint32_t r, uint32_t b,
+                                             dml_pooled_region* region) {
+    *region = roi_region<T>(f, r);
+    return (region->valid ? region->batch : 0) == b;
+}
+
+/* The slot of the i-th of a batch's ROIs of the image: warp w's `counts[w]`
+ * are at slots 32 w, 32 w + 1, ... */
+__host__ __device__ inline uint32_t batch_slot(const uint32_t counts[kBatchWarps], uint32_t i) {
+    uint32_t slot = 0;
+    DML_UNROLL
+    for (uint32_t w = 0; w + 1 < kBatchWarps && i >= counts[w]; w++) {
+        i -= counts[w];
+        slot += 32;
+    }
+    return slot + i;
+}
+
+template <class T, unsigned Words, bool ChannelsLast>
+__global__ void __launch_bounds__(kThreads, 3)
+    roi_pooling_staged(const roi_pooling_problem f, const staged_plan n, bool whole) {
+    extern __shared__ uint4 shared[];
+    /* By batch parity: a batch's counts are still read after the next
+     * batch's first barrier, not after the one after. */
+    __shared__ uint32_t warp_counts[2][kBatchWarps];
+    uint32_t* stage = (uint32_t*)shared;
+    dml_pooled_region* regions = (dml_pooled_region*)((char*)shared + n.regions_offset);
+    uint32_t* bins = (uint32_t*)((char*)shared + n.bins_offset);
+    uint32_t* indices = (uint32_t*)((char*)shared + n.indices_offset);
+    const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, per_roi = PH + PW;
+    const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const uint64_t tasks = (uint64_t)n.ranges * f.batch * n.chunks;
+    unsigned parity = 0;
+    for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
+        const staged_task task = staged_task_of(f, n, t);
+        const T* image = (const T*)f.input + (uint64_t)task.b * f.channels * f.height * f.width;
+        bool staged = false;
+        for (uint32_t batch = task.first; batch < task.end; batch += kBatchRois, parity ^= 1) {
+            /* The batch's ROIs of image b: warp w's at slots 32 w, ... in list order. */
+            if (warp < kBatchWarps) {
+                const uint32_t r = batch + threadIdx.x;
+                dml_pooled_region region;
+                const bool mine = r < task.end && roi_of_image<T>(f, r, task.b, &region);
+                const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, mine);
+                if (mine) {
+                    const uint32_t slot = warp * 32 + __popc(ballot & ((1u << lane) - 1));
+                    regions[slot] = region;
+                    indices[slot] = r;
+                }
+                if (lane == 0) warp_counts[parity][warp] = __popc(ballot);
+            }
+            __syncthreads();
+            uint32_t counts[kBatchWarps], count = 0;
+            DML_UNROLL
+            for (uint32_t w = 0; w < kBatchWarps; w++)
+                count += counts[w] = warp_counts[parity][w];
+            if (count == 0) continue; /* uniform */
+            /* The task's chunk, once (kStageWords words a thread in flight),
+             * and the batch's bins. */
+            if (!staged) {
+                const uint32_t pixels = f.height * f.width;
+                constexpr uint32_t kStagePixels = kStageWords / Words;
+                for (uint32_t first = threadIdx.x; first < pixels; first += kStagePixels * blockDim.x) {
+                    uint32_t words[kStagePixels][Words];
+                    DML_UNROLL
+                    for (uint32_t u = 0; u < kStagePixels; u++)
+                        if (first + u * blockDim.x < pixels)
+                            load_pixel<T, Words, ChannelsLast>(f, image, task.c0, first + u * blockDim.x, whole,
+                                                               words[u]);
+                    DML_UNROLL
+                    for (uint32_t u = 0; u < kStagePixels; u++)
+                        if (first + u * blockDim.x < pixels)
+                            copy_words<Words>(stage + staged_offset<Words>(f, n, first + u * blockDim.x), words[u]);
+                }
+                staged = true;
+            }
+            for (uint32_t i = threadIdx.x; i < count * per_roi; i += blockDim.x) {
+                const uint32_t slot = batch_slot(counts, i / per_roi), k = i % per_roi;
+                bins[slot * per_roi + k] = pack_bin(region_bin(f, regions[slot], k));
+            }
+            __syncthreads();
+            for (dml_cuda_block_walker w(PW, PH); w.outer < count; w.next()) {
+                const uint32_t slot = batch_slot(counts, w.outer);
+                const uint32_t* roi_bins = bins + slot * per_roi;
+                pool_staged_bin<T, Words, ChannelsLast>(f, n, stage, unpack_bin(roi_bins[w.middle]),
+                                                        unpack_bin(roi_bins[PH + w.inner]), indices[slot], task.c0,
+                                                        w.middle, w.inner, whole);
+            }
+            __syncthreads(); /* the bins and the staged chunk are free again */
+        }
+    }
+}
+
+/* The plan from the shapes alone, for `resident` blocks (what the host replay runs with any). */
+HRESULT staged_plan_make(const DMLOperator* op, bool channels_last, uint64_t resident, staged_plan* n) {
+    const dml_tensor& input = op->inputs[DML_ROI_POOLING_INPUT].tensor;
+    const dml_tensor& output = op->outputs[DML_ROI_POOLING_OUTPUT].tensor;
+    bool (*packed)(const dml_tensor&) = channels_last ? dml_cuda_packed_nhwc : dml_cuda_packed_nchw;
+    if (!packed(input) || !packed(output)) return S_FALSE;
+    const dml_roi_pooling_params& p = *(const dml_roi_pooling_params*)op->params;
+    const uint32_t channels = input.sizes[1], height = input.sizes[2], width = input.sizes[3];
+    /* Bins are two 16-bit bounds; a batch's bins fit kBinBytes. */
+    if (height > UINT16_MAX || width > UINT16_MAX) return S_FALSE;
+    if ((uint64_t)kBatchRois * ((uint64_t)p.pooled_height + p.pooled_width) * sizeof(uint32_t) > kBinBytes)
+        return S_FALSE;
+    const uint32_t element = input.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
+    const uint64_t pitch = width | 1, pixels = pitch * height;
+    /* The widest pixel whose chunk (unpadded) fits kStageBytes, but no
+     * wider than the channels need; one word where even that does not fit
+     * (fewer blocks per multiprocessor, or none: the plan declines). */
+    uint32_t words = 8;
+    while (words > 1 && ((uint64_t)height * width * words * sizeof(uint32_t) > kStageBytes ||
+                         (words / 2) * sizeof(uint32_t) >= (uint64_t)channels * element))
+        words /= 2;
+    const uint64_t stage_bytes = (pixels * words * sizeof(uint32_t) + 15) / 16 * 16;
+    if (stage_bytes > UINT32_MAX / 2) return S_FALSE;
+    dml_kernel_args shapes_only = {};
+    shapes_only.op = op;
+    n->shape_only = roi_pooling_problem_make(&shapes_only);
+    n->channels_last = channels_last;
+    n->words = words;
+    n->channels = words * (uint32_t)sizeof(uint32_t) / element;
+    n->pitch = (uint32_t)pitch;
+    n->chunks = (channels + n->channels - 1) / n->channels;
+    n->rois = output.sizes[0];
+    /* As many ranges as keep every resident block busy in one wave (each
+     * stages once); more tasks than blocks: one range. */
+    const uint64_t per_range = (uint64_t)input.sizes[0] * n->chunks;
+    uint64_t ranges = resident / per_range;
+    ranges = ranges < 1 ? 1 : ranges > n->rois ? n->rois : ranges;
+    n->range = (uint32_t)((n->rois + ranges - 1) / ranges);
+    n->ranges = (n->rois + n->range - 1) / n->range;
+    n->regions_offset = (uint32_t)stage_bytes;
+    n->bins_offset = n->regions_offset + kBatchRois * (uint32_t)sizeof(dml_pooled_region);
+    n->indices_offset = n->bins_offset + kBatchRois * (p.pooled_height + p.pooled_width) * (uint32_t)sizeof(uint32_t);
+    n->shared_bytes = n->indices_offset + kBatchRois * (uint32_t)sizeof(uint32_t);
+    n->blocks = 0;
+    return S_OK;
+}
+
+/* roi_pooling_staged<T, words, channels_last>. */
+template <class T, bool ChannelsLast> const void* staged_kernel(uint32_t words) {
+    switch (words) {
+    case 8: return (const void*)roi_pooling_staged<T, 8, ChannelsLast>;
+    case 4: return (const void*)roi_pooling_staged<T, 4, ChannelsLast>;
+    case 2: return (const void*)roi_pooling_staged<T, 2, ChannelsLast>;
+    default: return (const void*)roi_pooling_staged<T, 1, ChannelsLast>;
+    }
+}
+
+const void* staged_kernel(const staged_plan& n, bool is_half) {
+    if (is_half)
+        return n.channels_last ? staged_kernel<uint16_t, true>(n.words) : staged_kernel<uint16_t, false>(n.words);
+    return n.channels_last ? staged_kernel<float, true>(n.words) : staged_kernel<float, false>(n.words);
+}
+
+HRESULT plan_staged(const DMLOperator* op, const DMLDevice* device, bool channels_last, dml_plan* plan) {
+    staged_plan shape;
+    HRESULT status = staged_plan_make(op, channels_last, 1, &shape);
+    if (status != S_OK) return status;
+    const bool is_half = op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    const void* kernel = staged_kernel(shape, is_half);
+    /* Allow as much dynamic shared memory as the device lets a block opt
+     * in to, less the kernel's static shared memory (the same value from
+     * every plan, so that no plan lowers another's limit). */
+    {
+        dml_cuda_device_guard guard(device);
+        int optin = 0;
+        cudaFuncAttributes attributes = {};
+        cudaError_t error = guard.status();
+        if (error == cudaSuccess)
+            error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                           dml_cuda_state(device)->ordinal);
+        if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, kernel);
+        const int dynamic_limit = optin - (int)attributes.sharedSizeBytes;
+        if (error == cudaSuccess && shape.shared_bytes > (uint32_t)(dynamic_limit > 0 ? dynamic_limit : 0))
+            return S_FALSE;
+        if (error == cudaSuccess)
+            error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_limit);
+        if (error != cudaSuccess) {
+            (void)cudaGetLastError();
+            return S_FALSE;
+        }
+    }
+    const uint64_t resident = dml_cuda_resident_blocks(device, kernel, kThreads, shape.shared_bytes);
+    if (resident == 0) return S_FALSE; /* the kernels above then */
+    staged_plan* n = (staged_plan*)dml_plan_state(plan, sizeof(staged_plan));
+    if (n == nullptr) return E_OUTOFMEMORY;
+    staged_plan_make(op, channels_last, resident, n);
+    const uint64_t tasks = (uint64_t)n->ranges * n->shape_only.batch * n->chunks;
+    n->blocks = (unsigned)(tasks < resident ? tasks : resident);
+    return S_OK;
+}
+
+HRESULT plan_staged_nchw(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_staged(op, device, false, plan);
+}
+
+HRESULT plan_staged_nhwc(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
+    return plan_staged(op, device, true, plan);
+}
+
+HRESULT run_staged(const dml_kernel_args* args) {
+    dml_cuda_device_guard guard(args->device);
+    if (guard.status() != cudaSuccess) return dml_cuda_kernel_error(guard.status(), "cudaSetDevice");
+    const staged_plan& n = *DML_PLAN_STATE(args, staged_plan);
+    const roi_pooling_problem f = bound_problem(n.shape_only, args);
+    const bool is_half = args->op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
+    /* Channels-last pixels as whole vectors: K divides C, and both tensors
+     * are aligned to the vectors (16 bytes at most). */
+    const uintptr_t alignment = n.words >= 4 ? 16 : n.words * 4;
+    bool whole = n.channels_last && f.channels % n.channels == 0 && (uintptr_t)f.input % alignment == 0 &&
+                 (uintptr_t)f.output % alignment == 0;
+    void* parameters[] = {(void*)&f, (void*)&n, &whole};
+    cudaError_t error = cudaLaunchKernel(staged_kernel(n, is_half), n.blocks, kThreads, parameters, n.shared_bytes,
+                                         dml_cuda_stream(args));
+    (void)error; /* reported by dml_cuda_check_launch */
+    return dml_cuda_check_launch("roi_pooling_staged");
+}
+
 } // namespace
 
 const dml_impl dml_cuda_roi_pooling_generic = {"roi_pooling/cuda/strided", DML_ISA_GENERIC, nullptr, run_roi_pooling};
 const dml_impl dml_cuda_roi_pooling_nchw = {"roi_pooling/cuda/nchw", DML_ISA_GENERIC, plan_nchw, run_packed};
 const dml_impl dml_cuda_roi_pooling_nhwc = {"roi_pooling/cuda/nhwc", DML_ISA_GENERIC, plan_nhwc, run_packed};
+const dml_impl dml_cuda_roi_pooling_staged_nchw = {"roi_pooling/cuda/staged_nchw", DML_ISA_GENERIC, plan_staged_nchw,
+                                                   run_staged};
+const dml_impl dml_cuda_roi_pooling_staged_nhwc = {"roi_pooling/cuda/staged_nhwc", DML_ISA_GENERIC, plan_staged_nhwc,
+                                                   run_staged};

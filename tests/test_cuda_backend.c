@@ -1350,10 +1350,11 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
     dmlReleaseDevice(cuda);
 }
 
-/* The forward pass on packed input and output ("roi_align/cuda/nchw",
- * "/nhwc"): the CPU's bits, adaptive sample counts, MAX and AVERAGE, both
- * interpolations, odd and wide channel counts. */
-static void compare_packed_forward_cases(bool channels_last, const char* expected) {
+/* The forward pass on packed input and output: the CPU's bits, adaptive
+ * sample counts, MAX and AVERAGE, both interpolations, odd and wide channel
+ * counts; LINEAR AVERAGE goes to the staged kernel ("roi_align/cuda/staged_nchw",
+ * "/staged_nhwc"), the others to the packed one ("roi_align/cuda/nchw", "/nhwc"). */
+static void compare_packed_forward_cases(bool channels_last, const char* packed, const char* staged) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < PACKED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
@@ -1362,6 +1363,8 @@ static void compare_packed_forward_cases(bool channels_last, const char* expecte
         roi_align_run run;
         roi_align_forward_setup(&run, &c);
         const char* name = cuda_implementation_of(cuda, &run.op);
+        bool stageable = c.reduction == DML_REDUCE_FUNCTION_AVERAGE && c.interpolation == DML_INTERPOLATION_MODE_LINEAR;
+        const char* expected = stageable ? staged : packed;
         EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
         compare_roi_align_run(cpu, cuda, &run, 1);
         roi_align_run_free(&run);
@@ -1371,9 +1374,44 @@ static void compare_packed_forward_cases(bool channels_last, const char* expecte
     dmlReleaseDevice(cuda);
 }
 
-TEST_CASE(cuda_roi_align_nchw_matches_cpu) { compare_packed_forward_cases(false, "roi_align/cuda/nchw"); }
+TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
+    compare_packed_forward_cases(false, "roi_align/cuda/nchw", "roi_align/cuda/staged_nchw");
+}
 
-TEST_CASE(cuda_roi_align_nhwc_matches_cpu) { compare_packed_forward_cases(true, "roi_align/cuda/nhwc"); }
+TEST_CASE(cuda_roi_align_nhwc_matches_cpu) {
+    compare_packed_forward_cases(true, "roi_align/cuda/nhwc", "roi_align/cuda/staged_nhwc");
+}
+
+/* The staged kernels on images that stage K = 4, 2 and 1 channels a task,
+ * channel counts that are not multiples of K, long lists of ROIs of mixed
+ * images, and images too large to stage (the packed kernels then); every
+ * case run twice (the same bits). */
+static void compare_staged_forward_cases(bool channels_last, const char* packed, const char* staged) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < STAGED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        staged_roi_align_case(&c, iteration, channels_last);
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        const char* name = cuda_implementation_of(cuda, &run.op);
+        const char* expected = staged_roi_align_case_declines(iteration) ? packed : staged;
+        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
+        compare_roi_align_run(cpu, cuda, &run, 2);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+TEST_CASE(cuda_roi_align_staged_nchw_matches_cpu) {
+    compare_staged_forward_cases(false, "roi_align/cuda/nchw", "roi_align/cuda/staged_nchw");
+}
+
+TEST_CASE(cuda_roi_align_staged_nhwc_matches_cpu) {
+    compare_staged_forward_cases(true, "roi_align/cuda/nhwc", "roi_align/cuda/staged_nhwc");
+}
 
 /* The feature gradient's one-launch forms ("roi_align_grad/cuda/nchw" and
  * "/nhwc": AVERAGE, a fixed sample count, no ROI gradient, both gradients

@@ -1409,12 +1409,16 @@ HRESULT plan_forward_staged(const DMLOperator* op, const DMLDevice* device, bool
                         : 1024;
     const unsigned resident = dml_cuda_resident_blocks(device, kernel, shape.threads, shape.shared_bytes);
     if (resident == 0) return S_FALSE;
+    /* Rounds of whole passes of the block over their outputs, where one fits. */
+    const dml_tensor& output = op->outputs[DML_ROI_ALIGN_OUTPUT].tensor;
+    const uint32_t outputs = output.sizes[2] * output.sizes[3];
+    const uint64_t passes = (uint64_t)shape.round_rois * outputs / shape.threads;
+    if (passes * shape.threads >= outputs) shape.round_rois = (uint32_t)(passes * shape.threads / outputs);
     /* Split the image's ROIs only when the (image, chunk) tasks cannot fill the GPU. */
     const align_shape s = {op->inputs[DML_ROI_ALIGN_INPUT].tensor.sizes[0], 0, 0, 0, 0, 0, 0};
     const uint64_t pairs = (uint64_t)s.batch * shape.chunks;
     shape.ranges = pairs >= resident ? 1 : (uint32_t)(resident / pairs);
-    const uint32_t rois = op->outputs[DML_ROI_ALIGN_OUTPUT].tensor.sizes[0];
-    if (shape.ranges > rois) shape.ranges = rois;
+    if (shape.ranges > output.sizes[0]) shape.ranges = output.sizes[0];
     const uint64_t tasks = staged_tasks(shape, s);
     shape.blocks = (unsigned)(tasks < resident ? tasks : resident);
     staged_plan* n = (staged_plan*)dml_plan_state(plan, sizeof(staged_plan));

@@ -1184,10 +1184,14 @@ DML_CUDA_FN float widen(uint16_t half) {
 }
 
 template <class T, unsigned K> DML_CUDA_FN void load_staged(const T* at, float values[K]) {
+    T elements[K];
+#ifdef __CUDA_ARCH__
     using vector = typename staged_vector<K * sizeof(T)>::type;
     const vector raw = *(const vector*)at;
-    T elements[K];
     memcpy(elements, &raw, sizeof raw);
+#else
+    memcpy(elements, at, sizeof elements); /* the host replay: no type punning */
+#endif
     DML_UNROLL
     for (unsigned k = 0; k < K; k++)
         values[k] = widen(elements[k]);

@@ -107,7 +107,7 @@ void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last)
 
 bool staged_roi_align_case_declines(int iteration) { return iteration % 6 == 5; }
 
-void staged_roi_align_case(roi_align_case* c, int iteration, bool channels_last) {
+void staged_roi_align_case(roi_align_case* c, int iteration) {
     random_roi_align_case(c);
     static const uint32_t extents[6] = {0, 64, 128, 180, 20, 0};
     const int variant = iteration % 6;
@@ -129,7 +129,6 @@ void staged_roi_align_case(roi_align_case* c, int iteration, bool channels_last)
     }
     if (test_rand_bool()) c->out_height = c->out_width = 7;
     c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
-    c->channels_last = channels_last;
     roi_align_case_free(c);
     c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, c->specials);
     random_boxes(c);

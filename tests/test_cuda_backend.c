@@ -1352,8 +1352,8 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
 
 /* The forward pass on packed input and output: the CPU's bits, adaptive
  * sample counts, MAX and AVERAGE, both interpolations, odd and wide channel
- * counts; LINEAR AVERAGE goes to the staged kernel ("roi_align/cuda/staged_nchw",
- * "/staged_nhwc"), the others to the packed one ("roi_align/cuda/nchw", "/nhwc"). */
+ * counts. Channels-last goes to "roi_align/cuda/nhwc"; NCHW LINEAR AVERAGE
+ * to "roi_align/cuda/staged_nchw", the other NCHW cases to "roi_align/cuda/nchw". */
 static void compare_packed_forward_cases(bool channels_last, const char* packed, const char* staged) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
@@ -1379,19 +1379,20 @@ TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
 }
 
 TEST_CASE(cuda_roi_align_nhwc_matches_cpu) {
-    compare_packed_forward_cases(true, "roi_align/cuda/nhwc", "roi_align/cuda/staged_nhwc");
+    compare_packed_forward_cases(true, "roi_align/cuda/nhwc", "roi_align/cuda/nhwc");
 }
 
-/* The staged kernels on images that stage K = 4, 2 and 1 channels a task,
+/* The staged kernel on images that stage K = 4, 2 and 1 channels a task,
  * channel counts that are not multiples of K, long lists of ROIs of mixed
- * images, and images too large to stage (the packed kernels then); every
+ * images, and images too large to stage ("roi_align/cuda/nchw" then); every
  * case run twice (the same bits). */
-static void compare_staged_forward_cases(bool channels_last, const char* packed, const char* staged) {
+TEST_CASE(cuda_roi_align_staged_nchw_matches_cpu) {
+    const char *packed = "roi_align/cuda/nchw", *staged = "roi_align/cuda/staged_nchw";
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < STAGED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
-        staged_roi_align_case(&c, iteration, channels_last);
+        staged_roi_align_case(&c, iteration);
         roi_align_run run;
         roi_align_forward_setup(&run, &c);
         const char* name = cuda_implementation_of(cuda, &run.op);
@@ -1403,14 +1404,6 @@ static void compare_staged_forward_cases(bool channels_last, const char* packed,
     }
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
-}
-
-TEST_CASE(cuda_roi_align_staged_nchw_matches_cpu) {
-    compare_staged_forward_cases(false, "roi_align/cuda/nchw", "roi_align/cuda/staged_nchw");
-}
-
-TEST_CASE(cuda_roi_align_staged_nhwc_matches_cpu) {
-    compare_staged_forward_cases(true, "roi_align/cuda/nhwc", "roi_align/cuda/staged_nhwc");
 }
 
 /* The feature gradient's one-launch forms ("roi_align_grad/cuda/nchw" and

@@ -150,7 +150,6 @@ extern const dml_impl dml_cuda_max_pooling_grad_nhwc;
 extern const dml_impl dml_cuda_roi_align_nchw;
 extern const dml_impl dml_cuda_roi_align_nhwc;
 extern const dml_impl dml_cuda_roi_align_staged_nchw;
-extern const dml_impl dml_cuda_roi_align_staged_nhwc;
 extern const dml_impl dml_cuda_roi_align_grad_nchw;
 extern const dml_impl dml_cuda_roi_align_grad_nhwc;
 extern const dml_impl dml_cuda_roi_pooling_nchw;

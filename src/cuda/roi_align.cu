@@ -254,10 +254,17 @@ DML_CUDA_FN __forceinline__ void reduce_outputs(const dml_roi_align_params& p, c
             first = false;
         }
     }
-    const sample_divisor divisor = sample_divisor_make(per_x * per_y);
+    /* sample_divisor, spelled out: calling it here gave the packed FLOAT16
+     * channels-last kernel 73 registers instead of 64 and 0.175 ms instead of
+     * 0.131 on an H100 (round 8). */
+    const uint64_t count = (uint64_t)per_x * per_y;
+    const bool power_of_two = (count & (count - 1)) == 0;
+    const double inverse = power_of_two ? power_of_two_inverse(count) : 0.0;
     DML_UNROLL
-    for (unsigned j = 0; j < K; j++)
-        results[j] = p.reduction_max ? best[j] : divisor.average(sum[j]);
+    for (unsigned j = 0; j < K; j++) {
+        float average = power_of_two ? (float)(sum[j] * inverse) : dml_roi_average(sum[j], &region.x, &region.y);
+        results[j] = p.reduction_max ? best[j] : average;
+    }
 }
 
 template <class T> DML_CUDA_FN void forward_element(const forward_problem& f, uint64_t i) {

@@ -1350,6 +1350,19 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
     dmlReleaseDevice(cuda);
 }
 
+/* Runs forward case c (then freed) on the CPU and `cuda_runs` times on
+ * CUDA, expecting the implementation `expected` and the CPU's results. */
+static void compare_forward_case(DMLDevice* cpu, DMLDevice* cuda, roi_align_case* c, const char* expected,
+                                 int cuda_runs) {
+    roi_align_run run;
+    roi_align_forward_setup(&run, c);
+    const char* name = cuda_implementation_of(cuda, &run.op);
+    EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
+    compare_roi_align_run(cpu, cuda, &run, cuda_runs);
+    roi_align_run_free(&run);
+    roi_align_case_free(c);
+}
+
 /* The forward pass on packed input and output: the CPU's bits, adaptive
  * sample counts, MAX and AVERAGE, both interpolations, odd and wide channel
  * counts. Channels-last goes to "roi_align/cuda/nhwc"; NCHW LINEAR AVERAGE
@@ -1360,15 +1373,8 @@ static void compare_packed_forward_cases(bool channels_last, const char* packed,
     for (int iteration = 0; iteration < PACKED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
         packed_roi_align_case(&c, iteration, channels_last);
-        roi_align_run run;
-        roi_align_forward_setup(&run, &c);
-        const char* name = cuda_implementation_of(cuda, &run.op);
         bool stageable = c.reduction == DML_REDUCE_FUNCTION_AVERAGE && c.interpolation == DML_INTERPOLATION_MODE_LINEAR;
-        const char* expected = stageable ? staged : packed;
-        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
-        compare_roi_align_run(cpu, cuda, &run, 1);
-        roi_align_run_free(&run);
-        roi_align_case_free(&c);
+        compare_forward_case(cpu, cuda, &c, stageable ? staged : packed, 1);
     }
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
@@ -1387,20 +1393,14 @@ TEST_CASE(cuda_roi_align_nhwc_matches_cpu) {
  * images, and images too large to stage ("roi_align/cuda/nchw" then); every
  * case run twice (the same bits). */
 TEST_CASE(cuda_roi_align_staged_nchw_matches_cpu) {
-    const char *packed = "roi_align/cuda/nchw", *staged = "roi_align/cuda/staged_nchw";
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < STAGED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
         staged_roi_align_case(&c, iteration);
-        roi_align_run run;
-        roi_align_forward_setup(&run, &c);
-        const char* name = cuda_implementation_of(cuda, &run.op);
-        const char* expected = staged_roi_align_case_declines(iteration) ? packed : staged;
-        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
-        compare_roi_align_run(cpu, cuda, &run, 2);
-        roi_align_run_free(&run);
-        roi_align_case_free(&c);
+        const char* expected =
+            staged_roi_align_case_declines(iteration) ? "roi_align/cuda/nchw" : "roi_align/cuda/staged_nchw";
+        compare_forward_case(cpu, cuda, &c, expected, 2);
     }
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);

@@ -79,6 +79,7 @@ double* random_image(uint64_t count, bool specials) {
 
 /* ---- ROI align ---- */
 
+static void random_boxes(roi_align_case* c);
 static void random_input_gradient(roi_align_case* c);
 
 /* Random case `iteration` of a fast path's list: every eighth with
@@ -101,6 +102,37 @@ void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last)
         large_roi_align_case(c, iteration - (PACKED_ROI_ALIGN_CASES - 4));
     c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
     c->channels_last = channels_last;
+    roi_align_case_describe(c);
+}
+
+bool staged_roi_align_case_declines(int iteration) { return iteration % 6 == 5; }
+
+void staged_roi_align_case(roi_align_case* c, int iteration) {
+    random_roi_align_case(c);
+    static const uint32_t extents[6] = {0, 64, 128, 180, 20, 0};
+    const int variant = iteration % 6;
+    c->reduction = DML_REDUCE_FUNCTION_AVERAGE;
+    c->interpolation = DML_INTERPOLATION_MODE_LINEAR;
+    if (variant != 0) {
+        c->height = c->width = extents[variant] - test_rand_range(0, 3);
+        c->channels = test_rand_range(1, 41);
+        c->roi_count = test_rand_range(1, 300);
+        c->max_samples = c->min_samples + test_rand_range(0, 3); /* the CPU's time */
+    }
+    if (variant == 4) { /* lists of several block-wide scans */
+        c->channels = test_rand_range(1, 5);
+        c->roi_count = test_rand_range(1030, 1500);
+    } else if (variant == 5) { /* K = 1 would need more than 227 KB */
+        c->height = c->width = c->type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 400 : 300;
+        c->channels = test_rand_range(1, 3);
+        c->roi_count = test_rand_range(1, 20);
+    }
+    if (test_rand_bool()) c->out_height = c->out_width = 7;
+    c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
+    roi_align_case_free(c);
+    c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, c->specials);
+    random_boxes(c);
+    random_input_gradient(c);
     roi_align_case_describe(c);
 }
 

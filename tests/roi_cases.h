@@ -77,6 +77,14 @@ void large_roi_align_case(roi_align_case* c, int variant);
  * channel groups, the last partial), then the large variants. */
 #define PACKED_ROI_ALIGN_CASES 304
 void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last);
+/* Case `iteration` of STAGED_ROI_ALIGN_CASES for the staged forward kernel
+ * (LINEAR, AVERAGE, packed NCHW): random options on images
+ * that stage 4, 2 or 1 channels a task (up to 20x20, 64x64, 128x128,
+ * 180x180: FLOAT32 K = 4, 4, 2, 1; FLOAT16 4, 4, 4, 2), 1..41 channels, up to 1500 ROIs of mixed images; every sixth
+ * image too large to stage one channel (the plan declines). */
+#define STAGED_ROI_ALIGN_CASES 48
+void staged_roi_align_case(roi_align_case* c, int iteration);
+bool staged_roi_align_case_declines(int iteration);
 /* Case `iteration` of LISTED_ROI_ALIGN_GRAD_CASES for the feature gradient's
  * one-launch forms: AVERAGE, a fixed sample count, both gradients packed NCHW
  * or (channels_last) both packed channels-last. Random ones (wide ones as

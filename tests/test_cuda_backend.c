@@ -1377,30 +1377,61 @@ TEST_CASE(cuda_roi_align_grad_matches_cpu) {
     dmlReleaseDevice(cuda);
 }
 
-/* The forward pass on packed input and output ("roi_align/cuda/nchw",
- * "/nhwc"): the CPU's bits, adaptive sample counts, MAX and AVERAGE, both
- * interpolations, odd and wide channel counts. */
-static void compare_packed_forward_cases(bool channels_last, const char* expected) {
+/* Runs forward case c (then freed) on the CPU and `cuda_runs` times on
+ * CUDA, expecting the implementation `expected` and the CPU's results. */
+static void compare_forward_case(DMLDevice* cpu, DMLDevice* cuda, roi_align_case* c, const char* expected,
+                                 int cuda_runs) {
+    roi_align_run run;
+    roi_align_forward_setup(&run, c);
+    const char* name = cuda_implementation_of(cuda, &run.op);
+    EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
+    compare_roi_align_run(cpu, cuda, &run, cuda_runs);
+    roi_align_run_free(&run);
+    roi_align_case_free(c);
+}
+
+/* The forward pass on packed input and output: the CPU's bits, adaptive
+ * sample counts, MAX and AVERAGE, both interpolations, odd and wide channel
+ * counts. Channels-last goes to "roi_align/cuda/nhwc"; NCHW LINEAR AVERAGE
+ * to "roi_align/cuda/staged_nchw", the other NCHW cases to "roi_align/cuda/nchw". */
+static void compare_packed_forward_cases(bool channels_last, const char* packed, const char* staged) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();
     for (int iteration = 0; iteration < PACKED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
         roi_align_case c;
         packed_roi_align_case(&c, iteration, channels_last);
-        roi_align_run run;
-        roi_align_forward_setup(&run, &c);
-        const char* name = cuda_implementation_of(cuda, &run.op);
-        EXPECT(strcmp(name, expected) == 0, "CUDA chose %s; %s", name, run.context);
-        compare_roi_align_run(cpu, cuda, &run, 1);
-        roi_align_run_free(&run);
-        roi_align_case_free(&c);
+        bool stageable = c.reduction == DML_REDUCE_FUNCTION_AVERAGE && c.interpolation == DML_INTERPOLATION_MODE_LINEAR;
+        compare_forward_case(cpu, cuda, &c, stageable ? staged : packed, 1);
     }
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }
 
-TEST_CASE(cuda_roi_align_nchw_matches_cpu) { compare_packed_forward_cases(false, "roi_align/cuda/nchw"); }
+TEST_CASE(cuda_roi_align_nchw_matches_cpu) {
+    compare_packed_forward_cases(false, "roi_align/cuda/nchw", "roi_align/cuda/staged_nchw");
+}
 
-TEST_CASE(cuda_roi_align_nhwc_matches_cpu) { compare_packed_forward_cases(true, "roi_align/cuda/nhwc"); }
+TEST_CASE(cuda_roi_align_nhwc_matches_cpu) {
+    compare_packed_forward_cases(true, "roi_align/cuda/nhwc", "roi_align/cuda/nhwc");
+}
+
+/* The staged kernel on images that stage K = 4, 2 and 1 channels a task,
+ * channel counts that are not multiples of K, long lists of ROIs of mixed
+ * images, and images too large to stage ("roi_align/cuda/nchw" then); every
+ * case run twice (the same bits). */
+TEST_CASE(cuda_roi_align_staged_nchw_matches_cpu) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < STAGED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        staged_roi_align_case(&c, iteration);
+        const char* expected =
+            staged_roi_align_case_declines(iteration) ? "roi_align/cuda/nchw" : "roi_align/cuda/staged_nchw";
+        compare_forward_case(cpu, cuda, &c, expected, 2);
+    }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
 
 /* The feature gradient's one-launch forms ("roi_align_grad/cuda/nchw" and
  * "/nhwc": AVERAGE, a fixed sample count, no ROI gradient, both gradients

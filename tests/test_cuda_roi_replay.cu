@@ -161,10 +161,65 @@ template <class T, bool ChannelsLast> static void replay_forward_packed(const dm
     free(samples);
 }
 
+/* roi_align_forward_staged, task by task: the list, the staged chunk, each
+ * round's axes, samples and outputs. */
+template <class T, unsigned K>
+static void replay_staged_tasks(const align_replay::forward_problem& f, const align_replay::staged_plan& n) {
+    const align_replay::align_shape& s = f.shape;
+    T* staged = (T*)malloc(n.staging_bytes);
+    uint16_t* list = (uint16_t*)malloc((size_t)s.roi_count * sizeof *list);
+    void* samples = malloc(align_replay::staged_samples_bytes(n.round_rois, n.x_slots, n.y_slots));
+    const align_replay::staged_samples g = align_replay::staged_samples_at(samples, n);
+    for (uint64_t task = 0; task < align_replay::staged_tasks(n, s.batch); task++) {
+        const align_replay::staged_task t = align_replay::staged_task_of(n, s, task);
+        uint32_t listed = 0;
+        for (uint32_t r = 0; r < s.roi_count; r++)
+            if (align_replay::staged_list_entry(f, t.b, r, &list[listed])) listed++;
+        const uint32_t begin = (uint32_t)((uint64_t)listed * t.range / n.ranges);
+        const uint32_t end = (uint32_t)((uint64_t)listed * (t.range + 1) / n.ranges);
+        for (uint32_t y = 0; y < s.height; y++)
+            for (uint32_t x = 0; x < s.width; x++)
+                align_replay::stage_pixel<T, K>(f, n, staged, t.b, t.c0, y, x);
+        for (uint32_t first = begin; first < end; first += n.round_rois) {
+            const uint32_t count = end - first < n.round_rois ? end - first : n.round_rois;
+            for (uint32_t i = 0; i < 2 * count; i++)
+                align_replay::staged_axis<T>(f, g, i / 2, list[first + i / 2], i % 2);
+            for (uint32_t i = 0; i < count; i++)
+                for (uint32_t slot = 0; slot < n.x_slots + n.y_slots; slot++)
+                    align_replay::staged_sample(f, n, g, i, slot);
+            for (uint32_t i = 0; i < count; i++)
+                for (uint32_t oy = 0; oy < s.out_height; oy++)
+                    for (uint32_t ox = 0; ox < s.out_width; ox++)
+                        align_replay::staged_output<T, K>(f, n, staged, g, list[first + i], i, oy, ox, t.c0);
+        }
+    }
+    free(staged);
+    free(list);
+    free(samples);
+}
+
+/* The staged kernel's plan for an H100's 227 KB of shared memory a block. */
+template <class T> static void replay_forward_staged(const dml_kernel_args* args) {
+    align_replay::staged_plan n;
+    HRESULT status = align_replay::staged_plan_make(args->op, 232448 - 128, &n);
+    EXPECT(status == S_OK, "the staged plan declined (%s)", dmlStatusName(status));
+    if (status != S_OK) return;
+    n.ranges = 1 + test_rand_range(0, 3); /* as the device's plan may split the lists */
+    const align_replay::forward_problem f = align_replay::forward_problem_make(args);
+    if (n.k == 4)
+        replay_staged_tasks<T, 4>(f, n);
+    else if (n.k == 2)
+        replay_staged_tasks<T, 2>(f, n);
+    else
+        replay_staged_tasks<T, 1>(f, n);
+}
+
 /* Runs `run` on the CPU backend and replays the CUDA code on its CUDA side
- * (with packed, the forward pass as roi_align_forward_packed: packed NCHW,
- * or channels-last where the case says so). */
-static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, const roi_align_case* packed = NULL) {
+ * (with packed, the forward pass as roi_align_forward_packed, or with staged
+ * as roi_align_forward_staged: packed NCHW, or channels-last where the case
+ * says so). */
+static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, const roi_align_case* packed = NULL,
+                                  bool staged = false) {
     test_buffer *inputs[4], *outputs[2];
     roi_align_run_buffers(run, false, inputs, outputs);
     HRESULT status = test_run(cpu, &run->op, run->input_count, inputs, run->output_count, outputs);
@@ -180,6 +235,8 @@ static void compare_roi_align_run(DMLDevice* cpu, roi_align_run* run, const roi_
     bool grad = run->op.Type == DML_OPERATOR_ROI_ALIGN_GRAD;
     if (grad)
         is_half ? replay_grad<uint16_t>(&args) : replay_grad<float>(&args);
+    else if (packed && staged)
+        is_half ? replay_forward_staged<uint16_t>(&args) : replay_forward_staged<float>(&args);
     else if (packed && packed->channels_last)
         is_half ? replay_forward_packed<uint16_t, true>(&args) : replay_forward_packed<float, true>(&args);
     else if (packed)
@@ -225,6 +282,26 @@ TEST_CASE(replay_roi_align_packed_matches_cpu) {
             roi_align_run_free(&run);
             roi_align_case_free(&c);
         }
+    dmlReleaseDevice(cpu);
+}
+
+/* The staged forward kernel, on the cases of test_cuda_backend's
+ * cuda_roi_align_staged_nchw_matches_cpu (those it takes). */
+TEST_CASE(replay_roi_align_staged_matches_cpu) {
+    DMLDevice* cpu = cpu_device();
+    for (int iteration = 0; iteration < STAGED_ROI_ALIGN_CASES && !test_case_failed(); iteration++) {
+        roi_align_case c;
+        staged_roi_align_case(&c, iteration);
+        if (staged_roi_align_case_declines(iteration)) {
+            roi_align_case_free(&c);
+            continue;
+        }
+        roi_align_run run;
+        roi_align_forward_setup(&run, &c);
+        compare_roi_align_run(cpu, &run, &c, true);
+        roi_align_run_free(&run);
+        roi_align_case_free(&c);
+    }
     dmlReleaseDevice(cpu);
 }
 

@@ -149,6 +149,7 @@ extern const dml_impl dml_cuda_max_pooling_nhwc;
 extern const dml_impl dml_cuda_max_pooling_grad_nhwc;
 extern const dml_impl dml_cuda_roi_align_nchw;
 extern const dml_impl dml_cuda_roi_align_nhwc;
+extern const dml_impl dml_cuda_roi_align_staged_nchw;
 extern const dml_impl dml_cuda_roi_align_grad_nchw;
 extern const dml_impl dml_cuda_roi_align_grad_nhwc;
 extern const dml_impl dml_cuda_roi_pooling_nchw;

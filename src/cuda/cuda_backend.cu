@@ -243,8 +243,8 @@ constexpr const dml_impl* max_pooling_grad_impls[] = {&dml_cuda_max_pooling_grad
 constexpr const dml_impl* roi_pooling_impls[] = {&dml_cuda_roi_pooling_staged_nchw, &dml_cuda_roi_pooling_staged_nhwc,
                                                  &dml_cuda_roi_pooling_nchw,        &dml_cuda_roi_pooling_nhwc,
                                                  &dml_cuda_roi_pooling_generic,     nullptr};
-constexpr const dml_impl* roi_align_impls[] = {&dml_cuda_roi_align_nchw, &dml_cuda_roi_align_nhwc,
-                                               &dml_cuda_roi_align_generic, nullptr};
+constexpr const dml_impl* roi_align_impls[] = {&dml_cuda_roi_align_staged_nchw, &dml_cuda_roi_align_nchw,
+                                               &dml_cuda_roi_align_nhwc, &dml_cuda_roi_align_generic, nullptr};
 constexpr const dml_impl* roi_align_grad_impls[] = {&dml_cuda_roi_align_grad_nchw, &dml_cuda_roi_align_grad_nhwc,
                                                     &dml_cuda_roi_align_grad_generic, nullptr};
 constexpr const dml_impl* batch_normalization_impls[] = {&dml_cuda_batch_normalization_nchw,

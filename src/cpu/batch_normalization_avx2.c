@@ -22,16 +22,20 @@
  * a time: down each block's column with the sums in registers while the
  * next step's lines are prefetched in memory order. The element-wise pass
  * reads the input again, in memory order with each block's lanes made once
- * per chunk. Outputs far larger than the caches are
+ * per chunk. (Strips of 16-64 channels, each reduced and then normalized
+ * while its rows stay in the L3, were measured and lost: walks of 64-256
+ * bytes per 1 KB row ran both passes 2-3x slower than these memory-order
+ * walks, even with the tensor in the cache; docs/operators/
+ * batch_normalization.md.) Outputs far larger than the caches are
  * written with non-temporal stores.
  *
  * Numerics. Statistics: per chunk (runs: up to DML_BN_CHUNK elements, a
  * piece of a long run or several short runs of the group; channels: up to
  * CHUNK_ROWS rows), the sum and then the squared deviations from the chunk
  * mean in FLOAT64 lanes, chunks merged by Chan's formula in a fixed order
- * (spec §5, §9). Gradient sums: FLOAT64 lanes. Runs of FLOAT16 tensors add
+ * (spec §5, §9). Gradient sums: FLOAT64 lanes. FLOAT16 tensors add
  * FLOAT32 spans of at most DML_BN_SPAN values per lane into those FLOAT64
- * lanes (the channels' row-major reductions are memory-bound without); the
+ * lanes (runs and channels: compute-bound without); the
  * FLOAT32 runs of TRAINING and the GRADs do the same where AVX-512 runs them
  * (batch_normalization_avx512.c). The
  * element-wise passes: FLOAT32 tensors in FLOAT64 (forward with one FMA),
@@ -710,6 +714,72 @@ HOT void prefetch_line(bool half, const void* base, uint64_t first, uint64_t end
         _mm_prefetch((const char*)base + first * size + line * 64, _MM_HINT_T0);
 }
 
+/* FLOAT32 rows [r, r + rows) of a block into the FLOAT64 sums of
+ * reduce_block, one row at a time. */
+HOT void reduce_rows(channel_reduction kind, const bn_fast_plan* p, const reduction_args* a, uint64_t r, uint64_t rows,
+                     uint64_t g, uint64_t count, uint64_t ahead, uint64_t end, uint64_t line, const __m256d center[4],
+                     __m256d first[4], __m256d second[4]) {
+    for (uint64_t i = 0; i < rows; i++, line++) {
+        uint64_t index = (r + i) * p->groups + g;
+        __m256d x[4], dy[4];
+        prefetch_line(false, a->x, ahead, end, line);
+        prefetch_line(false, a->dy, ahead, end, line);
+        load_block(false, a->x, index, count, x);
+        if (kind == GRADIENT) load_block(false, a->dy, index, count, dy);
+        for (int k = 0; k < 4; k++) {
+            if (kind == SUM) {
+                first[k] = _mm256_add_pd(first[k], x[k]);
+            } else if (kind == SQUARES) {
+                __m256d d = _mm256_sub_pd(x[k], center[k]);
+                second[k] = _mm256_fmadd_pd(d, d, second[k]);
+            } else {
+                first[k] = _mm256_add_pd(first[k], dy[k]);
+                second[k] = _mm256_fmadd_pd(dy[k], _mm256_sub_pd(x[k], center[k]), second[k]);
+            }
+        }
+    }
+}
+
+/* The same for FLOAT16 rows, each lane's rows added in FLOAT32 spans of
+ * DML_BN_SPAN rows (the inputs are exact in FLOAT32), each span then to the
+ * FLOAT64 sums, as the runs do: converted to FLOAT64 one by one instead,
+ * these reductions were compute-bound (channels-last FLOAT16 TRAINING took
+ * 0.8x the FLOAT32 time for half the bytes). Deviations are taken from the
+ * center rounded to FLOAT32 (SQUARES: channel_stats_chunk takes that shift
+ * out of the sum; GRADIENT: Mean is a FLOAT16 value, exact). */
+HOT void reduce_rows_half(channel_reduction kind, const bn_fast_plan* p, const reduction_args* a, uint64_t r,
+                          uint64_t rows, uint64_t g, uint64_t count, uint64_t ahead, uint64_t end, uint64_t line,
+                          const __m256d center[4], __m256d first[4], __m256d second[4]) {
+    __m256 centers[2] = {narrow((lanes8){center[0], center[1]}), narrow((lanes8){center[2], center[3]})};
+    for (uint64_t i = 0; i < rows;) {
+        __m256 span_first[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 span_second[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int n = 0; n < DML_BN_SPAN && i < rows; n++, i++, line++) {
+            uint64_t index = (r + i) * p->groups + g;
+            prefetch_line(true, a->x, ahead, end, line);
+            prefetch_line(true, a->dy, ahead, end, line);
+            for (int h = 0; h < 2; h++) {
+                uint64_t lanes = h == 0 ? (count < 8 ? count : 8) : (count > 8 ? count - 8 : 0);
+                __m256 x = load_n(true, a->x, index + 8 * h, lanes);
+                if (kind == SUM) {
+                    span_first[h] = _mm256_add_ps(span_first[h], x);
+                } else if (kind == SQUARES) {
+                    __m256 d = _mm256_sub_ps(x, centers[h]);
+                    span_second[h] = _mm256_fmadd_ps(d, d, span_second[h]);
+                } else {
+                    __m256 dy = load_n(true, a->dy, index + 8 * h, lanes);
+                    span_first[h] = _mm256_add_ps(span_first[h], dy);
+                    span_second[h] = _mm256_fmadd_ps(dy, _mm256_sub_ps(x, centers[h]), span_second[h]);
+                }
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            if (kind != SQUARES) add_span(span_first[h], &first[2 * h], &first[2 * h + 1]);
+            if (kind != SUM) add_span(span_second[h], &second[2 * h], &second[2 * h + 1]);
+        }
+    }
+}
+
 /* One block's sums over the rows [r, r + rows), added to the stored ones:
  * the accumulators stay in registers while the walk goes down the block's
  * column, each lane adding its rows in order (the old row walk's order).
@@ -728,25 +798,10 @@ HOT void reduce_block(channel_reduction kind, bool half, const bn_fast_plan* p, 
         second[k] = kind == SUM ? _mm256_setzero_pd() : _mm256_load_pd(a->sums[1] + g + 4 * k);
         center[k] = kind == SUM ? _mm256_setzero_pd() : _mm256_load_pd(a->center + g + 4 * k);
     }
-    for (uint64_t i = 0; i < rows; i++, line++) {
-        uint64_t index = (r + i) * p->groups + g;
-        __m256d x[4], dy[4];
-        prefetch_line(half, a->x, ahead, end, line);
-        prefetch_line(half, a->dy, ahead, end, line);
-        load_block(half, a->x, index, count, x);
-        if (kind == GRADIENT) load_block(half, a->dy, index, count, dy);
-        for (int k = 0; k < 4; k++) {
-            if (kind == SUM) {
-                first[k] = _mm256_add_pd(first[k], x[k]);
-            } else if (kind == SQUARES) {
-                __m256d d = _mm256_sub_pd(x[k], center[k]);
-                second[k] = _mm256_fmadd_pd(d, d, second[k]);
-            } else {
-                first[k] = _mm256_add_pd(first[k], dy[k]);
-                second[k] = _mm256_fmadd_pd(dy[k], _mm256_sub_pd(x[k], center[k]), second[k]);
-            }
-        }
-    }
+    if (half)
+        reduce_rows_half(kind, p, a, r, rows, g, count, ahead, end, line, center, first, second);
+    else
+        reduce_rows(kind, p, a, r, rows, g, count, ahead, end, line, center, first, second);
     for (int k = 0; k < 4; k++) {
         if (kind != SQUARES) _mm256_store_pd(a->sums[0] + g + 4 * k, first[k]);
         if (kind != SUM) _mm256_store_pd(a->sums[1] + g + 4 * k, second[k]);
@@ -777,7 +832,9 @@ HOT void reduce_chunk(channel_reduction kind, bool half, const bn_fast_plan* p, 
 }
 
 /* TRAINING, pass 1 over one chunk of rows (it stays in L2): per group, the
- * chunk's sum, then its squared deviations from the chunk mean. */
+ * chunk's sum, then its squared deviations from the chunk mean (FLOAT16:
+ * from the mean rounded to FLOAT32, the shift taken out in FLOAT64 as the
+ * runs do). */
 HOT void channel_stats_chunk(bool half, const bn_fast_plan* p, const void* x, const channel_workspace* w,
                              uint64_t chunk) {
     uint64_t padded = padded_groups(p);
@@ -792,6 +849,12 @@ HOT void channel_stats_chunk(bool half, const bn_fast_plan* p, const void* x, co
         mean[g] /= rows;
     reduction_args squares = {.x = x, .sums = {NULL, m2}, .center = mean};
     reduce_chunk(SQUARES, half, p, &squares, chunk);
+    if (half) /* sum (x - shift)^2 = m2 + rows * (mean - shift)^2 */
+        for (uint64_t g = 0; g < padded; g++) {
+            double shift = (double)(float)mean[g];
+            m2[g] -= rows * (mean[g] - shift) * (mean[g] - shift);
+            if (m2[g] < 0) m2[g] = 0; /* NaN stays NaN */
+        }
 }
 
 /* TRAINING, per block: Chan's merge of the chunks in chunk order, lane by

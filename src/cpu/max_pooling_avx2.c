@@ -615,7 +615,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
         row_cache cache; /* each thread's rows are consecutive (schedule static): row pairs share */
         cache.row = NULL;
         nchw_row_cursor cursor = {.row = -1};
-        nchw_output_row a;
+        nchw_output_row a = {0}; /* set by the first nchw_output_row_next (cursor row -1) */
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < plan->o.rows; row++) {
             nchw_output_row_next(&plan->o, &g->in, g->half ? 2 : 4, input, output, indices, &cursor, row, &a);

@@ -701,7 +701,7 @@ static HRESULT run_forward(const dml_kernel_args* args) {
         cache.row = NULL;
         cache.position = 0;
         nchw_row_cursor cursor = {.row = -1};
-        nchw_output_row r;
+        nchw_output_row r = {0}; /* set by the first nchw_output_row_next (cursor row -1) */
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < f->o.rows; row++) {
             nchw_output_row_next(&f->o, &f->g.in, f->g.half ? 2 : 4, args->inputs[DML_POOL_INPUT],

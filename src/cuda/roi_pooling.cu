@@ -416,8 +416,10 @@ HRESULT run_packed(const dml_kernel_args* args) {
  * K channels: one FMNMX per element and channel (FLOAT16: one HMNMX2 per
  * pair, which keeps the bits: both skip NaN, and a nonzero number has one
  * encoding), and as above the exact scan (here of the staged copy) only for
- * a zero or NaN maximum or an empty bin. Tasks whose range holds none of the
- * image's ROIs stage nothing. */
+ * a zero or NaN maximum or an empty bin. The chunk is staged during the
+ * first batch's region phase (warps 0 and 1 find the regions, the others
+ * start staging at once), so a task whose range holds none of the image's
+ * ROIs stages it too. */
 
 constexpr uint32_t kStageBytes = 64 * 1024; /* the preferred staged chunk: 3 blocks per H100 multiprocessor */
 constexpr uint32_t kBatchWarps = 2;
@@ -630,6 +632,26 @@ __host__ __device__ inline uint32_t batch_slot(const uint32_t counts[kBatchWarps
     return slot + i;
 }
 
+/* The block copies the image's chunk of K channels from c0 into `stage`
+ * (kStageWords words a thread in flight). */
+template <class T, unsigned Words, bool ChannelsLast>
+__device__ __forceinline__ void stage_chunk(const roi_pooling_problem& f, const staged_plan& n, const T* image,
+                                            uint32_t c0, bool whole, uint32_t* stage) {
+    const uint32_t pixels = f.height * f.width;
+    constexpr uint32_t kStagePixels = kStageWords / Words;
+    for (uint32_t first = threadIdx.x; first < pixels; first += kStagePixels * blockDim.x) {
+        uint32_t words[kStagePixels][Words];
+        DML_UNROLL
+        for (uint32_t u = 0; u < kStagePixels; u++)
+            if (first + u * blockDim.x < pixels)
+                load_pixel<T, Words, ChannelsLast>(f, image, c0, first + u * blockDim.x, whole, words[u]);
+        DML_UNROLL
+        for (uint32_t u = 0; u < kStagePixels; u++)
+            if (first + u * blockDim.x < pixels)
+                copy_words<Words>(stage + staged_offset<Words>(f, n, first + u * blockDim.x), words[u]);
+    }
+}
+
 template <class T, unsigned Words, bool ChannelsLast>
 __global__ void __launch_bounds__(kThreads, 3)
     roi_pooling_staged(const roi_pooling_problem f, const staged_plan n, bool whole) {
@@ -663,31 +685,17 @@ __global__ void __launch_bounds__(kThreads, 3)
                 }
                 if (lane == 0) warp_counts[parity][warp] = __popc(ballot);
             }
+            if (!staged) { /* the other warps stage while the first ones find the regions */
+                stage_chunk<T, Words, ChannelsLast>(f, n, image, task.c0, whole, stage);
+                staged = true;
+            }
             __syncthreads();
             uint32_t counts[kBatchWarps], count = 0;
             DML_UNROLL
             for (uint32_t w = 0; w < kBatchWarps; w++)
                 count += counts[w] = warp_counts[parity][w];
             if (count == 0) continue; /* uniform */
-            /* The task's chunk, once (kStageWords words a thread in flight),
-             * and the batch's bins. */
-            if (!staged) {
-                const uint32_t pixels = f.height * f.width;
-                constexpr uint32_t kStagePixels = kStageWords / Words;
-                for (uint32_t first = threadIdx.x; first < pixels; first += kStagePixels * blockDim.x) {
-                    uint32_t words[kStagePixels][Words];
-                    DML_UNROLL
-                    for (uint32_t u = 0; u < kStagePixels; u++)
-                        if (first + u * blockDim.x < pixels)
-                            load_pixel<T, Words, ChannelsLast>(f, image, task.c0, first + u * blockDim.x, whole,
-                                                               words[u]);
-                    DML_UNROLL
-                    for (uint32_t u = 0; u < kStagePixels; u++)
-                        if (first + u * blockDim.x < pixels)
-                            copy_words<Words>(stage + staged_offset<Words>(f, n, first + u * blockDim.x), words[u]);
-                }
-                staged = true;
-            }
+            /* The batch's bins. */
             for (uint32_t i = threadIdx.x; i < count * per_roi; i += blockDim.x) {
                 const uint32_t slot = batch_slot(counts, i / per_roi), k = i % per_roi;
                 bins[slot * per_roi + k] = pack_bin(region_bin(f, regions[slot], k));

@@ -489,6 +489,11 @@ static HRESULT run_buffers_finish(run_buffers* run, HRESULT status) {
 
 HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t input_count, test_buffer** inputs,
                  uint32_t output_count, test_buffer** outputs) {
+    return test_run_with(device, desc, input_count, inputs, output_count, outputs, NULL, NULL);
+}
+
+HRESULT test_run_with(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t input_count, test_buffer** inputs,
+                      uint32_t output_count, test_buffer** outputs, void (*between)(void* context), void* context) {
     DMLOperator* op = NULL;
     DMLCompiledOperator* compiled = NULL;
     run_buffers run = {.device = device, .mirrored = dmlGetDeviceBackend(device) == DML_BACKEND_CUDA};
@@ -503,6 +508,7 @@ HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t inpu
     if (SUCCEEDED(status)) status = dmlCompileOperator(device, op, DML_EXECUTION_FLAG_NONE, &compiled);
     dmlReleaseOperator(op);
     if (SUCCEEDED(status)) status = dmlInitializeOperator(compiled, 0, NULL, NULL);
+    if (SUCCEEDED(status) && between) between(context);
     /* The workspace the plan asked for, guarded and poisoned: a kernel may
      * not expect it zeroed, nor write past it. */
     test_buffer temporary = {0};

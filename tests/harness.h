@@ -149,6 +149,10 @@ DMLDevice* test_cuda_device(void);
  * several slots is mirrored once (overlap checks see the same addresses). */
 HRESULT test_run(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t input_count, test_buffer** inputs,
                  uint32_t output_count, test_buffer** outputs);
+/* test_run, calling between(context) after the compile and before the
+ * dispatch (e.g. to compile another operator in between). */
+HRESULT test_run_with(DMLDevice* device, const DML_OPERATOR_DESC* desc, uint32_t input_count, test_buffer** inputs,
+                      uint32_t output_count, test_buffer** outputs, void (*between)(void* context), void* context);
 
 /* Records that a dispatch ran implementation `name` (test_run does it; the
  * summary lists them). Call from the main thread. */

@@ -107,6 +107,16 @@ void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last)
 
 bool staged_roi_align_case_declines(int iteration) { return iteration % 6 == 5; }
 
+/* Packed layouts, then the data for the case's sizes. */
+static void staged_case_finish(roi_align_case* c) {
+    c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
+    roi_align_case_free(c);
+    c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, c->specials);
+    random_boxes(c);
+    random_input_gradient(c);
+    roi_align_case_describe(c);
+}
+
 void staged_roi_align_case(roi_align_case* c, int iteration) {
     random_roi_align_case(c);
     static const uint32_t extents[6] = {0, 64, 128, 180, 20, 0};
@@ -128,12 +138,19 @@ void staged_roi_align_case(roi_align_case* c, int iteration) {
         c->roi_count = test_rand_range(1, 20);
     }
     if (test_rand_bool()) c->out_height = c->out_width = 7;
-    c->layouts[L_INPUT] = c->layouts[L_OUTPUT] = TEST_LAYOUT_PACKED;
-    roi_align_case_free(c);
-    c->image = random_image((uint64_t)c->batch * c->channels * c->height * c->width, c->specials);
-    random_boxes(c);
-    random_input_gradient(c);
-    roi_align_case_describe(c);
+    staged_case_finish(c);
+}
+
+void staged_roi_align_case_sized(roi_align_case* c, uint32_t extent) {
+    random_roi_align_case(c);
+    c->type = DML_TENSOR_DATA_TYPE_FLOAT32;
+    c->reduction = DML_REDUCE_FUNCTION_AVERAGE;
+    c->interpolation = DML_INTERPOLATION_MODE_LINEAR;
+    c->height = c->width = extent;
+    c->channels = 8;
+    c->roi_count = test_rand_range(1, 50);
+    c->max_samples = c->min_samples + test_rand_range(0, 3);
+    staged_case_finish(c);
 }
 
 void listed_roi_align_grad_case(roi_align_case* c, int iteration, bool channels_last) {

@@ -85,6 +85,8 @@ void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last)
 #define STAGED_ROI_ALIGN_CASES 48
 void staged_roi_align_case(roi_align_case* c, int iteration);
 bool staged_roi_align_case_declines(int iteration);
+/* A staged case of FLOAT32, 8 channels, extent x extent pixels (AVERAGE, LINEAR). */
+void staged_roi_align_case_sized(roi_align_case* c, uint32_t extent);
 /* Case `iteration` of LISTED_ROI_ALIGN_GRAD_CASES for the feature gradient's
  * one-launch forms: AVERAGE, a fixed sample count, both gradients packed NCHW
  * or (channels_last) both packed channels-last. Random ones (wide ones as

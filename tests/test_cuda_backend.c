@@ -1323,8 +1323,10 @@ TEST_CASE(cuda_roi_pooling_matches_cpu) {
 }
 
 /* Runs `run` on the CPU once and on CUDA `cuda_runs` times (outputs poisoned
- * before each), expecting every CUDA run equal to the CPU's. */
-static void compare_roi_align_run(DMLDevice* cpu, DMLDevice* cuda, roi_align_run* run, int cuda_runs) {
+ * before each; between(context) after each CUDA compile, before its
+ * dispatch, unless NULL), expecting every CUDA run equal to the CPU's. */
+static void compare_roi_align_run_with(DMLDevice* cpu, DMLDevice* cuda, roi_align_run* run, int cuda_runs,
+                                       void (*between)(void*), void* context) {
     test_buffer *inputs[4], *outputs[2];
     roi_align_run_buffers(run, false, inputs, outputs);
     HRESULT status = test_run(cpu, &run->op, run->input_count, inputs, run->output_count, outputs);
@@ -1333,12 +1335,16 @@ static void compare_roi_align_run(DMLDevice* cpu, DMLDevice* cuda, roi_align_run
     for (int attempt = 1; attempt <= cuda_runs && status == S_OK && !test_case_failed(); attempt++) {
         for (uint32_t i = 0; i < run->output_count; i++)
             if (outputs[i]) test_buffer_poison(outputs[i]);
-        status = test_run(cuda, &run->op, run->input_count, inputs, run->output_count, outputs);
+        status = test_run_with(cuda, &run->op, run->input_count, inputs, run->output_count, outputs, between, context);
         EXPECT(status == S_OK, "CUDA %s (%s); %s", dmlStatusName(status), dmlGetLastErrorMessage(), run->context);
         char label[32];
         snprintf(label, sizeof label, "CUDA run %d", attempt);
         if (status == S_OK) roi_align_run_compare(run, label);
     }
+}
+
+static void compare_roi_align_run(DMLDevice* cpu, DMLDevice* cuda, roi_align_run* run, int cuda_runs) {
+    compare_roi_align_run_with(cpu, cuda, run, cuda_runs, NULL, NULL);
 }
 
 TEST_CASE(cuda_roi_align_matches_cpu) {
@@ -1429,6 +1435,44 @@ TEST_CASE(cuda_roi_align_staged_nchw_matches_cpu) {
             staged_roi_align_case_declines(iteration) ? "roi_align/cuda/nchw" : "roi_align/cuda/staged_nchw";
         compare_forward_case(cpu, cuda, &c, expected, 2);
     }
+    dmlReleaseDevice(cpu);
+    dmlReleaseDevice(cuda);
+}
+
+/* An operator compiled between another's compile and its dispatch. */
+typedef struct compile_between {
+    DMLDevice* cuda;
+    const DML_OPERATOR_DESC* desc;
+    const char* name; /* the implementation it got */
+} compile_between;
+
+static void compile_in_between(void* context) {
+    compile_between* c = context;
+    c->name = cuda_implementation_of(c->cuda, c->desc);
+}
+
+/* Two compiled operators of one staged kernel: compiling a small image's
+ * (little shared memory) between a large image's compile and its dispatch
+ * must not lower the shared memory the large one launches with. */
+TEST_CASE(cuda_roi_align_staged_plans_share_their_kernel) {
+    DMLDevice* cuda = test_cuda_device();
+    DMLDevice* cpu = cpu_device();
+    roi_align_case large, small;
+    staged_roi_align_case_sized(&large, 64);
+    staged_roi_align_case_sized(&small, 20);
+    roi_align_run large_run, small_run;
+    roi_align_forward_setup(&large_run, &large);
+    roi_align_forward_setup(&small_run, &small);
+    const char* name = cuda_implementation_of(cuda, &large_run.op);
+    EXPECT(strcmp(name, "roi_align/cuda/staged_nchw") == 0, "the large image got %s; %s", name, large_run.context);
+    compile_between between = {cuda, &small_run.op, NULL};
+    compare_roi_align_run_with(cpu, cuda, &large_run, 1, compile_in_between, &between);
+    EXPECT(between.name && strcmp(between.name, "roi_align/cuda/staged_nchw") == 0, "the small image got %s; %s",
+           between.name ? between.name : "(nothing)", small_run.context);
+    roi_align_run_free(&large_run);
+    roi_align_run_free(&small_run);
+    roi_align_case_free(&large);
+    roi_align_case_free(&small);
     dmlReleaseDevice(cpu);
     dmlReleaseDevice(cuda);
 }

@@ -91,6 +91,39 @@ unsigned dml_cuda_resident_blocks(const DMLDevice* device, Kernel kernel, unsign
     return can_cooperate ? (unsigned)per_multiprocessor * (unsigned)dml_cuda_state(device)->multiprocessors : 0;
 }
 
+/* The shared memory a block may opt in to on the device (above the 48 KB
+ * default), or 0 if the query fails. */
+static inline size_t dml_cuda_shared_optin(const DMLDevice* device) {
+    dml_cuda_device_guard guard(device);
+    int optin = 0;
+    if (guard.status() != cudaSuccess || cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                                dml_cuda_state(device)->ordinal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (size_t)optin;
+}
+
+/* Lets `kernel` launch with as much dynamic shared memory as a block may opt
+ * in to, less the kernel's static shared memory, and returns that amount (0
+ * if a query fails: the plan then declines). The limit is a property of the
+ * kernel, not of one compiled operator: every plan sets the same value, so
+ * that compiling an operator that needs less never lowers the limit of one
+ * compiled before it. */
+template <class Kernel> size_t dml_cuda_allow_dynamic_shared(const DMLDevice* device, Kernel kernel) {
+    const size_t optin = dml_cuda_shared_optin(device);
+    dml_cuda_device_guard guard(device);
+    cudaFuncAttributes attributes = {};
+    if (optin == 0 || guard.status() != cudaSuccess || cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess ||
+        attributes.sharedSizeBytes >= optin ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)(optin - attributes.sharedSizeBytes)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return optin - attributes.sharedSizeBytes;
+}
+
 /* A 4-D tensor stored packed in NCHW order (the layout class of the
  * "<kernel>/cuda/nchw" fast paths). */
 static inline bool dml_cuda_packed_nchw(const dml_tensor& t) {

@@ -1382,24 +1382,15 @@ HRESULT staged_plan_make(const DMLOperator* op, size_t shared_limit, staged_plan
 }
 
 HRESULT plan_forward_staged(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS, dml_plan* plan) {
-    dml_cuda_device_guard guard(device);
-    int limit = 0;
-    if (guard.status() != cudaSuccess || cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                                                dml_cuda_state(device)->ordinal) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return S_FALSE;
-    }
+    const size_t optin = dml_cuda_shared_optin(device);
+    if (optin == 0) return S_FALSE;
     staged_plan shape;
     /* Less what the kernel declares itself (warp_counts). */
-    HRESULT status = staged_plan_make(op, (size_t)limit - 128, &shape);
+    HRESULT status = staged_plan_make(op, optin - 128, &shape);
     if (status != S_OK) return status;
     const bool is_half = op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel = is_half ? staged_kernel<uint16_t>(shape.k) : staged_kernel<float>(shape.k);
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shape.shared_bytes) !=
-        cudaSuccess) {
-        (void)cudaGetLastError();
-        return S_FALSE;
-    }
+    if (shape.shared_bytes > dml_cuda_allow_dynamic_shared(device, kernel)) return S_FALSE;
     /* Two blocks of 512 threads where the shared memory takes two, else one
      * of 1024 (on an H100, K = 1 in two blocks was slower than K = 2 in one:
      * 0.151 against 0.105 ms FLOAT32). */

@@ -782,28 +782,7 @@ HRESULT plan_staged(const DMLOperator* op, const DMLDevice* device, bool channel
     if (status != S_OK) return status;
     const bool is_half = op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel = staged_kernel(shape, is_half);
-    /* Allow as much dynamic shared memory as the device lets a block opt
-     * in to, less the kernel's static shared memory (the same value from
-     * every plan, so that no plan lowers another's limit). */
-    {
-        dml_cuda_device_guard guard(device);
-        int optin = 0;
-        cudaFuncAttributes attributes = {};
-        cudaError_t error = guard.status();
-        if (error == cudaSuccess)
-            error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                           dml_cuda_state(device)->ordinal);
-        if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, kernel);
-        const int dynamic_limit = optin - (int)attributes.sharedSizeBytes;
-        if (error == cudaSuccess && shape.shared_bytes > (uint32_t)(dynamic_limit > 0 ? dynamic_limit : 0))
-            return S_FALSE;
-        if (error == cudaSuccess)
-            error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_limit);
-        if (error != cudaSuccess) {
-            (void)cudaGetLastError();
-            return S_FALSE;
-        }
-    }
+    if (shape.shared_bytes > dml_cuda_allow_dynamic_shared(device, kernel)) return S_FALSE;
     const uint64_t resident = dml_cuda_resident_blocks(device, kernel, kThreads, shape.shared_bytes);
     if (resident == 0) return S_FALSE; /* the kernels above then */
     staged_plan* n = (staged_plan*)dml_plan_state(plan, sizeof(staged_plan));

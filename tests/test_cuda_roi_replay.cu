@@ -162,14 +162,14 @@ template <class T, bool ChannelsLast> static void replay_forward_packed(const dm
 }
 
 /* roi_align_forward_staged, task by task: the list, the staged chunk, each
- * round's axes, samples and outputs. */
+ * round's axes, samples and outputs (the kernel overlaps the rounds, each in
+ * its own sets of axes and samples: the same values). */
 template <class T, unsigned K>
 static void replay_staged_tasks(const align_replay::forward_problem& f, const align_replay::staged_plan& n) {
     const align_replay::align_shape& s = f.shape;
     T* staged = (T*)malloc(n.staging_bytes);
     uint16_t* list = (uint16_t*)malloc((size_t)s.roi_count * sizeof *list);
-    void* samples = malloc(align_replay::staged_samples_bytes(n.round_rois, n.x_slots, n.y_slots));
-    const align_replay::staged_samples g = align_replay::staged_samples_at(samples, n);
+    void* samples = malloc(align_replay::staged_geometry_bytes(n.round_rois, n.x_slots, n.y_slots));
     for (uint64_t task = 0; task < align_replay::staged_tasks(n, s.batch); task++) {
         const align_replay::staged_task t = align_replay::staged_task_of(n, s, task);
         uint32_t listed = 0;
@@ -177,11 +177,16 @@ static void replay_staged_tasks(const align_replay::forward_problem& f, const al
             if (align_replay::staged_list_entry(f, t.b, r, &list[listed])) listed++;
         const uint32_t begin = (uint32_t)((uint64_t)listed * t.range / n.ranges);
         const uint32_t end = (uint32_t)((uint64_t)listed * (t.range + 1) / n.ranges);
-        for (uint32_t y = 0; y < s.height; y++)
-            for (uint32_t x = 0; x < s.width; x++)
-                align_replay::stage_pixel<T, K>(f, n, staged, t.b, t.c0, y, x);
-        for (uint32_t first = begin; first < end; first += n.round_rois) {
+        const T* source = align_replay::staging_source<T>(f, t.b, t.c0);
+        for (uint32_t i = 0; i < s.height * s.width; i++) {
+            T values[K];
+            for (unsigned k = 0; k < K; k++)
+                values[k] = align_replay::staging_value<T>(f, source, t.c0, i, k);
+            align_replay::staging_store<T, K>(f, n, staged, i, values);
+        }
+        for (uint32_t first = begin, round = 0; first < end; first += n.round_rois, round++) {
             const uint32_t count = end - first < n.round_rois ? end - first : n.round_rois;
+            const align_replay::staged_samples g = align_replay::staged_samples_at(samples, n, round);
             for (uint32_t i = 0; i < 2 * count; i++)
                 align_replay::staged_axis<T>(f, g, i / 2, list[first + i / 2], i % 2);
             for (uint32_t i = 0; i < count; i++)

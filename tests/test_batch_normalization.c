@@ -944,7 +944,8 @@ TEST_CASE(determinism_across_thread_counts) {
 /* Packed layouts of the fast paths' classes (src/cpu/batch_normalization_avx2.c):
  * runs along H*W (NCHW) with tails shorter than a vector, 5-D, runs of
  * one element vectorized across channels ({N,C,1,1} and NHWC) with a channel
- * count that is not a multiple of the 16-channel block, FLOAT32 and FLOAT16,
+ * count that is not a multiple of the 16-channel block (37: the FLOAT16
+ * reductions walk two blocks, then a partial one), FLOAT32 and FLOAT16,
  * fused add and each class of activation that the passes instantiate (none,
  * RELU vectorized, GELU through the scalar code) with every layout and type. */
 TEST_CASE(fast_path_layouts) {
@@ -988,6 +989,8 @@ TEST_CASE(fast_path_layouts) {
         for (int adversarial = 0; adversarial < 2; adversarial++) {
             expect_same_bits(reducing[t], runs, runs_p, false, adversarial);
             expect_same_bits(reducing[t], channels, channels_p, true, adversarial);
+            /* FLOAT16 channels: walks of two blocks, then a partial block */
+            expect_same_bits_typed(reducing[t], DML_TENSOR_DATA_TYPE_FLOAT16, channels, channels_p, true, adversarial);
         }
 }
 

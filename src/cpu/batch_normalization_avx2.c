@@ -765,20 +765,23 @@ HOT void reduce_rows(channel_reduction kind, const bn_fast_plan* p, const reduct
  * these reductions were compute-bound (channels-last FLOAT16 TRAINING took
  * 0.8x the FLOAT32 time for half the bytes). Deviations are taken from the
  * center rounded to FLOAT32 (SQUARES: channel_stats_chunk takes that shift
- * out of the sum; GRADIENT: Mean is a FLOAT16 value, exact). */
+ * out of the sum; GRADIENT: Mean is a FLOAT16 value, exact). `blocks` (1 or
+ * 2) neighbouring blocks at once, `count` groups of them. */
 HOT void reduce_rows_half(channel_reduction kind, const bn_fast_plan* p, const reduction_args* a, uint64_t r,
-                          uint64_t rows, uint64_t g, uint64_t count, uint64_t ahead, uint64_t end, uint64_t line,
-                          const __m256d center[4], __m256d first[4], __m256d second[4]) {
-    __m256 centers[2] = {narrow((lanes8){center[0], center[1]}), narrow((lanes8){center[2], center[3]})};
+                          uint64_t rows, uint64_t g, int blocks, uint64_t count, uint64_t ahead, uint64_t end,
+                          uint64_t line, const __m256d center[8], __m256d first[8], __m256d second[8]) {
+    __m256 centers[4];
+    for (int h = 0; h < 2 * blocks; h++)
+        centers[h] = narrow((lanes8){center[2 * h], center[2 * h + 1]});
     for (uint64_t i = 0; i < rows;) {
-        __m256 span_first[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        __m256 span_second[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 span_first[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 span_second[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int n = 0; n < DML_BN_SPAN && i < rows; n++, i++, line++) {
             uint64_t index = (r + i) * p->groups + g;
             prefetch_line(true, a->x, ahead, end, line);
             prefetch_line(true, a->dy, ahead, end, line);
-            for (int h = 0; h < 2; h++) {
-                uint64_t lanes = h == 0 ? (count < 8 ? count : 8) : (count > 8 ? count - 8 : 0);
+            for (int h = 0; h < 2 * blocks; h++) {
+                uint64_t lanes = count <= 8u * h ? 0 : count - 8u * h < 8 ? count - 8u * h : 8;
                 __m256 x = load_n(true, a->x, index + 8 * h, lanes);
                 if (kind == SUM) {
                     span_first[h] = _mm256_add_ps(span_first[h], x);
@@ -792,7 +795,7 @@ HOT void reduce_rows_half(channel_reduction kind, const bn_fast_plan* p, const r
                 }
             }
         }
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < 2 * blocks; h++) {
             if (kind != SQUARES) add_span(span_first[h], &first[2 * h], &first[2 * h + 1]);
             if (kind != SUM) add_span(span_second[h], &second[2 * h], &second[2 * h + 1]);
         }
@@ -808,20 +811,23 @@ HOT void reduce_rows_half(channel_reduction kind, const bn_fast_plan* p, const r
  * loads that match a pending store in their low 12 address bits wait for
  * it on Intel, which serializes the misses of x). Meanwhile the `line`-th
  * lines from `ahead` on are asked for (the next step's rows, in memory
- * order). */
+ * order). FLOAT16 walks take `blocks` (1 or 2) blocks at once, `count`
+ * groups of them: two blocks of FLOAT16 are one cache line per row, and
+ * one block per row (32 bytes) had made these walks instruction-bound. */
 HOT void reduce_block(channel_reduction kind, bool half, const bn_fast_plan* p, const reduction_args* a, uint64_t r,
-                      uint64_t rows, uint64_t g, uint64_t count, uint64_t ahead, uint64_t end, uint64_t line) {
-    __m256d first[4], second[4], center[4];
-    for (int k = 0; k < 4; k++) {
+                      uint64_t rows, uint64_t g, int blocks, uint64_t count, uint64_t ahead, uint64_t end,
+                      uint64_t line) {
+    __m256d first[8], second[8], center[8];
+    for (int k = 0; k < 4 * blocks; k++) {
         first[k] = kind == SQUARES ? _mm256_setzero_pd() : _mm256_load_pd(a->sums[0] + g + 4 * k);
         second[k] = kind == SUM ? _mm256_setzero_pd() : _mm256_load_pd(a->sums[1] + g + 4 * k);
         center[k] = kind == SUM ? _mm256_setzero_pd() : _mm256_load_pd(a->center + g + 4 * k);
     }
     if (half)
-        reduce_rows_half(kind, p, a, r, rows, g, count, ahead, end, line, center, first, second);
+        reduce_rows_half(kind, p, a, r, rows, g, blocks, count, ahead, end, line, center, first, second);
     else
         reduce_rows(kind, p, a, r, rows, g, count, ahead, end, line, center, first, second);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 4 * blocks; k++) {
         if (kind != SQUARES) _mm256_store_pd(a->sums[0] + g + 4 * k, first[k]);
         if (kind != SUM) _mm256_store_pd(a->sums[1] + g + 4 * k, second[k]);
     }
@@ -840,12 +846,20 @@ HOT void reduce_chunk(channel_reduction kind, bool half, const bn_fast_plan* p, 
     }
     for (uint64_t r = begin; r < end; r += STEP_ROWS) {
         uint64_t rows = end - r < STEP_ROWS ? end - r : STEP_ROWS, ahead = (r + STEP_ROWS) * p->groups;
-        for (uint64_t g = 0, line = 0; g < p->groups; g += BLOCK, line += rows) {
+        uint64_t g = 0, line = 0;
+        if (half && kind != GRADIENT) /* pairs of whole blocks (GRADIENT: too few registers) */
+            for (; g + 2 * BLOCK <= p->groups; g += 2 * BLOCK, line += rows) {
+                if (rows == STEP_ROWS)
+                    reduce_block(kind, half, p, a, r, STEP_ROWS, g, 2, 2 * BLOCK, ahead, last, line);
+                else
+                    reduce_block(kind, half, p, a, r, rows, g, 2, 2 * BLOCK, ahead, last, line);
+            }
+        for (; g < p->groups; g += BLOCK, line += rows) {
             uint64_t count = block_count(p, g / BLOCK);
             if (count == BLOCK && rows == STEP_ROWS) /* the common case, with constant counts */
-                reduce_block(kind, half, p, a, r, STEP_ROWS, g, BLOCK, ahead, last, line);
+                reduce_block(kind, half, p, a, r, STEP_ROWS, g, 1, BLOCK, ahead, last, line);
             else
-                reduce_block(kind, half, p, a, r, rows, g, count, ahead, last, line);
+                reduce_block(kind, half, p, a, r, rows, g, 1, count, ahead, last, line);
         }
     }
 }

@@ -944,9 +944,12 @@ TEST_CASE(determinism_across_thread_counts) {
 /* Packed layouts of the fast paths' classes (src/cpu/batch_normalization_avx2.c):
  * runs along H*W (NCHW) with tails shorter than a vector, 5-D, runs of
  * one element vectorized across channels ({N,C,1,1} and NHWC) with a channel
- * count that is not a multiple of the 16-channel block, FLOAT32 and FLOAT16,
- * fused add and activations (RELU vectorized, GELU through the scalar code). */
+ * count that is not a multiple of the 16-channel block (37: the FLOAT16
+ * reductions walk two blocks, then a partial one), FLOAT32 and FLOAT16,
+ * fused add and each class of activation that the passes instantiate (none,
+ * RELU vectorized, GELU through the scalar code) with every layout and type. */
 TEST_CASE(fast_path_layouts) {
+    static const DML_OPERATOR_TYPE activations[3] = {0, DML_OPERATOR_ACTIVATION_RELU, DML_OPERATOR_ACTIVATION_GELU};
     static const uint32_t shapes[][5] = {{3, 37, 5, 7, 1}, {2, 19, 13, 1, 1}, {5, 24, 1, 1, 1}, {2, 9, 3, 4, 5}};
     static const uint32_t ranks[] = {4, 4, 4, 5};
     static const DML_OPERATOR_TYPE types[4] = {
@@ -955,9 +958,10 @@ TEST_CASE(fast_path_layouts) {
     DMLDevice* device = test_device(0);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0] && !test_case_failed(); s++)
         for (int t = 0; t < 4; t++)
-            for (int variant = 0; variant < 4; variant++) {
+            for (int variant = 0; variant < 12; variant++) {
                 bool nhwc = variant & 1, half = variant & 2;
-                if (nhwc && ranks[s] != 4) continue;
+                int activation = variant / 4;
+                if ((nhwc && ranks[s] != 4) || (is_gradient(types[t]) && activation > 0)) continue;
                 bn_problem p;
                 memset(&p, 0, sizeof p);
                 p.type = types[t];
@@ -970,10 +974,8 @@ TEST_CASE(fast_path_layouts) {
                 p.spatial = 1;
                 p.epsilon = 1e-3;
                 p.nhwc = nhwc;
-                p.fused_add = types[t] == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING && variant < 2;
-                if (!is_gradient(types[t]))
-                    p.activation = (bn_ref_activation){
-                        variant % 3 ? DML_OPERATOR_ACTIVATION_RELU : DML_OPERATOR_ACTIVATION_GELU, 0, 0};
+                p.fused_add = types[t] == DML_OPERATOR_BATCH_NORMALIZATION_TRAINING && variant % 4 < 2;
+                p.activation = (bn_ref_activation){activations[activation], 0, 0};
                 bn_run_and_check(&p, device, NULL);
             }
     dmlReleaseDevice(device);
@@ -987,6 +989,8 @@ TEST_CASE(fast_path_layouts) {
         for (int adversarial = 0; adversarial < 2; adversarial++) {
             expect_same_bits(reducing[t], runs, runs_p, false, adversarial);
             expect_same_bits(reducing[t], channels, channels_p, true, adversarial);
+            /* FLOAT16 channels: walks of two blocks, then a partial block */
+            expect_same_bits_typed(reducing[t], DML_TENSOR_DATA_TYPE_FLOAT16, channels, channels_p, true, adversarial);
         }
 }
 

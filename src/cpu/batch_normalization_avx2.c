@@ -348,14 +348,34 @@ HOT group_lanes group_broadcast(const double values[4]) {
  * subtraction, the fused multiply-add and the fused add round at 2^-24,
  * far below FLOAT16's 2^-11), which keeps the pass memory-bound. */
 
-HOT __m256 activate(const dml_activation* activation, __m256 pre) {
-    if (activation->type == DML_ACTIVATION_NONE || activation->type == DML_ACTIVATION_IDENTITY) return pre;
+/* The fused activation's class. The channels' element-wise pass is
+ * instantiated per class with it constant: testing the activation for
+ * every vector (and reloading it, since the stores may alias it) made the
+ * channels-last FLOAT16 passes instruction-bound. */
+typedef enum activation_class {
+    ACTIVATION_CLASS_NONE,
+    ACTIVATION_CLASS_RELU,
+    ACTIVATION_CLASS_SCALAR
+} activation_class;
+
+HOT activation_class activation_class_of(const dml_activation* activation) {
+    if (activation->type == DML_ACTIVATION_NONE || activation->type == DML_ACTIVATION_IDENTITY)
+        return ACTIVATION_CLASS_NONE;
+    return activation->type == DML_ACTIVATION_RELU ? ACTIVATION_CLASS_RELU : ACTIVATION_CLASS_SCALAR;
+}
+
+HOT __m256 activate_class(activation_class kind, const dml_activation* activation, __m256 pre) {
+    if (kind == ACTIVATION_CLASS_NONE) return pre;
     /* fmaxf(0, x): the second operand of maxps is returned for a NaN, as fmaxf returns 0 */
-    if (activation->type == DML_ACTIVATION_RELU) return _mm256_max_ps(pre, _mm256_setzero_ps());
+    if (kind == ACTIVATION_CLASS_RELU) return _mm256_max_ps(pre, _mm256_setzero_ps());
     float values[8];
     _mm256_storeu_ps(values, pre);
     dml_cpu_bn_apply_activation(activation, values, 8);
     return _mm256_loadu_ps(values);
+}
+
+HOT __m256 activate(const dml_activation* activation, __m256 pre) {
+    return activate_class(activation_class_of(activation), activation, pre);
 }
 
 HOT __m256 forward8(bool half, const void* x, const void* fused_add, uint64_t index, uint64_t count,
@@ -418,11 +438,12 @@ HOT void forward_run(bool half, const forward_args* a, uint64_t index, uint64_t 
 }
 
 /* Stores one row of a block, `count` (1..16) results in two halves of
- * eight lanes. FLOAT16 blocks streamed whole take one 32-byte store (two
+ * eight lanes; `stream`: a whole block at a 32-byte aligned address, stored
+ * non-temporally. FLOAT16 blocks streamed whole take one 32-byte store (two
  * 16-byte streaming stores per block had made the channels-last FLOAT16
  * passes store-bound: 2.3x the NCHW time on the 16-core Xeon). */
 HOT void store_block(bool half, bool stream, void* base, uint64_t index, uint64_t count, __m256 low, __m256 high) {
-    if (half && stream && count == BLOCK && (uintptr_t)((uint16_t*)base + index) % 32 == 0) {
+    if (half && stream) {
         __m128i low_bits = _mm256_cvtps_ph(low, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         __m128i high_bits = _mm256_cvtps_ph(high, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         _mm256_stream_si256((__m256i*)((uint16_t*)base + index), _mm256_set_m128i(high_bits, low_bits));
@@ -433,16 +454,15 @@ HOT void store_block(bool half, bool stream, void* base, uint64_t index, uint64_
 }
 
 /* One row of a block of `count` neighbouring groups (channels), prefetching
- * up to `end`. */
-HOT void forward_row(bool half, const forward_args* a, uint64_t index, uint64_t count, uint64_t end,
-                     const group_lanes* v) {
-    bool stream = stream_at(half, a->stream, a->y, index) && count == BLOCK;
+ * up to `end`; `stream` as store_block. */
+HOT void forward_row(bool half, activation_class kind, const forward_args* a, uint64_t index, uint64_t count,
+                     uint64_t end, bool stream, const group_lanes* v) {
     prefetch_stream(half, a->x, index, end);
     prefetch_stream(half, a->fused_add, index, end);
-    __m256 low = activate(&a->activation, forward8(half, a->x, a->fused_add, index, count < 8 ? count : 8, &v[0]));
-    __m256 high =
-        activate(&a->activation, forward8(half, a->x, a->fused_add, index + 8, count > 8 ? count - 8 : 0, &v[1]));
-    store_block(half, stream, a->y, index, count, low, high);
+    __m256 low = forward8(half, a->x, a->fused_add, index, count < 8 ? count : 8, &v[0]);
+    __m256 high = forward8(half, a->x, a->fused_add, index + 8, count > 8 ? count - 8 : 0, &v[1]);
+    store_block(half, stream, a->y, index, count, activate_class(kind, &a->activation, low),
+                activate_class(kind, &a->activation, high));
 }
 
 /* dx = k * (dy - u - (x - Mean) * w), or k * dy for the constant-statistics GRAD (spec §6, §7). */
@@ -480,9 +500,8 @@ HOT void backward_run(bool half, const backward_args* a, uint64_t index, uint64_
     if (t < length) store_n(half, false, a->dx, index + t, length - t, backward8(half, a, index + t, length - t, v));
 }
 
-HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, uint64_t end,
+HOT void backward_row(bool half, const backward_args* a, uint64_t index, uint64_t count, uint64_t end, bool stream,
                       const group_lanes* v) {
-    bool stream = stream_at(half, a->stream, a->dx, index) && count == BLOCK;
     prefetch_stream(half, a->dy, index, end);
     prefetch_stream(half, a->training ? a->x : NULL, index, end);
     __m256 low = backward8(half, a, index, count < 8 ? count : 8, &v[0]);
@@ -746,20 +765,23 @@ HOT void reduce_rows(channel_reduction kind, const bn_fast_plan* p, const reduct
  * these reductions were compute-bound (channels-last FLOAT16 TRAINING took
  * 0.8x the FLOAT32 time for half the bytes). Deviations are taken from the
  * center rounded to FLOAT32 (SQUARES: channel_stats_chunk takes that shift
- * out of the sum; GRADIENT: Mean is a FLOAT16 value, exact). */
+ * out of the sum; GRADIENT: Mean is a FLOAT16 value, exact). `blocks` (1 or
+ * 2) neighbouring blocks at once, `count` groups of them. */
 HOT void reduce_rows_half(channel_reduction kind, const bn_fast_plan* p, const reduction_args* a, uint64_t r,
-                          uint64_t rows, uint64_t g, uint64_t count, uint64_t ahead, uint64_t end, uint64_t line,
-                          const __m256d center[4], __m256d first[4], __m256d second[4]) {
-    __m256 centers[2] = {narrow((lanes8){center[0], center[1]}), narrow((lanes8){center[2], center[3]})};
+                          uint64_t rows, uint64_t g, int blocks, uint64_t count, uint64_t ahead, uint64_t end,
+                          uint64_t line, const __m256d center[8], __m256d first[8], __m256d second[8]) {
+    __m256 centers[4];
+    for (int h = 0; h < 2 * blocks; h++)
+        centers[h] = narrow((lanes8){center[2 * h], center[2 * h + 1]});
     for (uint64_t i = 0; i < rows;) {
-        __m256 span_first[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        __m256 span_second[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 span_first[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 span_second[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int n = 0; n < DML_BN_SPAN && i < rows; n++, i++, line++) {
             uint64_t index = (r + i) * p->groups + g;
             prefetch_line(true, a->x, ahead, end, line);
             prefetch_line(true, a->dy, ahead, end, line);
-            for (int h = 0; h < 2; h++) {
-                uint64_t lanes = h == 0 ? (count < 8 ? count : 8) : (count > 8 ? count - 8 : 0);
+            for (int h = 0; h < 2 * blocks; h++) {
+                uint64_t lanes = count <= 8u * h ? 0 : count - 8u * h < 8 ? count - 8u * h : 8;
                 __m256 x = load_n(true, a->x, index + 8 * h, lanes);
                 if (kind == SUM) {
                     span_first[h] = _mm256_add_ps(span_first[h], x);
@@ -773,7 +795,7 @@ HOT void reduce_rows_half(channel_reduction kind, const bn_fast_plan* p, const r
                 }
             }
         }
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < 2 * blocks; h++) {
             if (kind != SQUARES) add_span(span_first[h], &first[2 * h], &first[2 * h + 1]);
             if (kind != SUM) add_span(span_second[h], &second[2 * h], &second[2 * h + 1]);
         }
@@ -789,20 +811,23 @@ HOT void reduce_rows_half(channel_reduction kind, const bn_fast_plan* p, const r
  * loads that match a pending store in their low 12 address bits wait for
  * it on Intel, which serializes the misses of x). Meanwhile the `line`-th
  * lines from `ahead` on are asked for (the next step's rows, in memory
- * order). */
+ * order). FLOAT16 walks take `blocks` (1 or 2) blocks at once, `count`
+ * groups of them: two blocks of FLOAT16 are one cache line per row, and
+ * one block per row (32 bytes) had made these walks instruction-bound. */
 HOT void reduce_block(channel_reduction kind, bool half, const bn_fast_plan* p, const reduction_args* a, uint64_t r,
-                      uint64_t rows, uint64_t g, uint64_t count, uint64_t ahead, uint64_t end, uint64_t line) {
-    __m256d first[4], second[4], center[4];
-    for (int k = 0; k < 4; k++) {
+                      uint64_t rows, uint64_t g, int blocks, uint64_t count, uint64_t ahead, uint64_t end,
+                      uint64_t line) {
+    __m256d first[8], second[8], center[8];
+    for (int k = 0; k < 4 * blocks; k++) {
         first[k] = kind == SQUARES ? _mm256_setzero_pd() : _mm256_load_pd(a->sums[0] + g + 4 * k);
         second[k] = kind == SUM ? _mm256_setzero_pd() : _mm256_load_pd(a->sums[1] + g + 4 * k);
         center[k] = kind == SUM ? _mm256_setzero_pd() : _mm256_load_pd(a->center + g + 4 * k);
     }
     if (half)
-        reduce_rows_half(kind, p, a, r, rows, g, count, ahead, end, line, center, first, second);
+        reduce_rows_half(kind, p, a, r, rows, g, blocks, count, ahead, end, line, center, first, second);
     else
         reduce_rows(kind, p, a, r, rows, g, count, ahead, end, line, center, first, second);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 4 * blocks; k++) {
         if (kind != SQUARES) _mm256_store_pd(a->sums[0] + g + 4 * k, first[k]);
         if (kind != SUM) _mm256_store_pd(a->sums[1] + g + 4 * k, second[k]);
     }
@@ -821,12 +846,20 @@ HOT void reduce_chunk(channel_reduction kind, bool half, const bn_fast_plan* p, 
     }
     for (uint64_t r = begin; r < end; r += STEP_ROWS) {
         uint64_t rows = end - r < STEP_ROWS ? end - r : STEP_ROWS, ahead = (r + STEP_ROWS) * p->groups;
-        for (uint64_t g = 0, line = 0; g < p->groups; g += BLOCK, line += rows) {
+        uint64_t g = 0, line = 0;
+        if (half && kind != GRADIENT) /* pairs of whole blocks (GRADIENT: too few registers) */
+            for (; g + 2 * BLOCK <= p->groups; g += 2 * BLOCK, line += rows) {
+                if (rows == STEP_ROWS)
+                    reduce_block(kind, half, p, a, r, STEP_ROWS, g, 2, 2 * BLOCK, ahead, last, line);
+                else
+                    reduce_block(kind, half, p, a, r, rows, g, 2, 2 * BLOCK, ahead, last, line);
+            }
+        for (; g < p->groups; g += BLOCK, line += rows) {
             uint64_t count = block_count(p, g / BLOCK);
             if (count == BLOCK && rows == STEP_ROWS) /* the common case, with constant counts */
-                reduce_block(kind, half, p, a, r, STEP_ROWS, g, BLOCK, ahead, last, line);
+                reduce_block(kind, half, p, a, r, STEP_ROWS, g, 1, BLOCK, ahead, last, line);
             else
-                reduce_block(kind, half, p, a, r, rows, g, count, ahead, last, line);
+                reduce_block(kind, half, p, a, r, rows, g, 1, count, ahead, last, line);
         }
     }
 }
@@ -892,12 +925,39 @@ static void channel_stats_finish(const bn_fast_plan* p, const dml_kernel_args* a
     }
 }
 
-HOT void elementwise_row(bool half, bool backward, const void* pass, uint64_t index, uint64_t count, uint64_t end,
-                         const group_lanes* v) {
+/* Rows [begin, end) of the groups [first, last) (whole blocks from a
+ * multiple of TILE), with the kind of activation constant. The operands are
+ * copied into locals: read through `pass`, every row reloaded them, since
+ * the stores may alias them. A row's blocks are streamed when its first one
+ * is 32-byte aligned: the blocks are 32 (FLOAT16) or 64 bytes apart. */
+HOT void channel_elementwise_rows(bool half, bool backward, activation_class kind, const bn_fast_plan* p,
+                                  const void* pass, uint64_t begin, uint64_t end, uint64_t first, uint64_t last,
+                                  const group_lanes (*lanes)[2]) {
+    forward_args forward = {0};
+    backward_args back = {0};
     if (backward)
-        backward_row(half, pass, index, count, end, v);
+        back = *(const backward_args*)pass;
     else
-        forward_row(half, pass, index, count, end, v);
+        forward = *(const forward_args*)pass;
+    void* out = backward ? back.dx : forward.y;
+    bool stream = backward ? back.stream : forward.stream;
+    uint64_t stop = end * p->groups; /* the chunk's rows are contiguous */
+    for (uint64_t r = begin; r < end; r++) {
+        uint64_t index = r * p->groups + first;
+        bool row_stream = stream && ((uintptr_t)out + index * (half ? 2u : 4u)) % 32 == 0;
+        for (uint64_t g = first; g < last; g += BLOCK, index += BLOCK) {
+            uint64_t count = last - g < BLOCK ? last - g : BLOCK;
+            const group_lanes* v = lanes[(g - first) / BLOCK];
+            if (count == BLOCK && backward) /* the common case, with every count a constant */
+                backward_row(half, &back, index, BLOCK, stop, row_stream, v);
+            else if (count == BLOCK)
+                forward_row(half, kind, &forward, index, BLOCK, stop, row_stream, v);
+            else if (backward)
+                backward_row(half, &back, index, count, stop, false, v);
+            else
+                forward_row(half, kind, &forward, index, count, stop, false, v);
+        }
+    }
 }
 
 /* The element-wise pass (forward or backward) over one chunk of rows, TILE
@@ -905,7 +965,9 @@ HOT void elementwise_row(bool half, bool backward, const void* pass, uint64_t in
  * tensors: rounded to FLOAT32), not in every row. */
 HOT void channel_elementwise_chunk(bool half, bool backward, const bn_fast_plan* p, const void* pass,
                                    const channel_workspace* w, uint64_t chunk) {
-    uint64_t end = chunk_end(p, chunk) * p->groups; /* the chunk's rows are contiguous */
+    activation_class kind =
+        backward ? ACTIVATION_CLASS_NONE : activation_class_of(&((const forward_args*)pass)->activation);
+    uint64_t begin = chunk_begin(p, chunk), end = chunk_end(p, chunk);
     for (uint64_t first = 0; first < p->groups; first += TILE) {
         uint64_t last = p->groups - first < TILE ? p->groups : first + TILE;
         group_lanes lanes[TILE / BLOCK][2];
@@ -918,15 +980,12 @@ HOT void channel_elementwise_chunk(bool half, bool backward, const bn_fast_plan*
                     else
                         lanes[(g - first) / BLOCK][h].v[k] = values;
                 }
-        for (uint64_t r = chunk_begin(p, chunk); r < chunk_end(p, chunk); r++)
-            for (uint64_t g = first; g < last; g += BLOCK) {
-                uint64_t index = r * p->groups + g, count = block_count(p, g / BLOCK);
-                const group_lanes* v = lanes[(g - first) / BLOCK];
-                if (count == BLOCK) /* the common case, with every count a constant */
-                    elementwise_row(half, backward, pass, index, BLOCK, end, v);
-                else
-                    elementwise_row(half, backward, pass, index, count, end, v);
-            }
+        if (backward || kind == ACTIVATION_CLASS_NONE)
+            channel_elementwise_rows(half, backward, ACTIVATION_CLASS_NONE, p, pass, begin, end, first, last, lanes);
+        else if (kind == ACTIVATION_CLASS_RELU)
+            channel_elementwise_rows(half, false, ACTIVATION_CLASS_RELU, p, pass, begin, end, first, last, lanes);
+        else
+            channel_elementwise_rows(half, false, ACTIVATION_CLASS_SCALAR, p, pass, begin, end, first, last, lanes);
     }
 }
 

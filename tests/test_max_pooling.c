@@ -994,6 +994,45 @@ TEST_CASE(large_forward_outputs_match_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
+/* Channels-last gradients of disjoint windows whose OutputGradient exceeds
+ * DML_CPU_STREAM_BYTES (8 MiB): channel counts of whole 64-byte lines
+ * (max_pooling_grad/avx512/nhwc streams them: whole chunks of 64 channels,
+ * a FLOAT32 tail of one vector, FLOAT16 tails of two vectors a line) and
+ * one of partial lines (40 FLOAT32 channels, stored plainly); odd sizes and
+ * a stride past the window leave positions in no window (zeroed beside the
+ * streamed ones); NaN and infinities in one InputGradient; one and two
+ * threads. */
+TEST_CASE(large_channels_last_gradients_match_generic_bit_for_bit) {
+    DMLDevice* devices[2] = {test_device(1), test_device(2)};
+    DMLDevice* generic = generic_device();
+    static const struct {
+        DML_TENSOR_DATA_TYPE data_type;
+        uint32_t channels, height, width, stride;
+    } shapes[] = {
+        {DML_TENSOR_DATA_TYPE_FLOAT32, 128, 130, 129, 2}, {DML_TENSOR_DATA_TYPE_FLOAT32, 80, 160, 161, 2},
+        {DML_TENSOR_DATA_TYPE_FLOAT16, 96, 230, 200, 3},  {DML_TENSOR_DATA_TYPE_FLOAT16, 32, 400, 331, 2},
+        {DML_TENSOR_DATA_TYPE_FLOAT32, 40, 260, 203, 2},
+    };
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]) && !test_case_failed(); i++) {
+        pool_case c = {.type = DML_OPERATOR_MAX_POOLING_GRAD,
+                       .data_type = shapes[i].data_type,
+                       .index_type = DML_TENSOR_DATA_TYPE_UNKNOWN,
+                       .rank = 4,
+                       .input_sizes = {1, shapes[i].channels, shapes[i].height, shapes[i].width}};
+        c.output_sizes[0] = 1;
+        c.output_sizes[1] = c.input_sizes[1];
+        for (uint32_t d = 0; d < 2; d++)
+            set_window(&c, d, 2, shapes[i].stride);
+        for (int t = 0; t < 3; t++)
+            c.layouts[t] = TEST_LAYOUT_EXPLICIT;
+        fit_output_sizes(&c);
+        expect_generic_bits(devices[i % 2], generic, &c, true, i == 1);
+    }
+    dmlReleaseDevice(devices[0]);
+    dmlReleaseDevice(devices[1]);
+    dmlReleaseDevice(generic);
+}
+
 /* Input strides over the same logical sizes with C innermost at stride
  * `channel_stride` and `pixel_padding` unused elements after each pixel's
  * channels; reallocates the buffer. */

@@ -266,6 +266,7 @@ typedef struct nhwc_grad_plan {
     nhwc_geometry g;
     dml_pool_view grad_out;
     bool write_once;   /* disjoint windows: nhwc_write_once, no band */
+    bool stream;       /* write_once: OutputGradient far larger than the caches, in whole lines (AVX-512 streams it) */
     bool uncovered[3]; /* write_once: some coordinate of D, H, W lies in no window */
     int64_t windows;   /* write_once: N * OD * OH * OW */
     uint32_t chunks;   /* per image */
@@ -320,6 +321,9 @@ static inline bool nhwc_grad_plan_of(const DMLOperator* op, const DMLDevice* dev
         for (uint32_t dim = 0; dim < 3; dim++)
             gp->uncovered[dim] = some_coordinate_in_no_window(p, dim, gp->g.in.sizes[2 + dim], o->sizes[2 + dim]);
         gp->windows = (int64_t)o->sizes[0] * o->sizes[2] * o->sizes[3] * o->sizes[4];
+        size_t element = gp->g.half ? 2 : 4;
+        gp->stream = (uint64_t)gp->g.in.sizes[0] * plane * gp->g.channels * element >= DML_CPU_STREAM_BYTES &&
+                     nhwc_whole_lines(&gp->grad_out, gp->g.channels, element);
         gp->threads = dml_cpu_threads_for(
             (int)device->threads, (uint64_t)gp->windows,
             dml_cpu_items_per_thread((uint64_t)gp->g.channels * p->window[0] * p->window[1] * p->window[2],
@@ -391,6 +395,7 @@ static inline void nhwc_write_once(const nhwc_grad_plan* gp, const dml_pooling_p
                 zero_uncovered_nhwc(gp, p, output_gradient + n * gp->grad_out.strides[0] * element, d, h);
             }
         }
+        _mm_sfence(); /* streamed stores (if any) are visible before the dispatch returns */
     }
 }
 

@@ -15,10 +15,12 @@
  *
  * The gradient of disjoint windows (2x2/2): each window writes its taps of
  * OutputGradient once (+0 + dy at the argmax, +0 at the others: the
- * generic sum). Its stores prefetch their line ahead (a plain store first
- * reads its line, and the hardware prefetchers do not run ahead of these
- * stores: 25 -> 21.7 ms on one thread, 64x128x112x112 2x2/2). Streaming
- * them instead measured twice as slow (32 against 21 ms). Overlapping
+ * generic sum). Far larger than the caches and in whole lines
+ * (nhwc_grad_plan.stream), they are streamed: a plain store first reads its
+ * line, a third more traffic (64x128x112x112 2x2/2, two threads, A/B in one
+ * process: 18.6-19.0 -> 13.0-13.3 ms FLOAT32, 9.6-10.5 -> 8.5 FLOAT16).
+ * Otherwise each store's line is fetched ahead (the hardware prefetchers
+ * do not run ahead of these stores: 25 -> 21.7 ms on one thread). Overlapping
  * windows (3x3/2): the band gradient of max_pooling_nhwc.h, each input
  * position gathering the windows that chose it, with 16 lanes. The
  * geometry, plans and loops are max_pooling_nhwc.h's. */
@@ -237,10 +239,12 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
 
 /* Disjoint windows. */
 
-/* Channels c .. of one window's taps: `vectors` vectors, the last `last_mask`. */
+/* Channels c .. of one window's taps: `vectors` vectors, the last `last_mask`.
+ * `stream` (nhwc_grad_plan.stream, an aligned buffer): whole lines, each
+ * written by one store or two back to back, streamed. */
 static ALWAYS_INLINE void write_once_chunk(const nhwc_geometry* g, const dml_pooling_params* p, const char* image,
                                            const char* dy, char* dx_image, const nhwc_window* w, uint32_t c,
-                                           int vectors, __mmask16 last_mask) {
+                                           int vectors, __mmask16 last_mask, bool stream) {
     const size_t element = g->half ? 2 : 4;
     lanes_max m[CHUNK_VECTORS];
     chunk_max(g, p, image + c * element, w, vectors, last_mask, m);
@@ -255,19 +259,25 @@ static ALWAYS_INLINE void write_once_chunk(const nhwc_geometry* g, const dml_poo
             __mmask16 mask_ = v_ == vectors - 1 ? last_mask : (__mmask16)ALL_LANES;                                    \
             __m512 value_ = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(m[v_].position, position_), gradient[v_]);     \
             char* at_ = dx_image + ((tap_offset) + c + LANES * v_) * (int64_t)element;                                 \
-            _mm_prefetch(at_ + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                                                      \
-            if (g->half)                                                                                               \
-                _mm256_mask_storeu_epi16(at_, mask_, _mm512_cvtps_ph(value_, _MM_FROUND_TO_NEAREST_INT));              \
-            else                                                                                                       \
-                _mm512_mask_storeu_ps(at_, mask_, value_);                                                             \
+            if (stream && g->half)                                                                                     \
+                _mm256_stream_si256((__m256i*)at_, _mm512_cvtps_ph(value_, _MM_FROUND_TO_NEAREST_INT));                \
+            else if (stream)                                                                                           \
+                _mm512_stream_ps((float*)at_, value_);                                                                 \
+            else {                                                                                                     \
+                _mm_prefetch(at_ + NHWC_PREFETCH_AHEAD, _MM_HINT_T0);                                                  \
+                if (g->half)                                                                                           \
+                    _mm256_mask_storeu_epi16(at_, mask_, _mm512_cvtps_ph(value_, _MM_FROUND_TO_NEAREST_INT));          \
+                else                                                                                                   \
+                    _mm512_mask_storeu_ps(at_, mask_, value_);                                                         \
+            }                                                                                                          \
         }                                                                                                              \
     } while (0)
     FOR_EACH_NHWC_TAP(g, p, *w, WRITE_TAP);
 #undef WRITE_TAP
 }
 
-static void write_once_window(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image, const char* dy,
-                              char* dx_image, const nhwc_window* w) {
+static ALWAYS_INLINE void write_once_window(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image,
+                                            const char* dy, char* dx_image, const nhwc_window* w, bool stream) {
     /* Local copies: stores through char and integer pointers might write the
      * plan, so the tap loops would re-read it after every store. */
     const nhwc_geometry g = gp->g;
@@ -275,9 +285,22 @@ static void write_once_window(const nhwc_grad_plan* gp, const dml_pooling_params
     const nhwc_window window = *w;
     uint32_t c = 0;
     for (; c + CHUNK <= g.channels; c += CHUNK)
-        write_once_chunk(&g, &params, image, dy, dx_image, &window, c, CHUNK_VECTORS, ALL_LANES);
+        write_once_chunk(&g, &params, image, dy, dx_image, &window, c, CHUNK_VECTORS, ALL_LANES, stream);
+    if (stream && g.half) /* a line is two vectors: both in one pass (the channels are whole lines) */
+        for (; c < g.channels; c += 2 * LANES)
+            write_once_chunk(&g, &params, image, dy, dx_image, &window, c, 2, ALL_LANES, true);
     for (; c < g.channels; c += LANES)
-        write_once_chunk(&g, &params, image, dy, dx_image, &window, c, 1, first_lanes(g.channels - c));
+        write_once_chunk(&g, &params, image, dy, dx_image, &window, c, 1, first_lanes(g.channels - c), stream);
+}
+
+static void write_once_window_stored(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image,
+                                     const char* dy, char* dx_image, const nhwc_window* w) {
+    write_once_window(gp, p, image, dy, dx_image, w, false);
+}
+
+static void write_once_window_streamed(const nhwc_grad_plan* gp, const dml_pooling_params* p, const char* image,
+                                       const char* dy, char* dx_image, const nhwc_window* w) {
+    write_once_window(gp, p, image, dy, dx_image, w, true);
 }
 
 /* Overlapping windows: nhwc_argmax_row_fn (masked stores: the band's pitch
@@ -359,8 +382,10 @@ static void band_task(const nhwc_grad_plan* gp, const dml_pooling_params* p, con
 
 static HRESULT run_grad(const dml_kernel_args* args) {
     const nhwc_grad_plan* gp = DML_PLAN_STATE(args, nhwc_grad_plan);
-    if (gp->write_once)
-        nhwc_write_once(gp, args->op->params, args, write_once_window);
+    if (gp->write_once && gp->stream && (uintptr_t)args->outputs[DML_POOL_OUTPUT] % 64 == 0)
+        nhwc_write_once(gp, args->op->params, args, write_once_window_streamed);
+    else if (gp->write_once)
+        nhwc_write_once(gp, args->op->params, args, write_once_window_stored);
     else
         nhwc_run_band(gp, args, band_task);
     return S_OK;

@@ -105,7 +105,7 @@ void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last)
     roi_align_case_describe(c);
 }
 
-bool staged_roi_align_case_declines(int iteration) { return iteration % 6 == 5; }
+bool staged_roi_align_case_declines(int iteration) { return iteration % 8 == 5; }
 
 /* Packed layouts, then the data for the case's sizes. */
 static void staged_case_finish(roi_align_case* c) {
@@ -119,8 +119,8 @@ static void staged_case_finish(roi_align_case* c) {
 
 void staged_roi_align_case(roi_align_case* c, int iteration) {
     random_roi_align_case(c);
-    static const uint32_t extents[6] = {0, 64, 128, 180, 20, 0};
-    const int variant = iteration % 6;
+    static const uint32_t extents[8] = {0, 64, 128, 180, 20, 0, 128, 128};
+    const int variant = iteration % 8;
     c->reduction = DML_REDUCE_FUNCTION_AVERAGE;
     c->interpolation = DML_INTERPOLATION_MODE_LINEAR;
     if (variant != 0) {
@@ -139,8 +139,19 @@ void staged_roi_align_case(roi_align_case* c, int iteration) {
         c->height = c->width = c->type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 400 : 300;
         c->channels = test_rand_range(1, 3);
         c->roi_count = test_rand_range(1, 20);
+    } else if (variant >= 6) {
+        /* A whole 128 x 128 chunk a block (227 KB): more chunk tasks than an
+         * H100's 132 blocks (each task stages several chunks in turn), and
+         * either an image's samples kept for all its chunks (2 images) or
+         * more ROIs on one image than the samples a block keeps (rounds for
+         * each chunk). */
+        c->height = c->width = 128;
+        c->channels = c->type == DML_TENSOR_DATA_TYPE_FLOAT16 ? test_rand_range(540, 600) : test_rand_range(270, 300);
+        c->batch = variant == 6 ? 2 : 1;
+        c->roi_count = variant == 6 ? test_rand_range(20, 200) : test_rand_range(700, 800);
+        if (variant == 7) c->min_samples = c->max_samples = 2; /* 344 bytes of samples a ROI (7 x 7) */
     }
-    if (test_rand_bool()) c->out_height = c->out_width = 7;
+    if (variant == 7 || test_rand_bool()) c->out_height = c->out_width = 7;
     staged_case_finish(c);
 }
 

@@ -80,8 +80,10 @@ void packed_roi_align_case(roi_align_case* c, int iteration, bool channels_last)
 /* Case `iteration` of STAGED_ROI_ALIGN_CASES for the staged forward kernel
  * (LINEAR, AVERAGE, packed NCHW): random options on images
  * that stage 4, 2 or 1 channels a task (up to 20x20, 64x64, 128x128,
- * 180x180: FLOAT32 K = 4, 4, 2, 1; FLOAT16 4, 4, 4, 2), 1..41 channels, up to 1500 ROIs of mixed images; every sixth
- * image too large to stage one channel (the plan declines). */
+ * 180x180: FLOAT32 K = 4, 4, 2, 1; FLOAT16 4, 4, 4, 2), 1..41 channels, up to 1500 ROIs of mixed images; every eighth
+ * image too large to stage one channel (the plan declines); two in eight
+ * 128x128 with 270..700 channels (groups of chunks a task), one of them
+ * with 700..900 ROIs on one image (more than a block keeps the samples of). */
 #define STAGED_ROI_ALIGN_CASES 48
 void staged_roi_align_case(roi_align_case* c, int iteration);
 bool staged_roi_align_case_declines(int iteration);

@@ -161,15 +161,20 @@ template <class T, bool ChannelsLast> static void replay_forward_packed(const dm
     free(samples);
 }
 
-/* roi_align_forward_staged, task by task: the list, the staged chunk, each
- * round's axes, samples and outputs (the kernel overlaps the rounds, each in
- * its own sets of axes and samples: the same values). */
+/* roi_align_forward_staged, task by task: the list, then each chunk of the
+ * task's group staged in turn; a range of at most kept_rois ROIs has its
+ * samples computed once (with the first chunk), a longer one each round's
+ * axes, samples and outputs for each chunk (the kernel overlaps the rounds,
+ * each in its own sets of axes and samples: the same values). */
 template <class T, unsigned K>
 static void replay_staged_tasks(const align_replay::forward_problem& f, const align_replay::staged_plan& n) {
     const align_replay::align_shape& s = f.shape;
     T* staged = (T*)malloc(n.staging_bytes);
     uint16_t* list = (uint16_t*)malloc((size_t)s.roi_count * sizeof *list);
-    void* samples = malloc(align_replay::staged_geometry_bytes(n.round_rois, n.x_slots, n.y_slots));
+    const size_t geometry_bytes = n.shared_bytes - n.staging_bytes - n.list_bytes;
+    void* geometry = malloc(geometry_bytes);
+    memset(geometry, 0xFF, geometry_bytes); /* NaN fractions, out-of-bounds taps: a record never written shows */
+    const align_replay::staged_samples kept_samples = align_replay::staged_kept(geometry, n);
     for (uint64_t task = 0; task < align_replay::staged_tasks(n, s.batch); task++) {
         const align_replay::staged_task t = align_replay::staged_task_of(n, s, task);
         uint32_t listed = 0;
@@ -177,39 +182,65 @@ static void replay_staged_tasks(const align_replay::forward_problem& f, const al
             if (align_replay::staged_list_entry(f, t.b, r, &list[listed])) listed++;
         const uint32_t begin = (uint32_t)((uint64_t)listed * t.range / n.ranges);
         const uint32_t end = (uint32_t)((uint64_t)listed * (t.range + 1) / n.ranges);
-        const T* source = align_replay::staging_source<T>(f, t.b, t.c0);
-        for (uint32_t i = 0; i < s.height * s.width; i++) {
-            T values[K];
-            for (unsigned k = 0; k < K; k++)
-                values[k] = align_replay::staging_value<T>(f, source, t.c0, i, k);
-            align_replay::staging_store<T, K>(f, n, staged, i, values);
-        }
-        for (uint32_t first = begin, round = 0; first < end; first += n.round_rois, round++) {
-            const uint32_t count = end - first < n.round_rois ? end - first : n.round_rois;
-            const align_replay::staged_samples g = align_replay::staged_samples_at(samples, n, round);
-            for (uint32_t i = 0; i < 2 * count; i++)
-                align_replay::staged_axis<T>(f, g, i / 2, list[first + i / 2], i % 2);
-            for (uint32_t i = 0; i < count; i++)
-                for (uint32_t slot = 0; slot < n.x_slots + n.y_slots; slot++)
-                    align_replay::staged_sample(f, n, g, i, slot);
-            for (uint32_t i = 0; i < count; i++)
-                for (uint32_t oy = 0; oy < s.out_height; oy++)
-                    for (uint32_t ox = 0; ox < s.out_width; ox++)
-                        align_replay::staged_output<T, K>(f, n, staged, g, list[first + i], i, oy, ox, t.c0);
+        if (begin == end) continue;
+        const bool kept = end - begin <= n.kept_rois;
+        for (uint32_t j = 0, c0; (c0 = align_replay::staged_chunk_channel(n, s, t, j)) < s.channels; j++) {
+            const T* source = align_replay::staging_source<T>(f, t.b, c0);
+            for (uint32_t i = 0; i < s.height * s.width; i++) {
+                T values[K];
+                for (unsigned k = 0; k < K; k++)
+                    values[k] = align_replay::staging_value<T>(f, source, c0, i, k);
+                align_replay::staging_store<T, K>(f, n, staged, i, values);
+            }
+            if (kept) {
+                if (j == 0)
+                    for (uint32_t i = 0; i < end - begin; i++)
+                        for (uint32_t slot = 0; slot < n.x_slots + n.y_slots; slot++)
+                            align_replay::staged_kept_record<T>(f, n, kept_samples, i, list[begin + i], slot);
+                for (uint32_t i = 0; i < end - begin; i++)
+                    for (uint32_t oy = 0; oy < s.out_height; oy++)
+                        for (uint32_t ox = 0; ox < s.out_width; ox++)
+                            align_replay::staged_output<T, K>(f, n, staged, kept_samples, list[begin + i], i, oy, ox,
+                                                              c0);
+                continue;
+            }
+            for (uint32_t first = begin, round = 0; first < end; first += n.round_rois, round++) {
+                const uint32_t count = end - first < n.round_rois ? end - first : n.round_rois;
+                const align_replay::staged_samples g = align_replay::staged_samples_at(geometry, n, round);
+                for (uint32_t i = 0; i < 2 * count; i++)
+                    align_replay::staged_axis<T>(f, g, i / 2, list[first + i / 2], i % 2);
+                for (uint32_t i = 0; i < count; i++)
+                    for (uint32_t slot = 0; slot < n.x_slots + n.y_slots; slot++)
+                        align_replay::staged_sample(f, n, g, i, slot);
+                for (uint32_t i = 0; i < count; i++)
+                    for (uint32_t oy = 0; oy < s.out_height; oy++)
+                        for (uint32_t ox = 0; ox < s.out_width; ox++)
+                            align_replay::staged_output<T, K>(f, n, staged, g, list[first + i], i, oy, ox, c0);
+            }
         }
     }
     free(staged);
     free(list);
-    free(samples);
+    free(geometry);
 }
 
-/* The staged kernel's plan for an H100's 227 KB of shared memory a block. */
+/* The staged kernel's plan for an H100's 227 KB of shared memory a block,
+ * with the choices the device's plan makes at random: ROI ranges, chunk
+ * groups, and the samples of as many ROIs kept as the rest of the shared
+ * memory holds (a block alone on its multiprocessor), as the rounds'
+ * geometry holds, or as few as a random number (the rounds then run for
+ * longer ranges). */
 template <class T> static void replay_forward_staged(const dml_kernel_args* args) {
     align_replay::staged_plan n;
-    HRESULT status = align_replay::staged_plan_make(args->op, 232448 - 128, &n);
+    const size_t limit = 232448 - 128;
+    HRESULT status = align_replay::staged_plan_make(args->op, limit, &n);
     EXPECT(status == S_OK, "the staged plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
-    n.ranges = 1 + test_rand_range(0, 3); /* as the device's plan may split the lists */
+    n.ranges = 1 + test_rand_range(0, 3);
+    n.group = 1 + test_rand_range(0, 3);
+    const int keep = test_rand_range(0, 2);
+    if (keep == 0) align_replay::staged_plan_keep(&n, limit);
+    if (keep == 2) n.kept_rois = test_rand_range(0, n.kept_rois);
     const align_replay::forward_problem f = align_replay::forward_problem_make(args);
     if (n.k == 4)
         replay_staged_tasks<T, 4>(f, n);

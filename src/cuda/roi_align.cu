@@ -1055,6 +1055,13 @@ HRESULT run_forward_packed(const dml_kernel_args* args) {
  *   compaction of the batch indices; the ROIs of no image (RA-12) join
  *   image 0's list, marked, and take OutOfBoundsInputValue) and takes the
  *   range's share of the list.
+ * - Where the (image, chunk) tasks take several waves of blocks, a task
+ *   stages a group of chunks in turn (as many as keeps the waves' chunks a
+ *   block), and a range of ROIs whose samples fit the shared memory beside
+ *   the chunk (kept_rois: 288 ROIs of 7 x 7 outputs and 2 x 2 samples at
+ *   128 x 128 FLOAT32) has them computed once, during the group's first
+ *   staging, for all its chunks (staged_kept); a longer range takes the
+ *   rounds below for each chunk.
  * - Rounds of `round_rois` ROIs: the block computes their X and Y axes
  *   (roi_align_math.h), then their samples as tap offsets into the staged
  *   chunk and fractions (structure of arrays), then each thread reduces one
@@ -1083,8 +1090,10 @@ struct staged_plan {
     uint32_t k;          /* channels staged per task: 1, 2 or 4 */
     uint32_t row;        /* staged pixels per row: W | 1 */
     uint32_t chunks;     /* ceil(C / k) */
-    uint32_t ranges;     /* tasks per (image, chunk) */
+    uint32_t group;      /* chunks a task stages in turn */
+    uint32_t ranges;     /* tasks per (image, group of chunks) */
     uint32_t round_rois; /* ROIs whose samples a round computes */
+    uint32_t kept_rois;  /* ROIs whose samples the geometry holds at once (staged_kept) */
     uint32_t x_slots;    /* per ROI: OW * MaximumSamplesPerOutput X samples */
     uint32_t y_slots;    /* and OH * MaximumSamplesPerOutput Y samples */
     uint32_t staging_bytes, list_bytes, shared_bytes;
@@ -1116,19 +1125,41 @@ DML_CUDA_FN size_t staged_geometry_bytes(uint32_t round_rois, uint32_t x_slots, 
     return 3 * staged_axes_bytes(round_rois) + 2 * staged_records_bytes(round_rois, x_slots, y_slots);
 }
 
+/* The six record arrays from x_first on: xs X records, then ys Y records. */
+DML_CUDA_FN void staged_records_from(staged_samples* g, uint32_t* x_first, uint32_t xs, uint32_t ys) {
+    g->x_first = x_first;
+    g->x_second = g->x_first + xs;
+    g->x_fraction = (float*)(g->x_second + xs);
+    g->y_first = (uint32_t*)(g->x_fraction + xs);
+    g->y_second = g->y_first + ys;
+    g->y_fraction = (float*)(g->y_second + ys);
+}
+
 DML_CUDA_FN staged_samples staged_samples_at(void* base, const staged_plan& n, uint32_t round) {
     const uint32_t xs = n.round_rois * n.x_slots, ys = n.round_rois * n.y_slots;
     unsigned char* bytes = (unsigned char*)base;
     staged_samples g;
     g.axes = (dml_roi_axis*)(bytes + round % 3 * staged_axes_bytes(n.round_rois));
     g.per_output = (uint32_t*)(g.axes + 2 * n.round_rois);
-    g.x_first = (uint32_t*)(bytes + 3 * staged_axes_bytes(n.round_rois) +
-                            round % 2 * staged_records_bytes(n.round_rois, n.x_slots, n.y_slots));
-    g.x_second = g.x_first + xs;
-    g.x_fraction = (float*)(g.x_second + xs);
-    g.y_first = (uint32_t*)(g.x_fraction + xs);
-    g.y_second = g.y_first + ys;
-    g.y_fraction = (float*)(g.y_second + ys);
+    staged_records_from(&g,
+                        (uint32_t*)(bytes + 3 * staged_axes_bytes(n.round_rois) +
+                                    round % 2 * staged_records_bytes(n.round_rois, n.x_slots, n.y_slots)),
+                        xs, ys);
+    return g;
+}
+
+/* The samples of up to kept_rois ROIs, computed once for every chunk of a
+ * task's group (a range of no more ROIs skips the rounds): their samples per
+ * output, then their records in staged_samples' arrays (axes unused). */
+DML_CUDA_FN size_t staged_kept_bytes(uint32_t rois, uint32_t x_slots, uint32_t y_slots) {
+    return (size_t)rois * (2 * sizeof(uint32_t) + (x_slots + y_slots) * 12);
+}
+
+DML_CUDA_FN staged_samples staged_kept(void* base, const staged_plan& n) {
+    staged_samples g;
+    g.axes = nullptr;
+    g.per_output = (uint32_t*)base;
+    staged_records_from(&g, g.per_output + 2 * n.kept_rois, n.kept_rois * n.x_slots, n.kept_rois * n.y_slots);
     return g;
 }
 
@@ -1166,10 +1197,8 @@ DML_CUDA_FN void staging_store(const forward_problem& f, const staged_plan& n, T
         staged[(y * n.row + x) * K + k] = values[k];
 }
 
-/* Axis `along_y` of round ROI g, list entry `entry` (§4.1), and its samples per output. */
-template <class T>
-DML_CUDA_FN void staged_axis(const forward_problem& f, const staged_samples& g, uint32_t slot_g, uint32_t entry,
-                             bool along_y) {
+/* Axis `along_y` of list entry `entry` (§4.1). */
+template <class T> DML_CUDA_FN dml_roi_axis staged_axis_of(const forward_problem& f, uint32_t entry, bool along_y) {
     const dml_roi_align_params& p = f.params;
     const align_shape& s = f.shape;
     const uint32_t r = entry & ~kStagedNoImage;
@@ -1178,19 +1207,30 @@ DML_CUDA_FN void staged_axis(const forward_problem& f, const staged_samples& g, 
     /* Rows are [x1, y1, x2, y2]. */
     const float corner1 = load_value(rois, row + (along_y ? 1 : 0) * f.source.column_stride);
     const float corner2 = load_value(rois, row + (along_y ? 3 : 2) * f.source.column_stride);
-    const dml_roi_axis axis = along_y
-                                  ? dml_roi_axis_make(corner1, corner2, p.spatial_scale_y, s.out_height, s.height, &p)
-                                  : dml_roi_axis_make(corner1, corner2, p.spatial_scale_x, s.out_width, s.width, &p);
-    g.axes[slot_g * 2 + along_y] = axis;
+    return along_y ? dml_roi_axis_make(corner1, corner2, p.spatial_scale_y, s.out_height, s.height, &p)
+                   : dml_roi_axis_make(corner1, corner2, p.spatial_scale_x, s.out_width, s.width, &p);
+}
+
+/* Samples per output along one axis of ROI g, list entry `entry`; 0 along X: no image (RA-12). */
+DML_CUDA_FN void staged_per_output(const staged_samples& g, uint32_t slot_g, uint32_t entry, bool along_y,
+                                   const dml_roi_axis& axis) {
     g.per_output[slot_g * 2 + along_y] = !along_y && (entry & kStagedNoImage) ? 0 : axis.per_output;
 }
 
-/* Sample record `slot` (< x_slots + y_slots: X, then Y) of round ROI g, from its axes. */
-DML_CUDA_FN void staged_sample(const forward_problem& f, const staged_plan& n, const staged_samples& g, uint32_t slot_g,
-                               uint32_t slot) {
+/* Axis `along_y` of round ROI g, list entry `entry`, and its samples per output. */
+template <class T>
+DML_CUDA_FN void staged_axis(const forward_problem& f, const staged_samples& g, uint32_t slot_g, uint32_t entry,
+                             bool along_y) {
+    const dml_roi_axis axis = staged_axis_of<T>(f, entry, along_y);
+    g.axes[slot_g * 2 + along_y] = axis;
+    staged_per_output(g, slot_g, entry, along_y, axis);
+}
+
+/* Sample record `slot` (< x_slots + y_slots: X, then Y) of ROI g from its axis along the slot's direction. */
+DML_CUDA_FN void staged_record(const forward_problem& f, const staged_plan& n, const staged_samples& g, uint32_t slot_g,
+                               uint32_t slot, const dml_roi_axis& axis) {
     const bool along_x = slot < n.x_slots;
     const uint32_t t = along_x ? slot : slot - n.x_slots;
-    const dml_roi_axis& axis = g.axes[slot_g * 2 + (along_x ? 0 : 1)];
     if (t >= axis.count) return;
     const dml_roi_axis_sample sample = dml_roi_axis_sample_at(&axis, t, &f.params);
     const uint32_t unit = along_x ? n.k : n.row * n.k;
@@ -1199,6 +1239,24 @@ DML_CUDA_FN void staged_sample(const forward_problem& f, const staged_plan& n, c
     (along_x ? g.x_first : g.y_first)[at] = first;
     (along_x ? g.x_second : g.y_second)[at] = second;
     (along_x ? g.x_fraction : g.y_fraction)[at] = sample.fraction;
+}
+
+/* Sample record `slot` of round ROI g, from the round's axes. */
+DML_CUDA_FN void staged_sample(const forward_problem& f, const staged_plan& n, const staged_samples& g, uint32_t slot_g,
+                               uint32_t slot) {
+    staged_record(f, n, g, slot_g, slot, g.axes[slot_g * 2 + (slot < n.x_slots ? 0 : 1)]);
+}
+
+/* Sample record `slot` of kept ROI g, list entry `entry`, with its axis
+ * (computed by each record: no barrier between axes and records); the
+ * first record of an axis also stores its samples per output. */
+template <class T>
+DML_CUDA_FN void staged_kept_record(const forward_problem& f, const staged_plan& n, const staged_samples& g,
+                                    uint32_t slot_g, uint32_t entry, uint32_t slot) {
+    const bool along_y = slot >= n.x_slots;
+    const dml_roi_axis axis = staged_axis_of<T>(f, entry, along_y);
+    if (slot == (along_y ? n.x_slots : 0)) staged_per_output(g, slot_g, entry, along_y, axis);
+    staged_record(f, n, g, slot_g, slot, axis);
 }
 
 /* K staged channels of one pixel as FLOAT32: one shared load. */
@@ -1337,22 +1395,32 @@ DML_CUDA_FN void staged_output(const forward_problem& f, const staged_plan& n, c
         if (c0 + k < s.channels) store_value(out, (uint64_t)k * outputs, results[k]);
 }
 
-/* Task `task` = (range, image, chunk), chunk fastest: its image, first channel and range. */
+/* Task `task` = (range, image, group of chunks), group fastest: its image,
+ * first channel and range. */
 struct staged_task {
     uint32_t b, c0, range;
 };
 
+DML_CUDA_FN uint32_t staged_groups(const staged_plan& n) { return (n.chunks + n.group - 1) / n.group; }
+
 DML_CUDA_FN staged_task staged_task_of(const staged_plan& n, const align_shape& s, uint64_t task) {
     staged_task t;
-    t.c0 = (uint32_t)(task % n.chunks) * n.k;
-    const uint64_t rest = task / n.chunks;
+    t.c0 = (uint32_t)(task % staged_groups(n)) * n.group * n.k;
+    const uint64_t rest = task / staged_groups(n);
     t.b = (uint32_t)(rest % s.batch);
     t.range = (uint32_t)(rest / s.batch);
     return t;
 }
 
 DML_CUDA_FN uint64_t staged_tasks(const staged_plan& n, uint32_t batch) {
-    return (uint64_t)n.ranges * batch * n.chunks;
+    return (uint64_t)n.ranges * batch * staged_groups(n);
+}
+
+/* Chunk j of task t's group: its first channel, or C past the group's last chunk. */
+DML_CUDA_FN uint32_t staged_chunk_channel(const staged_plan& n, const align_shape& s, const staged_task& t,
+                                          uint32_t j) {
+    const uint32_t c0 = t.c0 + j * n.k;
+    return j < n.group && c0 < s.channels ? c0 : s.channels;
 }
 
 /* Image b's list entries in increasing r into `list`; returns their count. Every thread calls it. */
@@ -1403,6 +1471,44 @@ __device__ void stage_chunk(const forward_problem& f, const staged_plan& n, T* s
     }
 }
 
+/* ROIs begin .. end of the list sampled from the staged channels c0 ..,
+ * in rounds. Round i: ROIs begin + i round_rois .. of the list. Phase i
+ * computes round i's axes, round i - 1's samples and round i - 2's outputs,
+ * one barrier a phase (the axes' global loads and the samples' arithmetic
+ * overlap the outputs' shared loads). The first phase reads no staged
+ * value: it needs no barrier after the staging. */
+template <class T, unsigned K>
+__device__ void staged_rounds(const forward_problem& f, const staged_plan& n, const T* staged, const uint16_t* list,
+                              unsigned char* geometry, uint32_t begin, uint32_t end, uint32_t c0) {
+    const align_shape& s = f.shape;
+    const uint32_t rounds = (end - begin + n.round_rois - 1) / n.round_rois;
+    auto round_count = [&](uint32_t i) {
+        const uint32_t first = begin + i * n.round_rois;
+        return end - first < n.round_rois ? end - first : n.round_rois;
+    };
+    for (uint32_t i = 0; i < rounds + 2; i++) {
+        if (i > 0) __syncthreads(); /* the phase before is done (and the chunk staged) */
+        if (i < rounds) {
+            const staged_samples g = staged_samples_at(geometry, n, i);
+            const uint32_t first = begin + i * n.round_rois;
+            for (uint32_t a = threadIdx.x; a < 2 * round_count(i); a += blockDim.x)
+                staged_axis<T>(f, g, a / 2, list[first + a / 2], a % 2);
+        }
+        /* (inner, middle): (slot, ROI) and (ox, oy): no divisions per item. */
+        if (i >= 1 && i - 1 < rounds) {
+            const staged_samples g = staged_samples_at(geometry, n, i - 1);
+            for (dml_cuda_block_walker w(n.x_slots + n.y_slots, round_count(i - 1)); w.outer == 0; w.next())
+                staged_sample(f, n, g, w.middle, w.inner);
+        }
+        if (i >= 2) {
+            const staged_samples g = staged_samples_at(geometry, n, i - 2);
+            const uint32_t first = begin + (i - 2) * n.round_rois, count = round_count(i - 2);
+            for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < count; w.next())
+                staged_output<T, K>(f, n, staged, g, list[first + w.outer], w.outer, w.middle, w.inner, c0);
+        }
+    }
+}
+
 template <class T, unsigned K>
 __global__ void __launch_bounds__(1024) roi_align_forward_staged(const forward_problem f, const staged_plan n) {
     extern __shared__ __align__(16) unsigned char shared[];
@@ -1418,36 +1524,23 @@ __global__ void __launch_bounds__(1024) roi_align_forward_staged(const forward_p
         const uint32_t begin = (uint32_t)((uint64_t)listed * t.range / n.ranges);
         const uint32_t end = (uint32_t)((uint64_t)listed * (t.range + 1) / n.ranges);
         if (begin == end) continue;
-        stage_chunk<T, K>(f, n, staged, t.b, t.c0);
-        /* Round i: ROIs begin + i round_rois .. of the list. Phase i computes
-         * round i's axes, round i - 1's samples and round i - 2's outputs,
-         * one barrier a phase (the axes' global loads and the samples'
-         * arithmetic overlap the outputs' shared loads). */
-        const uint32_t rounds = (end - begin + n.round_rois - 1) / n.round_rois;
-        auto round_count = [&](uint32_t i) {
-            const uint32_t first = begin + i * n.round_rois;
-            return end - first < n.round_rois ? end - first : n.round_rois;
-        };
-        for (uint32_t i = 0; i < rounds + 2; i++) {
-            if (i > 0) __syncthreads(); /* the phase before is done (and the chunk staged) */
-            if (i < rounds) {
-                const staged_samples g = staged_samples_at(geometry, n, i);
-                const uint32_t first = begin + i * n.round_rois;
-                for (uint32_t a = threadIdx.x; a < 2 * round_count(i); a += blockDim.x)
-                    staged_axis<T>(f, g, a / 2, list[first + a / 2], a % 2);
+        /* A range of at most kept_rois ROIs has its samples computed once,
+         * during the first chunk's staging; a longer one, in rounds for each chunk. */
+        const bool kept = end - begin <= n.kept_rois;
+        const staged_samples g = staged_kept(geometry, n);
+        for (uint32_t j = 0, c0; (c0 = staged_chunk_channel(n, s, t, j)) < s.channels; j++) {
+            if (j > 0) __syncthreads(); /* the chunk before is done */
+            stage_chunk<T, K>(f, n, staged, t.b, c0);
+            if (!kept) {
+                staged_rounds<T, K>(f, n, staged, list, geometry, begin, end, c0);
+                continue;
             }
-            /* (inner, middle): (slot, ROI) and (ox, oy): no divisions per item. */
-            if (i >= 1 && i - 1 < rounds) {
-                const staged_samples g = staged_samples_at(geometry, n, i - 1);
-                for (dml_cuda_block_walker w(n.x_slots + n.y_slots, round_count(i - 1)); w.outer == 0; w.next())
-                    staged_sample(f, n, g, w.middle, w.inner);
-            }
-            if (i >= 2) {
-                const staged_samples g = staged_samples_at(geometry, n, i - 2);
-                const uint32_t first = begin + (i - 2) * n.round_rois, count = round_count(i - 2);
-                for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < count; w.next())
-                    staged_output<T, K>(f, n, staged, g, list[first + w.outer], w.outer, w.middle, w.inner, t.c0);
-            }
+            if (j == 0)
+                for (dml_cuda_block_walker w(n.x_slots + n.y_slots, end - begin); w.outer == 0; w.next())
+                    staged_kept_record<T>(f, n, g, w.middle, list[begin + w.middle], w.inner);
+            __syncthreads(); /* the chunk staged (and the samples computed) */
+            for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < end - begin; w.next())
+                staged_output<T, K>(f, n, staged, g, list[begin + w.outer], w.outer, w.middle, w.inner, c0);
         }
     }
 }
@@ -1457,6 +1550,16 @@ template <class T> const void* staged_kernel(uint32_t k) {
     return k == 4   ? (const void*)roi_align_forward_staged<T, 4>
            : k == 2 ? (const void*)roi_align_forward_staged<T, 2>
                     : (const void*)roi_align_forward_staged<T, 1>;
+}
+
+/* The ROIs whose samples fit at once in a geometry that takes the block's
+ * shared memory to `shared_bytes` (never less than the rounds'). */
+void staged_plan_keep(staged_plan* n, size_t shared_bytes) {
+    const size_t rounds = n->shared_bytes - n->staging_bytes - n->list_bytes;
+    const size_t geometry = shared_bytes > n->shared_bytes ? shared_bytes - n->staging_bytes - n->list_bytes : rounds;
+    const size_t kept = geometry / staged_kept_bytes(1, n->x_slots, n->y_slots);
+    n->kept_rois = (uint32_t)(kept < kStagedMaxRois ? kept : kStagedMaxRois);
+    n->shared_bytes = n->staging_bytes + n->list_bytes + (uint32_t)geometry;
 }
 
 /* The plan from the shapes and a block's shared memory limit (blocks,
@@ -1490,7 +1593,9 @@ HRESULT staged_plan_make(const DMLOperator* op, size_t shared_limit, staged_plan
     }
     if (n->k == 0) return S_FALSE;
     n->shared_bytes = n->staging_bytes + (uint32_t)rest;
+    staged_plan_keep(n, n->shared_bytes);
     n->chunks = (channels + n->k - 1) / n->k;
+    n->group = 1;
     n->ranges = 1;
     n->threads = 1024;
     n->blocks = 0;
@@ -1521,11 +1626,26 @@ HRESULT plan_forward_staged(const DMLOperator* op, const DMLDevice* device, DML_
     const uint32_t outputs = output.sizes[2] * output.sizes[3];
     const uint64_t passes = (uint64_t)shape.round_rois * outputs / shape.threads;
     if (passes * shape.threads >= outputs) shape.round_rois = (uint32_t)(passes * shape.threads / outputs);
-    /* Split the image's ROIs only when the (image, chunk) tasks cannot fill the GPU. */
+    /* A block alone on its multiprocessor keeps the samples of as many ROIs
+     * as the rest of the shared memory holds. */
+    if (resident <= (unsigned)dml_cuda_state(device)->multiprocessors) {
+        staged_plan grown = shape;
+        staged_plan_keep(&grown, dml_cuda_allow_dynamic_shared(device, kernel));
+        if (dml_cuda_resident_blocks(device, kernel, grown.threads, grown.shared_bytes) == resident) shape = grown;
+    }
+    /* Split the image's ROIs only when the (image, chunk) tasks cannot fill
+     * the GPU. Where they take several waves, a task stages a group of as
+     * many chunks in turn as keeps the waves' chunks a block (the samples
+     * are computed once a group). */
     const uint32_t batch = op->inputs[DML_ROI_ALIGN_INPUT].tensor.sizes[0];
     const uint64_t pairs = (uint64_t)batch * shape.chunks;
     shape.ranges = pairs >= resident ? 1 : (uint32_t)(resident / pairs);
     if (shape.ranges > output.sizes[0]) shape.ranges = output.sizes[0];
+    const uint64_t waves = (pairs + resident - 1) / resident;
+    for (shape.group = (uint32_t)(waves < shape.chunks ? waves : shape.chunks); shape.group > 1; shape.group--) {
+        const uint64_t tasks = staged_tasks(shape, batch);
+        if ((tasks + resident - 1) / resident * shape.group <= waves) break;
+    }
     const uint64_t tasks = staged_tasks(shape, batch);
     shape.blocks = (unsigned)(tasks < resident ? tasks : resident);
     staged_plan* n = (staged_plan*)dml_plan_state(plan, sizeof(staged_plan));

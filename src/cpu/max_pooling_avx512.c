@@ -723,7 +723,9 @@ const dml_impl dml_cpu_max_pooling_avx512_nchw = {"max_pooling/avx512/nchw", DML
  * InputGradient value go into column-ordered arrays (grad_row). Then, for
  * each input row of the windows, sixteen output columns at a time compare
  * the offsets with those of their window's columns in that row and add the
- * values that hit, +0 elsewhere (band_add_row), into a ring of band_rows
+ * values that hit, +0 elsewhere (band_add_rows: up to three input rows per
+ * pass over the output row, whose offsets and values it loads once), into a
+ * ring of band_rows
  * FLOAT32 accumulator rows. A band row keeps the windows' first columns
  * ("even": input column 2 ow - padding) apart from their second ("odd"),
  * so that lanes add to lanes; band_write_row interleaves them into
@@ -816,29 +818,36 @@ static ALWAYS_INLINE void wide_grad_row_fill(const grad_plan* gp, const plan_win
     row_cache_keep(cache, plane, w, 2);
 }
 
-/* Adds one output row's values into band row `acc` for the input row whose
- * plane position is `row_offset` past that of the windows' first row. */
-static ALWAYS_INLINE void band_add_row(float* acc, const grad_row* r, uint32_t blocks, int32_t row_offset,
-                                       int window_w) {
-    const __m512i first = _mm512_set1_epi32(row_offset), second = _mm512_set1_epi32(row_offset + 1);
-    const __m512i third = _mm512_set1_epi32(row_offset + 2);
-    float *even = acc, *odd = acc + LANES * blocks;
-    __m512i previous_third = _mm512_setzero_si512(); /* the block before's third-column values */
+/* Adds one output row's values into `rows` band rows: acc[k] for the input
+ * row whose plane position is row_offset[k] past that of the windows' first
+ * row. The row's offsets and values are loaded once for all of them. */
+static ALWAYS_INLINE void band_add_rows(float* const* acc, const int32_t* row_offset, uint32_t rows, const grad_row* r,
+                                        uint32_t blocks, int window_w) {
+    enum { MAX_ROWS = 3 };
+    __m512i previous_third[MAX_ROWS]; /* per row, the block before's third-column values */
+    for (uint32_t k = 0; k < rows; k++)
+        previous_third[k] = _mm512_setzero_si512();
     for (uint32_t j = 0; j < LANES * blocks; j += LANES) {
         __m512i offset = _mm512_load_si512(r->offset + j);
         __m512 dy = _mm512_load_ps(r->dy + j);
-        __m512 at_first = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, first), dy);
-        __m512 at_second = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, second), dy);
-        _mm512_store_ps(odd + j, _mm512_add_ps(_mm512_load_ps(odd + j), at_second));
-        if (window_w == 2) {
-            _mm512_store_ps(even + j, _mm512_add_ps(_mm512_load_ps(even + j), at_first));
-            continue;
+        for (uint32_t k = 0; k < rows; k++) {
+            float *even = acc[k], *odd = acc[k] + LANES * blocks;
+            __m512 at_first =
+                _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, _mm512_set1_epi32(row_offset[k])), dy);
+            __m512 at_second =
+                _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, _mm512_set1_epi32(row_offset[k] + 1)), dy);
+            _mm512_store_ps(odd + j, _mm512_add_ps(_mm512_load_ps(odd + j), at_second));
+            if (window_w == 2) {
+                _mm512_store_ps(even + j, _mm512_add_ps(_mm512_load_ps(even + j), at_first));
+                continue;
+            }
+            /* The third column of lane l is the first of lane l + 1: lane l - 1's value comes first. */
+            __m512i at_third = _mm512_castps_si512(
+                _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, _mm512_set1_epi32(row_offset[k] + 2)), dy));
+            __m512 from_previous = _mm512_castsi512_ps(_mm512_alignr_epi32(at_third, previous_third[k], 15));
+            previous_third[k] = at_third;
+            _mm512_store_ps(even + j, _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(even + j), from_previous), at_first));
         }
-        /* The third column of lane l is the first of lane l + 1: lane l - 1's value comes first. */
-        __m512i at_third = _mm512_castps_si512(_mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, third), dy));
-        __m512 from_previous = _mm512_castsi512_ps(_mm512_alignr_epi32(at_third, previous_third, 15));
-        previous_third = at_third;
-        _mm512_store_ps(even + j, _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(even + j), from_previous), at_first));
     }
 }
 
@@ -903,9 +912,21 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
                 wide_grad_row_fill(gp, w, plane, cache, dy_row, r, window_w);
             else
                 grad_row_fill(gp, w, plane, cache, dy_row, r, window_w, half);
-            for (uint32_t k = 0; k < w->count; k++) /* a 2-D plane: position h W */
-                band_add_row(band + (size_t)((uint32_t)w->position[k] / width % gp->band_rows) * gp->band_width, r,
-                             gp->band_blocks, w->position[k] - w->position[0], window_w);
+            for (uint32_t k0 = 0; k0 < w->count; k0 += 3) { /* three rows at a time (band_add_rows) */
+                float* acc[3];
+                int32_t row_offset[3];
+                uint32_t rows = w->count - k0 < 3 ? w->count - k0 : 3;
+                for (uint32_t k = 0; k < rows; k++) { /* a 2-D plane: position h W */
+                    acc[k] = band + (size_t)((uint32_t)w->position[k0 + k] / width % gp->band_rows) * gp->band_width;
+                    row_offset[k] = w->position[k0 + k] - w->position[0];
+                }
+                if (rows == 3)
+                    band_add_rows(acc, row_offset, 3, r, gp->band_blocks, window_w);
+                else if (rows == 2)
+                    band_add_rows(acc, row_offset, 2, r, gp->band_blocks, window_w);
+                else
+                    band_add_rows(acc, row_offset, 1, r, gp->band_blocks, window_w);
+            }
         }
         for (uint32_t complete = rows_complete_after(p, oh, out_height, height); written < complete; written++)
             band_write_row(gp, band + (size_t)(written % gp->band_rows) * gp->band_width,

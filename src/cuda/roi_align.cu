@@ -1611,7 +1611,8 @@ HRESULT plan_forward_staged(const DMLOperator* op, const DMLDevice* device, DML_
     if (status != S_OK) return status;
     const bool is_half = op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel = is_half ? staged_kernel<uint16_t>(shape.k) : staged_kernel<float>(shape.k);
-    if (shape.shared_bytes > dml_cuda_allow_dynamic_shared(device, kernel)) return S_FALSE;
+    const size_t dynamic_shared = dml_cuda_allow_dynamic_shared(device, kernel);
+    if (shape.shared_bytes > dynamic_shared) return S_FALSE;
     /* Two blocks of 512 threads where the shared memory takes two, else one
      * of 1024 (on an H100, K = 1 in two blocks was slower than K = 2 in one:
      * 0.151 against 0.105 ms FLOAT32). */
@@ -1630,7 +1631,7 @@ HRESULT plan_forward_staged(const DMLOperator* op, const DMLDevice* device, DML_
      * as the rest of the shared memory holds. */
     if (resident <= (unsigned)dml_cuda_state(device)->multiprocessors) {
         staged_plan grown = shape;
-        staged_plan_keep(&grown, dml_cuda_allow_dynamic_shared(device, kernel));
+        staged_plan_keep(&grown, dynamic_shared);
         if (dml_cuda_resident_blocks(device, kernel, grown.threads, grown.shared_bytes) == resident) shape = grown;
     }
     /* Split the image's ROIs only when the (image, chunk) tasks cannot fill

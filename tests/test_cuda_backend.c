@@ -1481,7 +1481,10 @@ TEST_CASE(cuda_roi_align_staged_plans_share_their_kernel) {
  * "/nhwc": AVERAGE, a fixed sample count, no ROI gradient, both gradients
  * packed NCHW or both packed channels-last): random small problems (several
  * images, odd and wide channel counts, ROIs outside the image, FLOAT16) and
- * the large overlapping ones, the CPU's bits on every run. */
+ * the large overlapping ones, the CPU's bits on every run. The channel
+ * counts (1-11, 129-1300, 19, 256) cover NCHW rows padded to 4 channels, a
+ * lane's vector clamped past the row, several channel groups, and transposes
+ * of 1 to thousands of tasks split in thirds. */
 static void compare_listed_grad_cases(bool channels_last, const char* expected) {
     DMLDevice* cuda = test_cuda_device();
     DMLDevice* cpu = cpu_device();

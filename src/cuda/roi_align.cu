@@ -1611,7 +1611,8 @@ HRESULT plan_forward_staged(const DMLOperator* op, const DMLDevice* device, DML_
     if (status != S_OK) return status;
     const bool is_half = op->inputs[DML_ROI_ALIGN_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel = is_half ? staged_kernel<uint16_t>(shape.k) : staged_kernel<float>(shape.k);
-    if (shape.shared_bytes > dml_cuda_allow_dynamic_shared(device, kernel)) return S_FALSE;
+    const size_t dynamic_shared = dml_cuda_allow_dynamic_shared(device, kernel);
+    if (shape.shared_bytes > dynamic_shared) return S_FALSE;
     /* Two blocks of 512 threads where the shared memory takes two, else one
      * of 1024 (on an H100, K = 1 in two blocks was slower than K = 2 in one:
      * 0.151 against 0.105 ms FLOAT32). */
@@ -1630,7 +1631,7 @@ HRESULT plan_forward_staged(const DMLOperator* op, const DMLDevice* device, DML_
      * as the rest of the shared memory holds. */
     if (resident <= (unsigned)dml_cuda_state(device)->multiprocessors) {
         staged_plan grown = shape;
-        staged_plan_keep(&grown, dml_cuda_allow_dynamic_shared(device, kernel));
+        staged_plan_keep(&grown, dynamic_shared);
         if (dml_cuda_resident_blocks(device, kernel, grown.threads, grown.shared_bytes) == resident) shape = grown;
     }
     /* Split the image's ROIs only when the (image, chunk) tasks cannot fill
@@ -1679,16 +1680,20 @@ HRESULT run_forward_staged(const dml_kernel_args* args) {
  * (r, oy, ox, tx, ty, tap: the key below), then every (pixel, channel) sums
  * its list in FLOAT64: the strided gather's terms in its order, the same bits.
  * One cooperative launch, phases separated by grid-wide barriers:
- *   1. count the contributions per pixel, and (NCHW) transpose the output
- *      gradient to {R, OH, OW, C} in the workspace (a position's channels
- *      contiguous; a channels-last output gradient is that already);
- *   2. exclusive scan: offsets;                   3. place the contributions
- *      (any order within a pixel);                4. sort each pixel's list by key;
+ *   1. count the contributions per pixel;        2. exclusive scan: offsets;
+ *   3. place the contributions (any order within a pixel);
+ *   4. sort each pixel's list by key;
  *   5. per pixel, a warp sums the list for 128 channels (lanes across the
- *      channels: each term's loads are one coalesced row of the transposed
- *      gradient); NCHW: a block stores 32 pixels' results through shared
- *      memory as rows of 32 contiguous elements; channels-last: the warp
- *      stores the pixel's channels, contiguous, directly.
+ *      channels: each term's loads are one coalesced row of the output
+ *      gradient as {R, OH OW, C}); NCHW: a block stores 32 pixels' results
+ *      through shared memory as rows of 32 contiguous elements; channels-last:
+ *      the warp stores the pixel's channels, contiguous, directly.
+ * NCHW: phases 1, 3 and 4 also transpose a third each of the output gradient
+ * to {R, OH OW, C} in the workspace, as FLOAT32 products dy * w (the first
+ * rounding of every term, done once instead of once a term), in rows padded
+ * to a multiple of 4 channels: phase 5 loads a lane's 4 channels as one
+ * 16-byte vector, for FLOAT16 too. A channels-last output gradient is
+ * {R, OH OW, C} already: read in place, a channel a load, times w.
  * Deterministic: counts and offsets are exact, and the sorted lists do not
  * depend on the order atomics placed them in. */
 
@@ -1700,13 +1705,13 @@ struct contribution {
 };
 
 constexpr unsigned kGatherPixels = 32; /* pixels per phase-5 task: a warp's row of stores (a lane each) */
-/* Channels per lane in phase 5 (c0 + lane + 32 j): 4 leaves room for 3
- * blocks a multiprocessor (80 registers); 8 (2 blocks) and 2 were slower on
- * an H100. */
+/* Channels per lane in phase 5: 4 leaves room for 3 blocks a multiprocessor
+ * (80 registers); 8 (2 blocks) and 2 were slower on an H100. NCHW: channels
+ * c0 + 4 lane + j (one vector a term); channels-last: c0 + lane + 32 j. */
 constexpr unsigned kLaneChannels = 4;
 constexpr unsigned kGatherChannels = 32 * kLaneChannels;
 constexpr unsigned kGatherBatch = 4;    /* terms whose loads are in flight together */
-constexpr unsigned kTransposeTile = 32; /* phase 1: tiles of 32 channels x 32 positions */
+constexpr unsigned kTransposeTile = 32; /* positions per transpose task (of kGatherChannels channels) */
 
 struct listed_problem {
     dml_roi_align_params params;
@@ -1722,16 +1727,24 @@ struct listed_problem {
     uint32_t* cursors;                    /* [pixels] */
     uint32_t* block_sums;                 /* [grid] */
     contribution *placed, *sorted;        /* [samples * taps] */
-    const void* position_rows;            /* [R OH OW, C]: dy itself when channels-last, else `transposed` */
-    void* transposed;                     /* NCHW: phase 1's copy of dy in the workspace */
+    float* transposed;                    /* NCHW: dy * average_weight as [R OH OW, row_pitch], in the workspace */
+    uint32_t row_pitch;                   /* C rounded up to kLaneChannels (NCHW); C (channels-last: dy's rows) */
     uint32_t pixel_tiles, channel_groups; /* phase 5's tasks */
 };
 
-/* Visits the contributions of sample s (in the key order): visit(key, pixel, position, weight). */
-template <class T, class Visit>
-__device__ void for_each_contribution(const listed_problem& g, uint64_t s, Visit visit) {
+/* A sample's contributions, in the key order: keys key + t, t < count. */
+struct sample_contributions {
+    uint32_t count; /* 0 (no image, or outside), 1 (NEAREST_NEIGHBOR) or 4 */
+    uint32_t key, position;
+    uint32_t pixel[4];
+    float weight[4];
+};
+
+template <class T> __device__ sample_contributions contributions_of(const listed_problem& g, uint64_t s) {
     const align_shape& shape = g.shape;
     const dml_roi_align_params& p = g.params;
+    sample_contributions c;
+    c.count = 0;
     uint32_t ly = (uint32_t)(s % g.per_y);
     uint64_t rest = s / g.per_y;
     uint32_t lx = (uint32_t)(rest % g.per_x);
@@ -1741,31 +1754,61 @@ __device__ void for_each_contribution(const listed_problem& g, uint64_t s, Visit
     uint32_t oy = (uint32_t)(rest % shape.out_height);
     uint32_t r = (uint32_t)(rest / shape.out_height);
     roi_region region = region_make<T>(g.source, r, p, shape);
-    if (region.batch >= shape.batch) return; /* RA-12 */
+    if (region.batch >= shape.batch) return c; /* RA-12 */
     dml_roi_axis_sample sx = dml_roi_axis_sample_at(&region.x, (uint64_t)ox * g.per_x + lx, &p);
-    if (sx.outside) return;
+    if (sx.outside) return c;
     dml_roi_axis_sample sy = dml_roi_axis_sample_at(&region.y, (uint64_t)oy * g.per_y + ly, &p);
-    if (sy.outside) return;
-    uint32_t key = (uint32_t)(s * g.taps);
-    uint32_t image = (uint32_t)region.batch * shape.height * shape.width;
-    uint32_t position = (uint32_t)(((uint64_t)r * shape.out_height + oy) * shape.out_width + ox);
+    if (sy.outside) return c;
+    c.key = (uint32_t)(s * g.taps);
+    c.position = (uint32_t)(((uint64_t)r * shape.out_height + oy) * shape.out_width + ox);
+    const uint32_t image = (uint32_t)region.batch * shape.height * shape.width;
+    const uint32_t first_row = image + sy.first * shape.width;
     if (!p.interpolation_linear) {
-        visit(key, image + sy.first * shape.width + sx.first, position, 1.0f);
-        return;
+        c.count = 1;
+        c.pixel[0] = first_row + sx.first;
+        c.weight[0] = 1.0f;
+        return c;
     }
-    float weights[4];
-    dml_roi_bilinear_weights(sx.fraction, sy.fraction, weights);
-    visit(key, image + sy.first * shape.width + sx.first, position, weights[0]);
-    visit(key + 1, image + sy.first * shape.width + sx.second, position, weights[1]);
-    visit(key + 2, image + sy.second * shape.width + sx.first, position, weights[2]);
-    visit(key + 3, image + sy.second * shape.width + sx.second, position, weights[3]);
+    const uint32_t second_row = image + sy.second * shape.width;
+    c.count = 4;
+    dml_roi_bilinear_weights(sx.fraction, sy.fraction, c.weight);
+    c.pixel[0] = first_row + sx.first;
+    c.pixel[1] = first_row + sx.second;
+    c.pixel[2] = second_row + sx.first;
+    c.pixel[3] = second_row + sx.second;
+    return c;
 }
 
-/* Phase 2: offsets[0..pixels] = exclusive scan of the counts; each block
- * scans one chunk, the blocks' totals are scanned by every block. */
+/* The exclusive prefix sum of `value` over the block's threads (warp
+ * shuffles, then the warps' sums); *total: the block's sum. */
+__device__ uint32_t block_exclusive_sum(uint32_t value, uint32_t* total) {
+    __shared__ uint32_t warp_sums[kThreads / 32];
+    const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    uint32_t inclusive = value;
+    DML_UNROLL
+    for (unsigned distance = 1; distance < 32; distance *= 2) {
+        uint32_t below = __shfl_up_sync(0xFFFFFFFFu, inclusive, distance);
+        if (lane >= distance) inclusive += below;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    uint32_t before = 0, all = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; w++) {
+        uint32_t sum = warp_sums[w];
+        before += w < warp ? sum : 0;
+        all += sum;
+    }
+    __syncthreads(); /* warp_sums free for the next call */
+    *total = all;
+    return before + inclusive - value;
+}
+
+/* Phase 2: offsets[0..pixels] = exclusive scan of the counts. Each block
+ * scans one chunk (a run of counts a thread, the runs' sums by
+ * block_exclusive_sum) and adds the totals of the blocks before it, which
+ * its threads sum together (one thread's serial sums took 12 us on an H100).
+ * Integer sums: exact in any order. */
 __device__ void scan_offsets(const listed_problem& g, cooperative_groups::grid_group& grid) {
-    __shared__ uint32_t thread_sums[kThreads];
-    __shared__ uint32_t block_offset;
     uint64_t total = (uint64_t)g.pixels + 1;
     uint64_t chunk = (total + gridDim.x - 1) / gridDim.x, per_thread = (chunk + blockDim.x - 1) / blockDim.x;
     uint64_t begin = blockIdx.x * chunk + threadIdx.x * per_thread;
@@ -1775,26 +1818,15 @@ __device__ void scan_offsets(const listed_problem& g, cooperative_groups::grid_g
     uint32_t sum = 0;
     for (uint64_t i = begin; i < end; i++)
         sum += g.offsets[i];
-    thread_sums[threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.x == 0) { /* exclusive scan of the threads' sums, and the block's total */
-        uint32_t running = 0;
-        for (unsigned t = 0; t < blockDim.x; t++) {
-            uint32_t value = thread_sums[t];
-            thread_sums[t] = running;
-            running += value;
-        }
-        g.block_sums[blockIdx.x] = running;
-    }
+    uint32_t block_total;
+    uint32_t running = block_exclusive_sum(sum, &block_total);
+    if (threadIdx.x == 0) g.block_sums[blockIdx.x] = block_total;
     grid.sync();
-    if (threadIdx.x == 0) {
-        uint32_t running = 0;
-        for (unsigned b = 0; b < blockIdx.x; b++)
-            running += g.block_sums[b];
-        block_offset = running;
-    }
-    __syncthreads();
-    uint32_t running = block_offset + thread_sums[threadIdx.x];
+    uint32_t earlier = 0, block_offset;
+    for (unsigned b = threadIdx.x; b < blockIdx.x; b += blockDim.x)
+        earlier += g.block_sums[b];
+    block_exclusive_sum(earlier, &block_offset);
+    running += block_offset;
     for (uint64_t i = begin; i < end; i++) {
         uint32_t count = g.offsets[i];
         g.offsets[i] = running;
@@ -1802,50 +1834,78 @@ __device__ void scan_offsets(const listed_problem& g, cooperative_groups::grid_g
     }
 }
 
-/* Phase 1: the output gradient {R, C, OH OW} as {R, OH OW, C}, in tiles of
- * 32 x 32 through shared memory (reads and writes in rows of 32). T's bits
- * are copied. */
-template <class T> __device__ void transpose_output_gradient(const listed_problem& g, float* staging) {
-    T* tile = (T*)staging; /* [channel][position], rows padded by one */
+/* The number of transpose tasks: (ROI, kGatherChannels channels,
+ * kTransposeTile positions). */
+__device__ uint64_t transpose_tasks(const listed_problem& g) {
+    const align_shape& s = g.shape;
+    const uint32_t positions = s.out_height * s.out_width;
+    return (uint64_t)s.roi_count * ((s.channels + kGatherChannels - 1) / kGatherChannels) *
+           ((positions + kTransposeTile - 1) / kTransposeTile);
+}
+
+/* The output gradient {R, C, OH OW} as FLOAT32 dy * average_weight in
+ * {R, OH OW, row_pitch}: transpose tasks [first, end), the block's in turn,
+ * through shared memory (staging). A thread loads all its elements of a task
+ * before it stores any (16 loads in flight; 32 x 32 tiles of one load each
+ * took 58 of 240 us on an H100); reads go in rows of 32 positions, writes in
+ * rows of 128 channels, the padding channels written as zeros. */
+template <class T>
+__device__ void transpose_output_gradient(const listed_problem& g, float* staging, uint64_t first, uint64_t end) {
+    constexpr unsigned kRows = kThreads / kTransposeTile, kRowsPerThread = kGatherChannels / kRows;
+    float* tile = staging; /* [channel][position], rows padded by one */
     const align_shape& s = g.shape;
     const uint32_t positions = s.out_height * s.out_width;
     const uint32_t position_tiles = (positions + kTransposeTile - 1) / kTransposeTile;
-    const uint32_t channel_tiles = (s.channels + kTransposeTile - 1) / kTransposeTile;
-    const uint64_t tasks = (uint64_t)s.roi_count * channel_tiles * position_tiles;
+    const uint32_t channel_tiles = (s.channels + kGatherChannels - 1) / kGatherChannels;
     const uint32_t column = threadIdx.x % kTransposeTile, first_row = threadIdx.x / kTransposeTile;
-    const uint32_t row_step = blockDim.x / kTransposeTile;
-    for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+    const uint32_t channel = threadIdx.x % kGatherChannels, first_position = threadIdx.x / kGatherChannels;
+    for (uint64_t task = first + blockIdx.x; task < end; task += gridDim.x) {
         const uint32_t p0 = (uint32_t)(task % position_tiles) * kTransposeTile;
         const uint64_t rest = task / position_tiles;
-        const uint32_t c0 = (uint32_t)(rest % channel_tiles) * kTransposeTile, r = (uint32_t)(rest / channel_tiles);
+        const uint32_t c0 = (uint32_t)(rest % channel_tiles) * kGatherChannels, r = (uint32_t)(rest / channel_tiles);
         const T* source = (const T*)g.input_gradient + (uint64_t)r * s.channels * positions;
-        T* target = (T*)g.transposed + (uint64_t)r * positions * s.channels;
-        for (uint32_t row = first_row; row < kTransposeTile; row += row_step) /* row: a channel */
-            if (c0 + row < s.channels && p0 + column < positions)
-                tile[row * (kTransposeTile + 1) + column] = source[(uint64_t)(c0 + row) * positions + p0 + column];
+        float* target = g.transposed + (uint64_t)r * positions * g.row_pitch;
+        T values[kRowsPerThread]; /* rows: channels first_row + kRows k */
+        const bool column_in = p0 + column < positions;
+        DML_UNROLL
+        for (unsigned k = 0; k < kRowsPerThread; k++) {
+            const uint32_t c = c0 + first_row + kRows * k;
+            values[k] = c < s.channels && column_in ? source[(uint64_t)c * positions + p0 + column] : T();
+        }
+        DML_UNROLL
+        for (unsigned k = 0; k < kRowsPerThread; k++)
+            tile[(first_row + kRows * k) * (kTransposeTile + 1) + column] =
+                dml_cuda_widen(values[k]) * g.average_weight;
         __syncthreads();
-        for (uint32_t row = first_row; row < kTransposeTile; row += row_step) /* row: a position */
-            if (p0 + row < positions && c0 + column < s.channels)
-                target[(uint64_t)(p0 + row) * s.channels + c0 + column] = tile[column * (kTransposeTile + 1) + row];
+        if (c0 + channel < g.row_pitch)
+            for (uint32_t row = first_position; row < kTransposeTile && p0 + row < positions;
+                 row += kThreads / kGatherChannels) /* row: a position */
+                target[(uint64_t)(p0 + row) * g.row_pitch + c0 + channel] =
+                    c0 + channel < s.channels ? tile[channel * (kTransposeTile + 1) + row] : 0.0f;
         __syncthreads();
     }
 }
 
 /* Phase 5. Task: kGatherPixels consecutive pixels (n H W + y W + x) and
  * kGatherChannels channels from c0. Each warp takes pixels of the task in
- * turn; its lanes sum the pixel's sorted list, lane l channels c0 + l + 32 j,
- * in FLOAT64 (the strided gather's terms in its order: the same bits). The
- * lanes load 32 list entries at once and pass them round by shuffles, and
- * the terms' loads go kGatherBatch at a time. */
+ * turn; its lanes sum the pixel's sorted list, kLaneChannels channels a
+ * lane, in FLOAT64 (the strided gather's terms in its order, each
+ * (dy * w) * tap weight rounded to FLOAT32: the same bits). The lanes load
+ * 32 list entries at once and pass them round by shuffles, and the terms'
+ * loads go kGatherBatch at a time. */
 template <class T, bool ChannelsLast> __device__ void gather_listed(const listed_problem& g, float* staging) {
     const align_shape& s = g.shape;
     const uint32_t plane = s.height * s.width, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const uint32_t warps = blockDim.x / 32;
-    const T* position_rows = (const T*)g.position_rows;
+
     for (uint64_t task = blockIdx.x; task < (uint64_t)g.pixel_tiles * g.channel_groups; task += gridDim.x) {
         const uint32_t p0 = (uint32_t)(task % g.pixel_tiles) * kGatherPixels;
         const uint32_t c0 = (uint32_t)(task / g.pixel_tiles) * kGatherChannels;
-        uint32_t channel[kLaneChannels]; /* this lane's channels, those past C clamped (loaded, not stored) */
+        /* NCHW: the lane's vector of the padded row, those past it clamped;
+         * channels-last: its channels, those past C clamped (loaded, not stored). */
+        const uint32_t last_vector = g.row_pitch / kLaneChannels - 1;
+        const uint32_t vector = c0 / kLaneChannels + lane < last_vector ? c0 / kLaneChannels + lane : last_vector;
+        uint32_t channel[kLaneChannels];
         DML_UNROLL
         for (unsigned j = 0; j < kLaneChannels; j++) {
             uint32_t c = c0 + lane + 32 * j;
@@ -1869,19 +1929,22 @@ template <class T, bool ChannelsLast> __device__ void gather_listed(const listed
                         /* k + u <= 31; past `count`, lanes hold entry `base` (loaded, not added). */
                         uint32_t position = __shfl_sync(0xFFFFFFFFu, mine.position, k + u);
                         weights[u] = __shfl_sync(0xFFFFFFFFu, mine.weight, k + u);
-                        const T* row = position_rows + (uint64_t)position * s.channels;
-                        DML_UNROLL
-                        for (unsigned j = 0; j < kLaneChannels; j++)
-                            values[u][j] = dml_cuda_widen(row[channel[j]]);
+                        if constexpr (ChannelsLast) { /* dy's row, times w */
+                            const T* row = (const T*)g.input_gradient + (uint64_t)position * g.row_pitch;
+                            DML_UNROLL
+                            for (unsigned j = 0; j < kLaneChannels; j++)
+                                values[u][j] = dml_cuda_widen(row[channel[j]]) * g.average_weight;
+                        } else { /* dy * w already */
+                            const float4 v = ((const float4*)(g.transposed + (uint64_t)position * g.row_pitch))[vector];
+                            values[u][0] = v.x, values[u][1] = v.y, values[u][2] = v.z, values[u][3] = v.w;
+                        }
                     }
                     DML_UNROLL
                     for (unsigned u = 0; u < kGatherBatch; u++) {
                         if (k + u >= count) break;
                         DML_UNROLL
-                        for (unsigned j = 0; j < kLaneChannels; j++) {
-                            float weighted = values[u][j] * g.average_weight;
-                            acc[j] += weighted * weights[u];
-                        }
+                        for (unsigned j = 0; j < kLaneChannels; j++)
+                            acc[j] += values[u][j] * weights[u];
                     }
                 }
             }
@@ -1896,7 +1959,7 @@ template <class T, bool ChannelsLast> __device__ void gather_listed(const listed
             } else {
                 DML_UNROLL
                 for (unsigned j = 0; j < kLaneChannels; j++)
-                    staging[(lane + 32 * j) * (kGatherPixels + 1) + i] = (float)acc[j];
+                    staging[(kLaneChannels * lane + j) * (kGatherPixels + 1) + i] = (float)acc[j];
             }
         }
         if constexpr (!ChannelsLast) {
@@ -1917,7 +1980,7 @@ template <class T, bool ChannelsLast> __device__ void gather_listed(const listed
  * not a flag: the NCHW kernel keeps its 80 registers, 3 blocks per SM). */
 template <class T, bool ChannelsLast>
 __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_problem g) {
-    __shared__ float staging[kGatherChannels * (kGatherPixels + 1)]; /* phases 1 and 5 */
+    __shared__ float staging[kGatherChannels * (kGatherPixels + 1)]; /* the transpose and phase 5 */
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     const uint64_t start = grid_start(), step = grid_step();
     for (uint64_t i = start; i <= g.pixels; i += step) {
@@ -1925,20 +1988,40 @@ __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_p
         if (i < g.pixels) g.cursors[i] = 0;
     }
     grid.sync();
-    for (uint64_t s = start; s < g.samples; s += step)
-        for_each_contribution<T>(g, s,
-                                 [&](uint32_t, uint32_t pixel, uint32_t, float) { atomicAdd(&g.offsets[pixel], 1u); });
-    if constexpr (!ChannelsLast) transpose_output_gradient<T>(g, staging);
+    /* NCHW: the transpose in thirds beside phases 1, 3 and 4, which leave
+     * the GPU mostly idle (latency-bound) and use no shared memory. */
+    const uint64_t transposes = ChannelsLast ? 0 : transpose_tasks(g);
+    for (uint64_t s = start; s < g.samples; s += step) {
+        const sample_contributions c = contributions_of<T>(g, s);
+        DML_UNROLL
+        for (unsigned t = 0; t < 4; t++)
+            if (t < c.count) atomicAdd(&g.offsets[c.pixel[t]], 1u);
+    }
+    if (transposes) transpose_output_gradient<T>(g, staging, 0, transposes / 3);
     grid.sync();
     scan_offsets(g, grid);
     grid.sync();
-    for (uint64_t s = start; s < g.samples; s += step)
-        for_each_contribution<T>(g, s, [&](uint32_t key, uint32_t pixel, uint32_t position, float weight) {
-            uint32_t slot = g.offsets[pixel] + atomicAdd(&g.cursors[pixel], 1u);
-            g.placed[slot] = {key, pixel, position, weight};
-        });
+    for (uint64_t s = start; s < g.samples; s += step) {
+        /* The sample's atomics issued together, then its stores (on an H100
+         * no faster than one tap at a time: the atomics' latency is not what
+         * this phase waits for). */
+        const sample_contributions c = contributions_of<T>(g, s);
+        uint32_t slot[4];
+        DML_UNROLL
+        for (unsigned t = 0; t < 4; t++)
+            if (t < c.count) slot[t] = g.offsets[c.pixel[t]];
+        DML_UNROLL
+        for (unsigned t = 0; t < 4; t++)
+            if (t < c.count) slot[t] += atomicAdd(&g.cursors[c.pixel[t]], 1u);
+        DML_UNROLL
+        for (unsigned t = 0; t < 4; t++)
+            if (t < c.count) g.placed[slot[t]] = {c.key + t, c.pixel[t], c.position, c.weight[t]};
+    }
+    if (transposes) transpose_output_gradient<T>(g, staging, transposes / 3, transposes * 2 / 3);
     grid.sync();
-    /* Each contribution's rank among its pixel's (keys are distinct). */
+    /* Each contribution's rank among its pixel's (keys are distinct). A warp
+     * per pixel ranking by shuffles was slower (channels-last on an H100: 39
+     * against 13 us). */
     uint32_t listed = g.offsets[g.pixels];
     for (uint64_t i = start; i < listed; i += step) {
         contribution c = g.placed[i];
@@ -1947,6 +2030,7 @@ __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_p
             rank += g.placed[j].key < c.key;
         g.sorted[begin + rank] = c;
     }
+    if (transposes) transpose_output_gradient<T>(g, staging, transposes * 2 / 3, transposes);
     grid.sync();
     gather_listed<T, ChannelsLast>(g, staging);
 }
@@ -2006,6 +2090,7 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
     g.pixels = (uint32_t)pixels;
     g.pixel_tiles = (uint32_t)((pixels + kGatherPixels - 1) / kGatherPixels);
     g.channel_groups = (s.channels + kGatherChannels - 1) / kGatherChannels;
+    g.row_pitch = channels_last ? s.channels : (s.channels + kLaneChannels - 1) / kLaneChannels * kLaneChannels;
     lp->kernel = kernel;
     lp->channels_last = channels_last;
     lp->blocks = resident;
@@ -2013,9 +2098,8 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
     lp->cursors_bytes = align_up(pixels * sizeof(uint32_t));
     lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));
     lp->list_bytes = list_bytes;
-    const uint64_t element = is_half ? 2 : 4;
     lp->transposed_bytes =
-        channels_last ? 0 : align_up((uint64_t)s.roi_count * s.out_height * s.out_width * s.channels * element);
+        channels_last ? 0 : align_up((uint64_t)s.roi_count * s.out_height * s.out_width * g.row_pitch * sizeof(float));
     plan->temporary_size =
         lp->offsets_bytes + lp->cursors_bytes + lp->sums_bytes + 2 * list_bytes + lp->transposed_bytes;
     return S_OK;
@@ -2046,8 +2130,7 @@ HRESULT run_grad_listed(const dml_kernel_args* args) {
     g.block_sums = (uint32_t*)(scratch + lp.offsets_bytes + lp.cursors_bytes);
     g.placed = (contribution*)(scratch + lp.offsets_bytes + lp.cursors_bytes + lp.sums_bytes);
     g.sorted = (contribution*)((char*)g.placed + lp.list_bytes);
-    g.transposed = lp.transposed_bytes ? (char*)g.sorted + lp.list_bytes : nullptr;
-    g.position_rows = lp.channels_last ? g.input_gradient : g.transposed;
+    g.transposed = lp.transposed_bytes ? (float*)((char*)g.sorted + lp.list_bytes) : nullptr;
     void* kernel_args[] = {&g};
     cudaError_t error =
         cudaLaunchCooperativeKernel(lp.kernel, lp.blocks, kThreads, kernel_args, 0, dml_cuda_stream(args));

@@ -385,67 +385,71 @@ static void replay_pooling_packed(const DMLOperator* op, const dml_kernel_args* 
 }
 
 /* roi_pooling_staged<T, Words, ChannelsLast>, task by task in its order:
- * each batch's ROIs of the image in the slots the warps' ballots give, the
- * chunk staged (into a poisoned buffer) at the first batch that has any,
- * then every (slot, ph, pw) thread in turn. */
+ * the chunk staged (into a poisoned buffer), then scans of the list, each
+ * keeping the share's next `kept` ROIs of the image where the kernel's ranks
+ * put them, their bins, and every (ROI, ph, pw) thread in turn. */
 template <class T, unsigned Words, bool ChannelsLast>
 static void replay_staged_kernel(const pooling_replay::staged_plan& n, const pooling_replay::roi_pooling_problem& f,
                                  bool whole) {
     using namespace pooling_replay;
     const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, per_roi = PH + PW;
     uint32_t* stage = (uint32_t*)malloc(n.regions_offset);
-    uint32_t* bins = (uint32_t*)malloc((size_t)kBatchRois * per_roi * sizeof *bins);
-    for (uint64_t t = 0; t < (uint64_t)n.ranges * f.batch * n.chunks; t++) {
+    uint32_t* bins = (uint32_t*)malloc((size_t)n.kept * per_roi * sizeof *bins);
+    uint32_t* indices = (uint32_t*)malloc((size_t)n.kept * sizeof *indices);
+    kept_region* regions = (kept_region*)malloc((size_t)n.kept * sizeof *regions);
+    for (uint64_t t = 0; t < (uint64_t)n.shares * f.batch * n.chunks; t++) {
         const staged_task task = staged_task_of(f, n, t);
         const T* image = (const T*)f.input + (uint64_t)task.b * f.channels * f.height * f.width;
         memset(stage, 0xFF, n.regions_offset); /* NaN: a read of an unstaged pixel shows */
-        bool staged = false;
-        for (uint32_t batch = task.first; batch < task.end; batch += kBatchRois) {
-            uint32_t counts[kBatchWarps] = {}, indices[kBatchRois], count = 0;
-            dml_pooled_region regions[kBatchRois];
-            for (uint32_t slot = 0; slot < kBatchRois; slot++) {
-                const uint32_t r = batch + slot, warp = slot / 32;
-                dml_pooled_region region;
-                if (r < task.end && roi_of_image<T>(f, r, task.b, &region)) {
-                    regions[warp * 32 + counts[warp]] = region;
-                    indices[warp * 32 + counts[warp]++] = r;
-                    count++;
+        for (uint32_t pixel = 0; pixel < f.height * f.width; pixel++) {
+            uint32_t words[Words];
+            load_pixel<T, Words, ChannelsLast>(f, image, task.c0, pixel, whole, words);
+            copy_words<Words>(stage + staged_offset<Words>(f, n, pixel), words);
+        }
+        uint32_t pooled = 0, share_rois = 0;
+        do {
+            memset(regions, 0xFF, (size_t)n.kept * sizeof *regions); /* poisoned: every kept slot is written */
+            memset(indices, 0xFF, (size_t)n.kept * sizeof *indices);
+            uint32_t ranked = 0;
+            for (uint32_t r = 0; r < n.rois; r++) {
+                float row[5];
+                roi_row<T>(f, r, row);
+                const dml_pooled_region region = dml_roi_pooled_region(row, f.batch, f.params.spatial_scale);
+                if (!region_of_image(region, task.b)) continue;
+                const uint32_t rank = ranked++, number = share_ranks_below(rank, task.share, n.shares) - pooled;
+                if (rank % n.shares == task.share && number < n.kept) {
+                    regions[number] = kept_region_of(region);
+                    indices[number] = r;
                 }
             }
-            if (count == 0) continue;
-            if (!staged) {
-                for (uint32_t pixel = 0; pixel < f.height * f.width; pixel++) {
-                    uint32_t words[Words];
-                    load_pixel<T, Words, ChannelsLast>(f, image, task.c0, pixel, whole, words);
-                    copy_words<Words>(stage + staged_offset<Words>(f, n, pixel), words);
-                }
-                staged = true;
-            }
-            for (uint32_t i = 0; i < count * per_roi; i++) {
-                const uint32_t slot = batch_slot(counts, i / per_roi);
-                bins[slot * per_roi + i % per_roi] = pack_bin(region_bin(f, regions[slot], i % per_roi));
-            }
-            for (uint32_t i = 0; i < count; i++) {
-                const uint32_t slot = batch_slot(counts, i);
+            share_rois = share_ranks_below(ranked, task.share, n.shares);
+            const uint32_t left = share_rois > pooled ? share_rois - pooled : 0;
+            const uint32_t count = left < n.kept ? left : n.kept;
+            for (uint32_t i = 0; i < count * per_roi; i++)
+                bins[i] = staged_bin(f, regions[i / per_roi], i % per_roi);
+            for (uint32_t k = 0; k < count; k++)
                 for (uint32_t ph = 0; ph < PH; ph++)
                     for (uint32_t pw = 0; pw < PW; pw++)
-                        pool_staged_bin<T, Words, ChannelsLast>(f, n, stage, unpack_bin(bins[slot * per_roi + ph]),
-                                                                unpack_bin(bins[slot * per_roi + PH + pw]),
-                                                                indices[slot], task.c0, ph, pw, whole);
-            }
-        }
+                        pool_staged_bin<T, Words, ChannelsLast>(f, n, stage, unpack_bin(bins[k * per_roi + ph]),
+                                                                unpack_bin(bins[k * per_roi + PH + pw]), indices[k],
+                                                                task.c0, ph, pw, whole);
+            pooled += n.kept;
+        } while (pooled < share_rois);
     }
     free(stage);
     free(bins);
+    free(indices);
+    free(regions);
 }
 
-/* The staged kernel's plan for `resident` blocks (a number of ROI ranges),
- * then its replay; the plan's pixel words into *words. */
+/* The staged kernel's plan for `resident` blocks (a number of shares of
+ * an image's ROIs) that keep `kept` ROIs each, then its replay; the plan's
+ * pixel words into *words. */
 template <class T, bool ChannelsLast>
-static void replay_pooling_staged(const DMLOperator* op, const dml_kernel_args* args, uint64_t resident,
+static void replay_pooling_staged(const DMLOperator* op, const dml_kernel_args* args, uint64_t resident, uint32_t kept,
                                   uint32_t* words) {
     pooling_replay::staged_plan n;
-    HRESULT status = pooling_replay::staged_plan_make(op, ChannelsLast, resident, &n);
+    HRESULT status = pooling_replay::staged_plan_make(op, ChannelsLast, resident, kept, &n);
     EXPECT(status == S_OK, "the staged plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
     const pooling_replay::roi_pooling_problem f = pooling_replay::bound_problem(n.shape_only, args);
@@ -471,10 +475,10 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
         uint32_t batch = test_rand_range(1, 3), channels = test_rand_range(1, channels_last ? 1300 : packed ? 70 : 4);
         uint32_t height = test_rand_range(1, 12), width = test_rand_range(1, 12), roi_count = test_rand_range(1, 10);
         if (packed && iteration % 8 == 5) channels = test_rand_range(1, 2); /* one word a staged pixel, mostly */
-        if (packed && iteration % 8 == 1) { /* the staged kernel's narrower pixels, several batches of ROIs */
+        if (packed && iteration % 8 == 1) { /* the staged kernel's narrower pixels, two rounds of ROIs */
             height = test_rand_range(20, 90);
             width = test_rand_range(20, 90);
-            roi_count = test_rand_range(60, 150);
+            roi_count = test_rand_range(60, 300); /* up to two rounds of the kernel's threads */
         }
         uint32_t pooled_height = test_rand_range(1, 4), pooled_width = test_rand_range(1, packed ? 9 : 4);
         float scale = random_roi_scale();
@@ -538,19 +542,22 @@ TEST_CASE(replay_roi_pooling_matches_cpu) {
                 EXPECT(memcmp(output.cpu.block, output.cuda.block, (size_t)output.cpu.size + 2 * TEST_GUARD_BYTES) == 0,
                        "ROI_POOLING packed replay differs from the CPU; %s", context);
                 test_buffer_poison(&output.cuda);
-                /* 1 .. 40 resident blocks: one ROI range or several. */
+                /* 1 .. 40 resident blocks: one share of an image's ROIs or
+                 * several; blocks that keep 1 .. 4 ROIs (several scans a
+                 * task) or up to 80. */
                 uint64_t resident = test_rand_range(1, 40);
-                uint32_t words = 0;
+                uint32_t kept = test_rand_bool() ? test_rand_range(1, 4) : test_rand_range(1, 80), words = 0;
                 if (channels_last)
-                    is_half ? replay_pooling_staged<uint16_t, true>(op, &args, resident, &words)
-                            : replay_pooling_staged<float, true>(op, &args, resident, &words);
+                    is_half ? replay_pooling_staged<uint16_t, true>(op, &args, resident, kept, &words)
+                            : replay_pooling_staged<float, true>(op, &args, resident, kept, &words);
                 else
-                    is_half ? replay_pooling_staged<uint16_t, false>(op, &args, resident, &words)
-                            : replay_pooling_staged<float, false>(op, &args, resident, &words);
+                    is_half ? replay_pooling_staged<uint16_t, false>(op, &args, resident, kept, &words)
+                            : replay_pooling_staged<float, false>(op, &args, resident, kept, &words);
                 staged_words[words]++;
                 EXPECT(memcmp(output.cpu.block, output.cuda.block, (size_t)output.cpu.size + 2 * TEST_GUARD_BYTES) == 0,
-                       "ROI_POOLING staged replay (%u words a pixel, %u resident blocks) differs from the CPU; %s",
-                       words, (unsigned)resident, context);
+                       "ROI_POOLING staged replay (%u words a pixel, %u resident blocks, %u kept) differs from the "
+                       "CPU; %s",
+                       words, (unsigned)resident, kept, context);
             }
             dmlReleaseOperator(op);
         }

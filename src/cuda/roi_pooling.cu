@@ -36,11 +36,16 @@ struct roi_pooling_problem {
 __host__ __device__ float load_value(const float* base, uint64_t offset) { return base[offset]; }
 __host__ __device__ float load_value(const uint16_t* base, uint64_t offset) { return dml_half_to_float(base[offset]); }
 
+/* ROI r's row [BatchID, x1, y1, x2, y2] as FLOAT32. */
+template <class T> __host__ __device__ void roi_row(const roi_pooling_problem& f, uint32_t r, float values[5]) {
+    for (uint32_t k = 0; k < 5; k++)
+        values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
+}
+
 /* ROI r's region. */
 template <class T> __host__ __device__ dml_pooled_region roi_region(const roi_pooling_problem& f, uint32_t r) {
     float values[5];
-    for (uint32_t k = 0; k < 5; k++)
-        values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
+    roi_row<T>(f, r, values);
     return dml_roi_pooled_region(values, f.batch, f.params.spatial_scale);
 }
 
@@ -406,26 +411,30 @@ HRESULT run_packed(const dml_kernel_args* args) {
 /* ---- "roi_pooling/cuda/staged_nchw", "/staged_nhwc": an image's channels in shared memory ----
  * The kernels above re-read every ROI's region from L2 (in the benchmark
  * about 300 MB for 8.4 MB of input, one load round per element). Here a
- * block task is (range of the ROI list, image, chunk of K channels): the
- * block copies the image's K channels into shared memory once, interleaved
- * per pixel ([y][x][k]: one 16-byte load gives 4 FLOAT32 or 8 FLOAT16
- * channels), then pools from it every ROI of the range that belongs to the
- * image (the list is in any order; an invalid ROI counts as image 0's, with
- * empty bins), in batches of kBatchRois whose regions and bins go to shared
- * memory first, in list order. A thread takes one (ROI, ph, pw) bin for the
- * K channels: one FMNMX per element and channel (FLOAT16: one HMNMX2 per
- * pair, which keeps the bits: both skip NaN, and a nonzero number has one
- * encoding), and as above the exact scan (here of the staged copy) only for
- * a zero or NaN maximum or an empty bin. The chunk is staged during the
- * first batch's region phase (warps 0 and 1 find the regions, the others
- * start staging at once), so a task whose range holds none of the image's
- * ROIs stages it too. */
+ * block task is (share, image, chunk of K channels): the block copies the
+ * image's K channels into shared memory once, interleaved per pixel
+ * ([y][x][k]: one 16-byte load gives 4 FLOAT32 or 8 FLOAT16 channels), then
+ * pools from it the image's ROIs of its share: those whose rank among the
+ * image's ROIs (in list order; an invalid ROI counts as image 0's, with empty
+ * bins) is the share modulo the shares, so that the shares of an image hold
+ * the same number of ROIs whatever the list's order. The block scans the
+ * list in rounds of a ROI a thread (ballots give the ranks) and keeps the
+ * regions of its share's first `kept` ROIs, then computes their bins (16-bit
+ * bounds) into shared memory and pools them all in one pass; a share of more
+ * ROIs takes another scan for each next `kept` (the benchmark keeps its
+ * whole share: one scan of two rounds, two barriers and one tail for all
+ * its ROIs). A thread takes one (ROI, ph, pw) bin for the K channels: one
+ * FMNMX per element and channel (FLOAT16: one HMNMX2 per pair, which keeps
+ * the bits: both skip NaN, and a nonzero number has one encoding), and as
+ * above the exact scan (here of the staged copy) only for a zero or NaN
+ * maximum or an empty bin. The chunk is staged during the first round,
+ * while the ROI rows load. */
 
 constexpr uint32_t kStageBytes = 64 * 1024; /* the preferred staged chunk: 3 blocks per H100 multiprocessor */
-constexpr uint32_t kBatchWarps = 2;
-constexpr uint32_t kBatchRois = 32 * kBatchWarps; /* ROIs whose bins are in shared memory at once */
-constexpr uint32_t kStageWords = 16;              /* words a thread loads before it stores them */
-constexpr uint32_t kBinBytes = 16 * 1024;         /* at most: PH + PW <= 64 */
+constexpr uint32_t kWarps = kThreads / 32;
+constexpr uint32_t kStageWords = 16;    /* words a thread loads before it stores them */
+constexpr uint32_t kMinKept = 64;       /* ROIs a block keeps at least */
+constexpr uint32_t kMaxBinsPerRoi = 64; /* PH + PW */
 
 struct staged_plan {
     roi_pooling_problem shape_only; /* pointers unset */
@@ -434,8 +443,9 @@ struct staged_plan {
     uint32_t channels;       /* K per pixel: words * 4 / element size */
     uint32_t pitch;          /* staged pixels per row: W rounded up to odd (rows start in other banks) */
     uint32_t chunks;         /* chunks of K channels */
-    uint32_t rois, range;    /* R; ROIs of the list per task */
-    uint32_t ranges;         /* tasks: ranges * N * chunks, chunks fastest */
+    uint32_t rois;           /* R */
+    uint32_t shares;         /* tasks: shares * N * chunks, chunks fastest */
+    uint32_t kept;           /* ROIs whose regions and bins a block holds */
     uint32_t regions_offset; /* bytes: staged pixels, regions, bins (start | end << 16), ROI indices */
     uint32_t bins_offset, indices_offset, shared_bytes;
     unsigned blocks;
@@ -598,38 +608,55 @@ pool_staged_bin(const roi_pooling_problem& f, const staged_plan& n, const uint32
     if (ChannelsLast && whole) copy_words<Words>((uint32_t*)out, words);
 }
 
-/* A task's image b, first channel c0 and ROIs [first, end). */
+/* A task's image b, first channel c0 and share. */
 struct staged_task {
-    uint32_t b, c0, first, end;
+    uint32_t b, c0, share;
 };
 
 __host__ __device__ inline staged_task staged_task_of(const roi_pooling_problem& f, const staged_plan& n,
                                                       uint64_t task) {
     const uint64_t rest = task / n.chunks;
-    const uint32_t first = (uint32_t)(rest / f.batch) * n.range;
-    return {(uint32_t)(rest % f.batch), (uint32_t)(task % n.chunks) * n.channels, first,
-            first + n.range < n.rois ? first + n.range : n.rois};
+    return {(uint32_t)(rest % f.batch), (uint32_t)(task % n.chunks) * n.channels, (uint32_t)(rest / f.batch)};
 }
 
-/* Whether ROI r is image b's (an invalid ROI counts as image 0's: its bins
- * are empty), with its region. */
-template <class T>
-__host__ __device__ inline bool roi_of_image(const roi_pooling_problem& f, uint32_t r, uint32_t b,
-                                             dml_pooled_region* region) {
-    *region = roi_region<T>(f, r);
-    return (region->valid ? region->batch : 0) == b;
+/* How many of the ranks [0, rank) are the share's (rank % shares == share). */
+__host__ __device__ inline uint32_t share_ranks_below(uint32_t rank, uint32_t share, uint32_t shares) {
+    return (uint32_t)(((uint64_t)rank + shares - 1 - share) / shares);
 }
 
-/* The slot of the i-th of a batch's ROIs of the image: warp w's `counts[w]`
- * are at slots 32 w, 32 w + 1, ... */
-__host__ __device__ inline uint32_t batch_slot(const uint32_t counts[kBatchWarps], uint32_t i) {
-    uint32_t slot = 0;
-    DML_UNROLL
-    for (uint32_t w = 0; w + 1 < kBatchWarps && i >= counts[w]; w++) {
-        i -= counts[w];
-        slot += 32;
-    }
-    return slot + i;
+/* Whether a region is image b's (an invalid ROI counts as image 0's: its
+ * bins are empty). */
+__host__ __device__ inline bool region_of_image(const dml_pooled_region& region, uint32_t b) {
+    return (region.valid ? region.batch : 0) == b;
+}
+
+/* A kept ROI's region: what its bins need, width 0 for an invalid ROI. */
+struct kept_region {
+    int64_t x1, y1, width, height;
+};
+
+__host__ __device__ inline kept_region kept_region_of(const dml_pooled_region& region) {
+    return {region.x1, region.y1, region.valid ? region.width : 0, region.height};
+}
+
+/* Bin i of a kept region as region_bin gives it, as start | end << 16; the
+ * divisions in 32 bits where they fit (the same quotients). */
+__host__ __device__ inline uint32_t staged_bin(const roi_pooling_problem& f, const kept_region& region, uint32_t i) {
+    const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width;
+    const bool row = i < PH;
+    const int64_t first = row ? region.y1 : region.x1, length = row ? region.height : region.width;
+    const uint32_t index = row ? i : i - PH, count = row ? PH : PW, extent = row ? f.height : f.width;
+    if (region.width == 0) return 0; /* an invalid ROI: empty bins */
+    if (length > UINT16_MAX) return pack_bin(dml_roi_pooled_bin(first, length, index, count, extent));
+    /* index < count <= 64, length < 2^16: (index + 1) length + count - 1 < 2^32. */
+    const int64_t start = first + (int64_t)(index * (uint32_t)length / count);
+    const int64_t end = first + (int64_t)(((index + 1) * (uint32_t)length + count - 1) / count);
+    return pack_bin({start < 0        ? 0u
+                     : start > extent ? extent
+                                      : (uint32_t)start,
+                     end < 0        ? 0u
+                     : end > extent ? extent
+                                    : (uint32_t)end});
 }
 
 /* The block copies the image's chunk of K channels from c0 into `stage`
@@ -652,79 +679,103 @@ __device__ __forceinline__ void stage_chunk(const roi_pooling_problem& f, const 
     }
 }
 
+/* The bins of the `count` kept ROIs, then their outputs (a barrier before
+ * each, and after: the kept ROIs' memory is free again). */
+template <class T, unsigned Words, bool ChannelsLast>
+__device__ __forceinline__ void pool_kept(const roi_pooling_problem& f, const staged_plan& n, const uint32_t* stage,
+                                          const kept_region* regions, uint32_t* bins, const uint32_t* indices,
+                                          uint32_t count, uint32_t c0, bool whole) {
+    const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, per_roi = PH + PW;
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < count * per_roi; i += blockDim.x)
+        bins[i] = staged_bin(f, regions[i / per_roi], i % per_roi);
+    __syncthreads();
+    for (dml_cuda_block_walker w(PW, PH); w.outer < count; w.next()) {
+        const uint32_t* roi_bins = bins + w.outer * per_roi;
+        pool_staged_bin<T, Words, ChannelsLast>(f, n, stage, unpack_bin(roi_bins[w.middle]),
+                                                unpack_bin(roi_bins[PH + w.inner]), indices[w.outer], c0, w.middle,
+                                                w.inner, whole);
+    }
+    __syncthreads();
+}
+
 template <class T, unsigned Words, bool ChannelsLast>
 __global__ void __launch_bounds__(kThreads, 3)
     roi_pooling_staged(const roi_pooling_problem f, const staged_plan n, bool whole) {
     extern __shared__ uint4 shared[];
-    /* By batch parity: a batch's counts are still read after the next
-     * batch's first barrier, not after the one after. */
-    __shared__ uint32_t warp_counts[2][kBatchWarps];
+    /* By round parity: a round's counts are still read after the next
+     * round's barrier, not after the one after. */
+    __shared__ uint32_t warp_counts[2][kWarps];
     uint32_t* stage = (uint32_t*)shared;
-    dml_pooled_region* regions = (dml_pooled_region*)((char*)shared + n.regions_offset);
+    kept_region* regions = (kept_region*)((char*)shared + n.regions_offset);
     uint32_t* bins = (uint32_t*)((char*)shared + n.bins_offset);
     uint32_t* indices = (uint32_t*)((char*)shared + n.indices_offset);
-    const uint32_t PH = f.params.pooled_height, PW = f.params.pooled_width, per_roi = PH + PW;
     const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const uint64_t tasks = (uint64_t)n.ranges * f.batch * n.chunks;
+    const uint64_t tasks = (uint64_t)n.shares * f.batch * n.chunks;
     unsigned parity = 0;
     for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
         const staged_task task = staged_task_of(f, n, t);
         const T* image = (const T*)f.input + (uint64_t)task.b * f.channels * f.height * f.width;
-        bool staged = false;
-        for (uint32_t batch = task.first; batch < task.end; batch += kBatchRois, parity ^= 1) {
-            /* The batch's ROIs of image b: warp w's at slots 32 w, ... in list order. */
-            if (warp < kBatchWarps) {
-                const uint32_t r = batch + threadIdx.x;
-                dml_pooled_region region;
-                const bool mine = r < task.end && roi_of_image<T>(f, r, task.b, &region);
-                const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, mine);
-                if (mine) {
-                    const uint32_t slot = warp * 32 + __popc(ballot & ((1u << lane) - 1));
-                    regions[slot] = region;
-                    indices[slot] = r;
-                }
+        /* Scans of the list: each keeps the share's next `kept` ROIs, then pools them. */
+        uint32_t pooled = 0, share_rois = 0; /* the share's ROIs before this scan's; all of them */
+        do {
+            uint32_t ranked = 0; /* the image's ROIs before this round */
+            for (uint32_t round = 0; round < n.rois; round += blockDim.x, parity ^= 1) {
+                const uint32_t r = round + threadIdx.x;
+                float row[5] = {};
+                if (r < n.rois) roi_row<T>(f, r, row);
+                /* The first scan stages the chunk while the ROI rows load. */
+                if (pooled == 0 && round == 0) stage_chunk<T, Words, ChannelsLast>(f, n, image, task.c0, whole, stage);
+                const dml_pooled_region region = dml_roi_pooled_region(row, f.batch, f.params.spatial_scale);
+                const bool of_image = r < n.rois && region_of_image(region, task.b);
+                const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, of_image);
                 if (lane == 0) warp_counts[parity][warp] = __popc(ballot);
+                __syncthreads();
+                uint32_t rank = ranked + __popc(ballot & ((1u << lane) - 1));
+                for (uint32_t w = 0; w < kWarps; w++) {
+                    const uint32_t count = warp_counts[parity][w];
+                    rank += w < warp ? count : 0;
+                    ranked += count;
+                }
+                /* The ROI's number among the share's ROIs of this scan (those before wrap around). */
+                const uint32_t number = share_ranks_below(rank, task.share, n.shares) - pooled;
+                if (of_image && rank % n.shares == task.share && number < n.kept) {
+                    regions[number] = kept_region_of(region);
+                    indices[number] = r;
+                }
             }
-            if (!staged) { /* the other warps stage while the first ones find the regions */
-                stage_chunk<T, Words, ChannelsLast>(f, n, image, task.c0, whole, stage);
-                staged = true;
-            }
-            __syncthreads();
-            uint32_t counts[kBatchWarps], count = 0;
-            DML_UNROLL
-            for (uint32_t w = 0; w < kBatchWarps; w++)
-                count += counts[w] = warp_counts[parity][w];
-            if (count == 0) continue; /* uniform */
-            /* The batch's bins. */
-            for (uint32_t i = threadIdx.x; i < count * per_roi; i += blockDim.x) {
-                const uint32_t slot = batch_slot(counts, i / per_roi), k = i % per_roi;
-                bins[slot * per_roi + k] = pack_bin(region_bin(f, regions[slot], k));
-            }
-            __syncthreads();
-            for (dml_cuda_block_walker w(PW, PH); w.outer < count; w.next()) {
-                const uint32_t slot = batch_slot(counts, w.outer);
-                const uint32_t* roi_bins = bins + slot * per_roi;
-                pool_staged_bin<T, Words, ChannelsLast>(f, n, stage, unpack_bin(roi_bins[w.middle]),
-                                                        unpack_bin(roi_bins[PH + w.inner]), indices[slot], task.c0,
-                                                        w.middle, w.inner, whole);
-            }
-            __syncthreads(); /* the bins and the staged chunk are free again */
-        }
+            share_rois = share_ranks_below(ranked, task.share, n.shares);
+            const uint32_t left = share_rois > pooled ? share_rois - pooled : 0;
+            /* Its barriers also free the staged chunk for the next task. */
+            if (left > 0)
+                pool_kept<T, Words, ChannelsLast>(f, n, stage, regions, bins, indices, left < n.kept ? left : n.kept,
+                                                  task.c0, whole);
+            pooled += n.kept;
+        } while (pooled < share_rois); /* uniform */
     }
 }
 
-/* The plan from the shapes alone, for `resident` blocks (what the host replay runs with any). */
-HRESULT staged_plan_make(const DMLOperator* op, bool channels_last, uint64_t resident, staged_plan* n) {
+/* The shared memory of blocks that keep `kept` ROIs, after the staged pixels. */
+inline void staged_plan_keep(staged_plan* n, uint32_t kept) {
+    const uint32_t per_roi = n->shape_only.params.pooled_height + n->shape_only.params.pooled_width;
+    n->kept = kept;
+    n->bins_offset = n->regions_offset + kept * (uint32_t)sizeof(kept_region);
+    n->indices_offset = n->bins_offset + kept * per_roi * (uint32_t)sizeof(uint32_t);
+    n->shared_bytes = n->indices_offset + kept * (uint32_t)sizeof(uint32_t);
+}
+
+/* The plan from the shapes alone, for `resident` blocks that keep `kept`
+ * ROIs each (what the host replay runs with any). */
+HRESULT staged_plan_make(const DMLOperator* op, bool channels_last, uint64_t resident, uint32_t kept, staged_plan* n) {
     const dml_tensor& input = op->inputs[DML_ROI_POOLING_INPUT].tensor;
     const dml_tensor& output = op->outputs[DML_ROI_POOLING_OUTPUT].tensor;
     bool (*packed)(const dml_tensor&) = channels_last ? dml_cuda_packed_nhwc : dml_cuda_packed_nchw;
     if (!packed(input) || !packed(output)) return S_FALSE;
     const dml_roi_pooling_params& p = *(const dml_roi_pooling_params*)op->params;
     const uint32_t channels = input.sizes[1], height = input.sizes[2], width = input.sizes[3];
-    /* Bins are two 16-bit bounds; a batch's bins fit kBinBytes. */
+    /* Bins are two 16-bit bounds. */
     if (height > UINT16_MAX || width > UINT16_MAX) return S_FALSE;
-    if ((uint64_t)kBatchRois * ((uint64_t)p.pooled_height + p.pooled_width) * sizeof(uint32_t) > kBinBytes)
-        return S_FALSE;
+    if ((uint64_t)p.pooled_height + p.pooled_width > kMaxBinsPerRoi) return S_FALSE;
     const uint32_t element = input.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
     const uint64_t pitch = width | 1, pixels = pitch * height;
     /* The widest pixel whose chunk (unpadded) fits kStageBytes, but no
@@ -745,17 +796,13 @@ HRESULT staged_plan_make(const DMLOperator* op, bool channels_last, uint64_t res
     n->pitch = (uint32_t)pitch;
     n->chunks = (channels + n->channels - 1) / n->channels;
     n->rois = output.sizes[0];
-    /* As many ranges as keep every resident block busy in one wave (each
-     * stages once); more tasks than blocks: one range. */
-    const uint64_t per_range = (uint64_t)input.sizes[0] * n->chunks;
-    uint64_t ranges = resident / per_range;
-    ranges = ranges < 1 ? 1 : ranges > n->rois ? n->rois : ranges;
-    n->range = (uint32_t)((n->rois + ranges - 1) / ranges);
-    n->ranges = (n->rois + n->range - 1) / n->range;
+    /* As many shares as keep every resident block busy in one wave (each
+     * stages once); more tasks than blocks: one share. */
+    const uint64_t per_share = (uint64_t)input.sizes[0] * n->chunks;
+    uint64_t shares = resident / per_share;
+    n->shares = (uint32_t)(shares < 1 ? 1 : shares > n->rois ? n->rois : shares);
     n->regions_offset = (uint32_t)stage_bytes;
-    n->bins_offset = n->regions_offset + kBatchRois * (uint32_t)sizeof(dml_pooled_region);
-    n->indices_offset = n->bins_offset + kBatchRois * (p.pooled_height + p.pooled_width) * (uint32_t)sizeof(uint32_t);
-    n->shared_bytes = n->indices_offset + kBatchRois * (uint32_t)sizeof(uint32_t);
+    staged_plan_keep(n, kept);
     n->blocks = 0;
     return S_OK;
 }
@@ -776,19 +823,41 @@ const void* staged_kernel(const staged_plan& n, bool is_half) {
     return n.channels_last ? staged_kernel<float, true>(n.words) : staged_kernel<float, false>(n.words);
 }
 
+/* The ROIs a block keeps: kMinKept, or more, up to what a share of ROIs
+ * spread evenly over the images needs (and an eighth for the spread), where
+ * the resident blocks stay as many. */
+uint32_t staged_kept(const DMLDevice* device, const void* kernel, const staged_plan& n, uint64_t resident,
+                     size_t allowed) {
+    const uint64_t share =
+        (n.rois + (uint64_t)n.shape_only.batch * n.shares - 1) / ((uint64_t)n.shape_only.batch * n.shares);
+    uint64_t wanted = share + share / 8 + 8;
+    wanted = wanted > n.rois ? n.rois : wanted;
+    for (uint64_t kept = wanted; kept > kMinKept; kept -= kept - kMinKept < 16 ? kept - kMinKept : 16) {
+        staged_plan larger = n;
+        staged_plan_keep(&larger, (uint32_t)kept);
+        if (larger.shared_bytes <= allowed &&
+            dml_cuda_resident_blocks(device, kernel, kThreads, larger.shared_bytes) == resident)
+            return (uint32_t)kept;
+    }
+    return kMinKept;
+}
+
 HRESULT plan_staged(const DMLOperator* op, const DMLDevice* device, bool channels_last, dml_plan* plan) {
     staged_plan shape;
-    HRESULT status = staged_plan_make(op, channels_last, 1, &shape);
+    HRESULT status = staged_plan_make(op, channels_last, 1, kMinKept, &shape);
     if (status != S_OK) return status;
     const bool is_half = op->inputs[DML_ROI_POOLING_INPUT].tensor.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel = staged_kernel(shape, is_half);
-    if (shape.shared_bytes > dml_cuda_allow_dynamic_shared(device, kernel)) return S_FALSE;
+    const size_t allowed = dml_cuda_allow_dynamic_shared(device, kernel);
+    if (shape.shared_bytes > allowed) return S_FALSE;
     const uint64_t resident = dml_cuda_resident_blocks(device, kernel, kThreads, shape.shared_bytes);
     if (resident == 0) return S_FALSE; /* the kernels above then */
+    staged_plan_make(op, channels_last, resident, kMinKept, &shape);
+    const uint32_t kept = staged_kept(device, kernel, shape, resident, allowed);
     staged_plan* n = (staged_plan*)dml_plan_state(plan, sizeof(staged_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
-    staged_plan_make(op, channels_last, resident, n);
-    const uint64_t tasks = (uint64_t)n->ranges * n->shape_only.batch * n->chunks;
+    staged_plan_make(op, channels_last, resident, kept, n);
+    const uint64_t tasks = (uint64_t)n->shares * n->shape_only.batch * n->chunks;
     n->blocks = (unsigned)(tasks < resident ? tasks : resident);
     return S_OK;
 }

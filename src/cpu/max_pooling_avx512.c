@@ -935,49 +935,57 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
     }
 }
 
-/* ---- Gradient of 3x3 windows, strides 2, start padding 1: no band ----
+/* ---- Gradient of 3x3 windows with start padding 1 or 2x2 windows, strides 2: no band ----
  *
- * Window (oh, ow) covers input rows 2 oh - 1 .. 2 oh + 1 and columns
+ * 3x3: window (oh, ow) covers input rows 2 oh - 1 .. 2 oh + 1 and columns
  * 2 ow - 1 .. 2 ow + 1, so input row 2 oh lies in output row oh's windows
  * alone (their middle row), and row 2 oh - 1 in those of oh - 1 (their last
  * row), then of oh (their first); columns likewise: column 2 ow is window
  * ow's middle one, column 2 ow + 1 the last of ow, then the first of ow + 1.
- * Each OutputGradient row is therefore summed straight from the grad_rows of
- * one or two output rows, its terms in the generic kernel's order (increasing
- * output index) from +0, +0 where a tap did not win: the band's sums, without
- * the band's adds, ring and zeroing. */
+ * 2x2 (no start padding): rows 2 oh and 2 oh + 1, columns 2 ow and 2 ow + 1
+ * lie in window (oh, ow) alone. Each OutputGradient row is therefore summed
+ * straight from the grad_rows of one or two output rows, its terms in the
+ * generic kernel's order (increasing output index) from +0, +0 where a tap
+ * did not win: the band's sums, without the band's adds, ring and zeroing. */
 
 /* Adds the terms of one output row's windows (r) to input row `row_offset`
  * (its plane position minus that of the windows' first row) for columns
  * 32 j .. 32 j + 31: `even` (2 ow) and `odd` (2 ow + 1). */
-static ALWAYS_INLINE void quad_add(const grad_row* r, int32_t row_offset, uint32_t j, __m512* even, __m512* odd) {
+static ALWAYS_INLINE void quad_add(const grad_row* r, int32_t row_offset, uint32_t j, int window_w, __m512* even,
+                                   __m512* odd) {
     const uint32_t ow0 = LANES * j;
     __m512i offset = _mm512_load_si512(r->offset + ow0);
     __m512 dy = _mm512_load_ps(r->dy + ow0);
-    /* Window ow + 1's columns: the next lane's (the row's columns past its end never hit). */
+    /* The window's column of input column 2 ow: its first (2x2) or middle (3x3, padding 1). */
+    const int32_t even_column = window_w == 3;
+    __m512 at_even =
+        _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, _mm512_set1_epi32(row_offset + even_column)), dy);
+    __m512 at_odd =
+        _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, _mm512_set1_epi32(row_offset + even_column + 1)), dy);
+    *even = _mm512_add_ps(*even, at_even);
+    *odd = _mm512_add_ps(*odd, at_odd);
+    if (window_w == 2) return;
+    /* Window ow + 1's first column: the next lane's (the row's columns past its end never hit). */
     __m512i next_offset = _mm512_loadu_si512(r->offset + ow0 + 1);
     __m512 next_dy = _mm512_loadu_ps(r->dy + ow0 + 1);
-    __m512 middle = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, _mm512_set1_epi32(row_offset + 1)), dy);
-    __m512 last = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(offset, _mm512_set1_epi32(row_offset + 2)), dy);
-    __m512 next_first =
-        _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(next_offset, _mm512_set1_epi32(row_offset)), next_dy);
-    *even = _mm512_add_ps(*even, middle);
-    *odd = _mm512_add_ps(_mm512_add_ps(*odd, last), next_first);
+    *odd = _mm512_add_ps(
+        *odd, _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(next_offset, _mm512_set1_epi32(row_offset)), next_dy));
 }
 
 /* Writes OutputGradient row `row` of the plane from the windows of output
  * rows `above` then `below` (either NULL: none), whose first rows are at
  * plane positions above_first and below_first. */
 static ALWAYS_INLINE void quad_write_row(const grad_plan* gp, uint32_t row, const grad_row* above, int32_t above_first,
-                                         const grad_row* below, int32_t below_first, char* dx_plane, bool half) {
+                                         const grad_row* below, int32_t below_first, char* dx_plane, int window_w,
+                                         bool half) {
     const uint32_t width = gp->g.in.sizes[4];
     const size_t element = half ? 2 : 4;
     const int32_t position = (int32_t)(row * width);
     char* dx_row = dx_plane + row * gp->grad_out.strides[3] * element;
     for (uint32_t j = 0; 2 * LANES * j < width; j++) {
         __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
-        if (above) quad_add(above, position - above_first, j, &even, &odd);
-        if (below) quad_add(below, position - below_first, j, &even, &odd);
+        if (above) quad_add(above, position - above_first, j, window_w, &even, &odd);
+        if (below) quad_add(below, position - below_first, j, window_w, &even, &odd);
         __m512 low, high;
         interleave_columns(even, odd, &low, &high);
         uint32_t w = 2 * LANES * j, rest = width - w;
@@ -991,7 +999,7 @@ static ALWAYS_INLINE void quad_write_row(const grad_plan* gp, uint32_t row, cons
 /* The gradient of one 2-D plane (see above): two grad_rows, the current
  * output row's and the one before. */
 static ALWAYS_INLINE void quad_plane(const grad_plan* gp, const char* plane, const char* dy_plane, char* dx_plane,
-                                     grad_row rows[2], row_cache* cache, bool half) {
+                                     grad_row rows[2], row_cache* cache, int window_w, bool half) {
     const row_geometry* g = &gp->g;
     const size_t element = half ? 2 : 4;
     const uint32_t height = g->in.sizes[3], out_height = gp->grad_in.sizes[3];
@@ -1000,36 +1008,40 @@ static ALWAYS_INLINE void quad_plane(const grad_plan* gp, const char* plane, con
     for (uint32_t oh = 0; oh < out_height; oh++) {
         const plan_window_rows* w = &gp->window_rows[oh];
         grad_row* current = NULL;
+        int32_t current_first = w->count > 0 ? w->position[0] : 0;
         if (w->count > 0) {
             current = &rows[oh % 2];
             const char* dy_row = dy_plane + oh * gp->grad_in.strides[3] * element;
             if (g->lanes == WIDE_LANES)
-                wide_grad_row_fill(gp, w, plane, cache, dy_row, current, 3);
+                wide_grad_row_fill(gp, w, plane, cache, dy_row, current, window_w);
             else
-                grad_row_fill(gp, w, plane, cache, dy_row, current, 3, half);
+                grad_row_fill(gp, w, plane, cache, dy_row, current, window_w, half);
+        }
+        if (window_w == 2) {
+            for (uint32_t row = 2 * oh; row < 2 * oh + 2 && row < height; row++)
+                quad_write_row(gp, row, current, current_first, NULL, 0, dx_plane, 2, half);
+            continue;
         }
         if (oh > 0 && 2 * oh - 1 < height)
-            quad_write_row(gp, 2 * oh - 1, above, above_first, current, current ? w->position[0] : 0, dx_plane, half);
-        if (2 * oh < height) quad_write_row(gp, 2 * oh, current, current ? w->position[0] : 0, NULL, 0, dx_plane, half);
+            quad_write_row(gp, 2 * oh - 1, above, above_first, current, current_first, dx_plane, 3, half);
+        if (2 * oh < height) quad_write_row(gp, 2 * oh, current, current_first, NULL, 0, dx_plane, 3, half);
         above = current;
-        above_first = current ? w->position[0] : 0;
+        above_first = current_first;
     }
-    /* The last output row's last window row, then rows no window reaches. */
-    for (uint32_t row = 2 * out_height - 1; row < height; row++)
-        quad_write_row(gp, row, row == 2 * out_height - 1 ? above : NULL, above_first, NULL, 0, dx_plane, half);
+    /* 3x3: the last output row's last window row; then rows no window reaches. */
+    for (uint32_t row = 2 * out_height - (window_w == 3); row < height; row++)
+        quad_write_row(gp, row, row == 2 * out_height - 1 ? above : NULL, above_first, NULL, 0, dx_plane, window_w,
+                       half);
 }
 
 /* quad_plane or band_plane, specialized for the window's width and the type. */
 static void grad_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
                            char* dx_plane, float* band, grad_row r[2], row_cache* cache) {
-    if (gp->quads) {
-        if (gp->g.half)
-            quad_plane(gp, plane, dy_plane, dx_plane, r, cache, true);
-        else
-            quad_plane(gp, plane, dy_plane, dx_plane, r, cache, false);
-        return;
-    }
-    switch ((gp->g.window_w == 3) * 2 + gp->g.half) {
+    switch (gp->quads * 4 + (gp->g.window_w == 3) * 2 + gp->g.half) {
+    case 4: quad_plane(gp, plane, dy_plane, dx_plane, r, cache, 2, false); break;
+    case 5: quad_plane(gp, plane, dy_plane, dx_plane, r, cache, 2, true); break;
+    case 6: quad_plane(gp, plane, dy_plane, dx_plane, r, cache, 3, false); break;
+    case 7: quad_plane(gp, plane, dy_plane, dx_plane, r, cache, 3, true); break;
     case 0: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, false); break;
     case 1: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, true); break;
     case 2: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 3, false); break;
@@ -1056,8 +1068,11 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     gp.g.track_position = true;
     if (g->in.sizes[2] != 1 || gp.grad_in.sizes[2] != 1 || g->in.sizes[4] < 3 || gp.grad_out.strides[4] != 1)
         return S_FALSE;
-    gp.quads = p->window[1] == 3 && p->window[2] == 3 && p->strides[1] == 2 && p->strides[2] == 2 &&
-               p->start_padding[1] == 1 && p->start_padding[2] == 1 && p->dilations[1] == 1 && p->dilations[2] == 1 &&
+    /* quad_plane's windows: 3x3 with start padding 1 or 2x2 without, strides 2, undilated. */
+    uint32_t quad_padding = p->window[1] == 3;
+    gp.quads = (p->window[1] == 2 || p->window[1] == 3) && p->window[2] == p->window[1] && p->strides[1] == 2 &&
+               p->strides[2] == 2 && p->start_padding[1] == quad_padding && p->start_padding[2] == quad_padding &&
+               p->dilations[1] == 1 && p->dilations[2] == 1 &&
                (g->in.sizes[4] + 2 * LANES - 1) / (2 * LANES) <= MAX_BLOCKS; /* quad_write_row's blocks */
     if (!gp.quads && g->padding_w > 2)
         return S_FALSE; /* band_write_row's loads start at most one column in (BAND_SLACK) */

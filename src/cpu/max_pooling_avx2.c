@@ -514,6 +514,7 @@ typedef struct forward_plan {
     nchw_outputs o;
     bool stream; /* outputs far larger than the caches, rows of whole blocks: streamed (store_block_streaming) */
     int threads;
+    int chunk_rows; /* of the dynamic schedule: whole planes (nchw_forward_chunk_rows) */
 } forward_plan;
 
 static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
@@ -528,6 +529,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     nchw_geometry_set_output(&f.g, &f.o.out);
     nchw_geometry_set_row_blocks(&f.g, op->params);
     f.threads = nchw_forward_threads(&f.o, op->params, device);
+    f.chunk_rows = nchw_forward_chunk_rows(&f.o, f.threads);
     uint64_t out_bytes = (uint64_t)f.o.rows * f.o.out.sizes[4] * (f.g.half ? 2 : 4) * (f.o.has_indices ? 2 : 1);
     /* Rows of whole blocks only (partial lines of streamed rows, 28 columns, cost more than they save),
      * and no single columns: a line both streamed and stored through the cache is slow. */
@@ -612,11 +614,11 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     char* indices = plan->o.has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
 #pragma omp parallel num_threads(plan->threads)
     {
-        row_cache cache; /* each thread's rows are consecutive (schedule static): row pairs share */
+        row_cache cache; /* a chunk's rows are consecutive: row pairs share */
         cache.row = NULL;
         nchw_row_cursor cursor = {.row = -1};
         nchw_output_row a = {0}; /* set by the first nchw_output_row_next (cursor row -1) */
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, plan->chunk_rows)
         for (int64_t row = 0; row < plan->o.rows; row++) {
             nchw_output_row_next(&plan->o, &g->in, g->half ? 2 : 4, input, output, indices, &cursor, row, &a);
             dml_pool_taps rd = dml_pool_window_taps(p, 0, a.od, g->in.sizes[2]);
@@ -1050,7 +1052,7 @@ static HRESULT run_grad(const dml_kernel_args* args) {
             }
             memset(acc, 0, (size_t)gp->band_rows * gp->band_width * sizeof *acc);
         }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, dml_cpu_chunk((uint64_t)gp->planes, gp->threads))
         for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
             uint32_t c = (uint32_t)((uint64_t)plane_index % g->in.sizes[1]);
             uint32_t n = (uint32_t)((uint64_t)plane_index / g->in.sizes[1]);

@@ -83,6 +83,7 @@ typedef struct forward_plan {
     nchw_outputs o;
     bool stream; /* outputs far larger than the caches: streamed where aligned */
     int threads;
+    int chunk_rows;                 /* of the dynamic schedule: whole planes (nchw_forward_chunk_rows) */
     uint32_t out_rows;              /* OD * OH */
     plan_window_rows window_rows[]; /* per output row (od * OH + oh) */
 } forward_plan;
@@ -679,6 +680,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
     f.g.track_position = f.o.has_indices || f.g.half;
     f.threads = nchw_forward_threads(&f.o, p, device);
+    f.chunk_rows = nchw_forward_chunk_rows(&f.o, f.threads);
     uint32_t out_width = f.o.out.sizes[4];
     uint64_t out_bytes = (uint64_t)f.o.rows * out_width * (f.g.half ? 2 : 4) * (f.o.has_indices ? 2 : 1);
     /* FLOAT32 rows of whole 32-byte halves (partial lines of streamed rows cost more than they save). */
@@ -697,12 +699,12 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     char* indices = f->o.has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
 #pragma omp parallel num_threads(f->threads)
     {
-        row_cache cache; /* each thread's rows are consecutive (schedule static): row pairs share */
+        row_cache cache; /* a chunk's rows are consecutive: row pairs share */
         cache.row = NULL;
         cache.position = 0;
         nchw_row_cursor cursor = {.row = -1};
         nchw_output_row r = {0}; /* set by the first nchw_output_row_next (cursor row -1) */
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, f->chunk_rows)
         for (int64_t row = 0; row < f->o.rows; row++) {
             nchw_output_row_next(&f->o, &f->g.in, f->g.half ? 2 : 4, args->inputs[DML_POOL_INPUT],
                                  args->outputs[DML_POOL_OUTPUT], indices, &cursor, row, &r);
@@ -1131,7 +1133,7 @@ static HRESULT run_grad(const dml_kernel_args* args) {
                 r[k].offset[i] = -1;
                 r[k].dy[i] = 0;
             }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, dml_cpu_chunk((uint64_t)gp->planes, gp->threads))
         for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
             uint64_t c = (uint64_t)plane_index % g->in.sizes[1], n = (uint64_t)plane_index / g->in.sizes[1];
             grad_plane_any(gp, p,

@@ -80,6 +80,16 @@ static inline uint64_t dml_cpu_items_per_thread(uint64_t item_cost, uint64_t min
     return item_cost >= min_work ? 1 : min_work / (item_cost ? item_cost : 1);
 }
 
+/* Items per chunk of a dynamic schedule over `items`: about 16 chunks per
+ * thread, so that a thread that runs slower (a virtual CPU its host shares,
+ * measured here at half the speed of the other for seconds at a time) takes
+ * fewer of them instead of holding the others at the end. Each item's
+ * result never depends on the thread that computes it. */
+static inline int dml_cpu_chunk(uint64_t items, int threads) {
+    uint64_t chunk = items / ((uint64_t)(threads > 0 ? threads : 1) * 16);
+    return chunk < 1 ? 1 : chunk > INT32_MAX ? INT32_MAX : (int)chunk;
+}
+
 /* Element visits a thread should have before another thread is worth waking. */
 #define DML_CPU_MIN_WORK_PER_THREAD 32768
 

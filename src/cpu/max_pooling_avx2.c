@@ -514,6 +514,7 @@ typedef struct forward_plan {
     nchw_outputs o;
     bool stream; /* outputs far larger than the caches, rows of whole blocks: streamed (store_block_streaming) */
     int threads;
+    int chunk_rows; /* of the dynamic schedule: whole planes (nchw_forward_chunk_rows) */
 } forward_plan;
 
 static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
@@ -528,6 +529,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     nchw_geometry_set_output(&f.g, &f.o.out);
     nchw_geometry_set_row_blocks(&f.g, op->params);
     f.threads = nchw_forward_threads(&f.o, op->params, device);
+    f.chunk_rows = nchw_forward_chunk_rows(&f.o, f.threads);
     uint64_t out_bytes = (uint64_t)f.o.rows * f.o.out.sizes[4] * (f.g.half ? 2 : 4) * (f.o.has_indices ? 2 : 1);
     /* Rows of whole blocks only (partial lines of streamed rows, 28 columns, cost more than they save),
      * and no single columns: a line both streamed and stored through the cache is slow. */
@@ -612,11 +614,11 @@ static HRESULT run_forward(const dml_kernel_args* args) {
     char* indices = plan->o.has_indices ? args->outputs[DML_POOL_OUTPUT_INDICES] : NULL;
 #pragma omp parallel num_threads(plan->threads)
     {
-        row_cache cache; /* each thread's rows are consecutive (schedule static): row pairs share */
+        row_cache cache; /* a chunk's rows are consecutive: row pairs share */
         cache.row = NULL;
         nchw_row_cursor cursor = {.row = -1};
         nchw_output_row a = {0}; /* set by the first nchw_output_row_next (cursor row -1) */
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, plan->chunk_rows)
         for (int64_t row = 0; row < plan->o.rows; row++) {
             nchw_output_row_next(&plan->o, &g->in, g->half ? 2 : 4, input, output, indices, &cursor, row, &a);
             dml_pool_taps rd = dml_pool_window_taps(p, 0, a.od, g->in.sizes[2]);
@@ -645,6 +647,9 @@ const dml_impl dml_cpu_max_pooling_avx2_nchw = {"max_pooling/avx2/nchw", DML_ISA
 
 /* ---- Gradient ---- */
 
+/* Columns of a grad_row (band_plane, quad_plane): whole-row outputs, + a block of slack. */
+enum { GRAD_ROW_COLUMNS = ROW_BLOCKS * 8 + ROW_EDGE_COLUMNS + 8 };
+
 typedef struct grad_plan {
     nchw_geometry g;
     dml_pool_view grad_in, grad_out;
@@ -655,6 +660,7 @@ typedef struct grad_plan {
     uint64_t plane_size; /* D * H * W: floats of one accumulator plane */
     uint32_t band_rows;  /* > 0: 2-D planes through band_plane, with this many accumulator rows */
     uint32_t band_width; /* floats of a band row: its even and odd columns (8 per block each) and 16 of slack */
+    bool quads;          /* band_rows > 0, 3x3 windows, strides 2, start padding 1: quad_plane, no band */
     int threads;
 } grad_plan;
 
@@ -711,15 +717,18 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     gp.write_once = write_once_applies(&gp, p);
     if (gp.write_once) gp.zero_columns = some_coordinate_in_no_window(p, 2, gp.g.in.sizes[4], gp.g.out_width);
     if (!gp.write_once) grad_plan_set_band(&gp, p);
+    gp.quads = gp.band_rows > 0 && p->window[1] == 3 && p->window[2] == 3 && p->strides[1] == 2 && p->strides[2] == 2 &&
+               p->start_padding[1] == 1 && p->start_padding[2] == 1 && p->dilations[1] == 1 && p->dilations[2] == 1 &&
+               8 * ((gp.g.in.sizes[4] + 15) / 16) + 8 <= GRAD_ROW_COLUMNS; /* quad_add's reach */
     /* Lines are never both streamed and stored through the cache (slow): no single columns, or
-     * columns in no window (zeroed first), in the disjoint-window path. */
+     * columns in no window (zeroed first), in the disjoint-window path; quad_plane's rows go through the cache. */
     gp.stream =
-        !gp.g.half && gp.planes * gp.plane_size * sizeof(float) >= DML_CPU_STREAM_BYTES &&
+        !gp.g.half && !gp.quads && gp.planes * gp.plane_size * sizeof(float) >= DML_CPU_STREAM_BYTES &&
         (!gp.write_once || (!gp.zero_columns && gp.g.interior_begin == 0 && gp.g.interior_end == gp.g.out_width));
     *state = gp;
     uint64_t per_thread = gp.band_rows ? (uint64_t)gp.band_rows * gp.band_width : gp.plane_size;
-    plan->temporary_size = gp.write_once ? 0 : (uint64_t)gp.threads * per_thread * sizeof(float);
-    if (gp.band_rows) plan->temporary_size += BAND_ALIGNMENT;
+    plan->temporary_size = gp.write_once || gp.quads ? 0 : (uint64_t)gp.threads * per_thread * sizeof(float);
+    if (gp.band_rows && !gp.quads) plan->temporary_size += BAND_ALIGNMENT;
     return S_OK;
 }
 
@@ -886,8 +895,6 @@ static void write_once_plane(const grad_plan* gp, const dml_pooling_params* p, c
  * generic kernel: gcc and clang differ.) Input rows no later output row reaches are written to
  * OutputGradient at once and their band row zeroed. */
 
-enum { GRAD_ROW_COLUMNS = ROW_BLOCKS * 8 + ROW_EDGE_COLUMNS + 8 }; /* whole-row outputs, + a block of slack */
-
 /* One output row: per column its argmax's plane position minus that of its
  * window's first element (row 0 of the window, column 2 ow - padding), and
  * its InputGradient value (0 where no tap was valid); columns past the
@@ -896,6 +903,35 @@ typedef struct grad_row {
     _Alignas(32) int32_t offset[GRAD_ROW_COLUMNS];
     _Alignas(32) float dy[GRAD_ROW_COLUMNS];
 } grad_row;
+
+/* Fills r's columns of output row rh (window rows w, at least one) from its
+ * whole-row maxima and its InputGradient row at dy_row. */
+static ALWAYS_INLINE void grad_row_fill(const nchw_geometry* g, const dml_pooling_params* p, const char* plane,
+                                        const char* dy_row, const dml_pool_taps* rd, const dml_pool_taps* rh,
+                                        const window_rows* w, row_cache* cache, grad_row* r, bool half) {
+    const size_t element = half ? 2 : 4;
+    row_block layout[ROW_PIECES];
+    block_max blocks_max[ROW_PIECES];
+    uint32_t pieces = whole_row_maxima(g, p, plane, rd, rh, cache, layout, blocks_max);
+    /* Lane l's window starts at plane position first + 2 (ow0 + l). */
+    const int32_t first = w->position[0] - (int32_t)g->padding_w;
+    const __m256i lane_first = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    for (uint32_t i = 0; i < pieces; i++) {
+        row_block b = layout[i];
+        block_max m = blocks_max[i];
+        __m256 value =
+            _mm256_and_ps(load_channels(dy_row + b.ow0 * element, half, b.count), _mm256_castsi256_ps(m.found));
+        __m256i offset =
+            _mm256_sub_epi32(m.position, _mm256_add_epi32(lane_first, _mm256_set1_epi32(first + 2 * (int32_t)b.ow0)));
+        if (b.count == 8) {
+            _mm256_storeu_si256((__m256i*)(r->offset + b.ow0), offset);
+            _mm256_storeu_ps(r->dy + b.ow0, value);
+        } else { /* a single column */
+            r->offset[b.ow0] = _mm256_cvtsi256_si32(offset);
+            r->dy[b.ow0] = _mm256_cvtss_f32(value);
+        }
+    }
+}
 
 /* Adds one output row's values into band row `acc` for the input row whose
  * plane position is `row_offset` past that of the windows' first row. */
@@ -981,28 +1017,7 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
         window_rows w;
         window_rows_at(&g->in, g->half ? 2 : 4, p, plane, &rd, &rh, &w);
         if (w.count > 0) {
-            row_block layout[ROW_PIECES];
-            block_max blocks_max[ROW_PIECES];
-            uint32_t pieces = whole_row_maxima(g, p, plane, &rd, &rh, cache, layout, blocks_max);
-            const char* dy_row = dy_plane + oh * dy->strides[3] * element;
-            /* Lane l's window starts at plane position first + 2 (ow0 + l). */
-            const int32_t first = w.position[0] - (int32_t)g->padding_w;
-            const __m256i lane_first = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-            for (uint32_t i = 0; i < pieces; i++) {
-                row_block b = layout[i];
-                block_max m = blocks_max[i];
-                __m256 value =
-                    _mm256_and_ps(load_channels(dy_row + b.ow0 * element, half, b.count), _mm256_castsi256_ps(m.found));
-                __m256i offset = _mm256_sub_epi32(
-                    m.position, _mm256_add_epi32(lane_first, _mm256_set1_epi32(first + 2 * (int32_t)b.ow0)));
-                if (b.count == 8) {
-                    _mm256_storeu_si256((__m256i*)(r->offset + b.ow0), offset);
-                    _mm256_storeu_ps(r->dy + b.ow0, value);
-                } else { /* a single column */
-                    r->offset[b.ow0] = _mm256_cvtsi256_si32(offset);
-                    r->dy[b.ow0] = _mm256_cvtss_f32(value);
-                }
-            }
+            grad_row_fill(g, p, plane, dy_plane + oh * dy->strides[3] * element, &rd, &rh, &w, cache, r, half);
             for (uint32_t k = 0; k < w.count; k++)
                 band_add_row(band + (size_t)(w.h[k] % gp->band_rows) * gp->band_width, r, blocks,
                              w.position[k] - w.position[0], window_w);
@@ -1013,9 +1028,99 @@ static ALWAYS_INLINE void band_plane(const grad_plan* gp, const dml_pooling_para
     }
 }
 
-/* band_plane specialized for the window's width and the type. */
-static void band_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
-                           char* dx_plane, float* band, grad_row* r, row_cache* cache) {
+/* ---- 3x3 windows, strides 2, start padding 1: no band ----
+ *
+ * As in max_pooling_avx512.c's quad_plane: input row 2 oh lies in output
+ * row oh's windows alone (their middle row), row 2 oh - 1 in those of
+ * oh - 1 (their last row), then of oh (their first); column 2 ow is window
+ * ow's middle column, 2 ow + 1 the last of ow, then the first of ow + 1. So
+ * each OutputGradient row is summed straight from one or two output rows'
+ * grad_rows, its terms in the generic kernel's order from +0 (+0 where a tap
+ * did not win): the band's sums without its adds, ring and zeroing. */
+
+/* Adds the terms of one output row's windows (r) to input row `row_offset`
+ * (its plane position minus that of the windows' first row) for columns
+ * 16 j .. 16 j + 15: `even` (2 ow) and `odd` (2 ow + 1). */
+static ALWAYS_INLINE void quad_add(const grad_row* r, int32_t row_offset, uint32_t j, __m256* even, __m256* odd) {
+    const uint32_t ow0 = 8 * j;
+    __m256i offset = _mm256_load_si256((const __m256i*)(r->offset + ow0));
+    __m256 dy = _mm256_load_ps(r->dy + ow0);
+    /* Window ow + 1's first column: the next lane's (the row's columns past its end never hit). */
+    __m256i next_offset = _mm256_loadu_si256((const __m256i*)(r->offset + ow0 + 1));
+    __m256 next_dy = _mm256_loadu_ps(r->dy + ow0 + 1);
+    __m256 middle =
+        _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, _mm256_set1_epi32(row_offset + 1))));
+    __m256 last = _mm256_and_ps(dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(offset, _mm256_set1_epi32(row_offset + 2))));
+    __m256 next_first =
+        _mm256_and_ps(next_dy, _mm256_castsi256_ps(_mm256_cmpeq_epi32(next_offset, _mm256_set1_epi32(row_offset))));
+    *even = _mm256_add_ps(*even, middle);
+    *odd = _mm256_add_ps(_mm256_add_ps(*odd, last), next_first);
+}
+
+/* Writes OutputGradient row `row` of the plane from the windows of output
+ * rows `above` then `below` (either NULL: none), whose first rows are at
+ * plane positions above_first and below_first. */
+static ALWAYS_INLINE void quad_write_row(const grad_plan* gp, uint32_t row, const grad_row* above, int32_t above_first,
+                                         const grad_row* below, int32_t below_first, char* dx_plane, bool half) {
+    const uint32_t width = gp->g.in.sizes[4];
+    const size_t element = half ? 2 : 4;
+    const int32_t position = (int32_t)(row * width);
+    char* dx_row = dx_plane + row * gp->grad_out.strides[3] * element;
+    for (uint32_t j = 0; 16 * j < width; j++) {
+        __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+        if (above) quad_add(above, position - above_first, j, &even, &odd);
+        if (below) quad_add(below, position - below_first, j, &even, &odd);
+        __m256 low, high;
+        interleave_columns(even, odd, &low, &high);
+        uint32_t w = 16 * j, rest = width - w;
+        store_lanes(dx_row + w * element, low, half, rest < 8 ? rest : 8);
+        if (rest > 8) store_lanes(dx_row + (w + 8) * element, high, half, rest - 8 < 8 ? rest - 8 : 8);
+    }
+}
+
+/* The gradient of one 2-D plane (see above): two grad_rows, the current
+ * output row's and the one before. */
+static ALWAYS_INLINE void quad_plane(const grad_plan* gp, const dml_pooling_params* p, const char* plane,
+                                     const char* dy_plane, char* dx_plane, grad_row rows[2], row_cache* cache,
+                                     bool half) {
+    const nchw_geometry* g = &gp->g;
+    const size_t element = half ? 2 : 4;
+    const uint32_t height = g->in.sizes[3];
+    const dml_pool_taps rd = dml_pool_window_taps(p, 0, 0, 1);
+    const grad_row* above = NULL; /* output row oh - 1's windows, if any tap was valid */
+    int32_t above_first = 0;
+    for (uint32_t oh = 0; oh < g->out_height; oh++) {
+        dml_pool_taps rh = dml_pool_window_taps(p, 1, oh, height);
+        window_rows w;
+        window_rows_at(&g->in, element, p, plane, &rd, &rh, &w);
+        grad_row* current = NULL;
+        int32_t current_first = w.count > 0 ? w.position[0] : 0;
+        if (w.count > 0) {
+            current = &rows[oh % 2];
+            grad_row_fill(g, p, plane, dy_plane + oh * gp->grad_in.strides[3] * element, &rd, &rh, &w, cache, current,
+                          half);
+        }
+        if (oh > 0 && 2 * oh - 1 < height)
+            quad_write_row(gp, 2 * oh - 1, above, above_first, current, current_first, dx_plane, half);
+        if (2 * oh < height) quad_write_row(gp, 2 * oh, current, current_first, NULL, 0, dx_plane, half);
+        above = current;
+        above_first = current_first;
+    }
+    /* The last output row's last window row; then rows no window reaches. */
+    for (uint32_t row = 2 * g->out_height - 1; row < height; row++)
+        quad_write_row(gp, row, row == 2 * g->out_height - 1 ? above : NULL, above_first, NULL, 0, dx_plane, half);
+}
+
+/* quad_plane or band_plane, specialized for the window's width and the type. */
+static void grad_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
+                           char* dx_plane, float* band, grad_row r[2], row_cache* cache) {
+    if (gp->quads) {
+        if (gp->g.half)
+            quad_plane(gp, p, plane, dy_plane, dx_plane, r, cache, true);
+        else
+            quad_plane(gp, p, plane, dy_plane, dx_plane, r, cache, false);
+        return;
+    }
     switch ((gp->g.window_w == 3) * 2 + gp->g.half) {
     case 0: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, false); break;
     case 1: band_plane(gp, p, plane, dy_plane, dx_plane, band, r, cache, 2, true); break;
@@ -1036,21 +1141,24 @@ static HRESULT run_grad(const dml_kernel_args* args) {
 #pragma omp parallel num_threads(gp->threads)
     {
         int thread = dml_cpu_thread_index();
-        float* acc = scratch + (size_t)thread * gp->plane_size;
-        if (gp->band_rows) /* each thread's band on its own cache lines, wherever the resource starts */
+        float* acc = NULL;               /* the thread's plane or band; none for write_once_plane and quad_plane */
+        if (gp->band_rows && !gp->quads) /* each thread's band on its own cache lines, wherever the resource starts */
             acc = (float*)(((uintptr_t)scratch + BAND_ALIGNMENT - 1) & ~(uintptr_t)(BAND_ALIGNMENT - 1)) +
                   (size_t)thread * gp->band_rows * gp->band_width;
+        else if (!gp->write_once && !gp->quads)
+            acc = scratch + (size_t)thread * gp->plane_size;
         row_cache cache;
         cache.row = NULL;
-        grad_row band_row; /* band_plane's output row: the columns past its end never hit */
+        grad_row band_rows[2]; /* band_plane's output row, or quad_plane's two: the columns past its end never hit */
         if (gp->band_rows) {
-            for (uint32_t i = 0; i < GRAD_ROW_COLUMNS; i++) {
-                band_row.offset[i] = -1;
-                band_row.dy[i] = 0;
-            }
-            memset(acc, 0, (size_t)gp->band_rows * gp->band_width * sizeof *acc);
+            for (uint32_t k = 0; k < 2; k++)
+                for (uint32_t i = 0; i < GRAD_ROW_COLUMNS; i++) {
+                    band_rows[k].offset[i] = -1;
+                    band_rows[k].dy[i] = 0;
+                }
+            if (acc) memset(acc, 0, (size_t)gp->band_rows * gp->band_width * sizeof *acc);
         }
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, dml_cpu_chunk((uint64_t)gp->planes, gp->threads))
         for (int64_t plane_index = 0; plane_index < gp->planes; plane_index++) {
             uint32_t c = (uint32_t)((uint64_t)plane_index % g->in.sizes[1]);
             uint32_t n = (uint32_t)((uint64_t)plane_index / g->in.sizes[1]);
@@ -1064,8 +1172,8 @@ static HRESULT run_grad(const dml_kernel_args* args) {
             }
             if (gp->band_rows) {
                 const dml_pool_view* o = &gp->grad_out;
-                band_plane_any(gp, p, plane, input_gradient + (n * dy->strides[0] + c * dy->strides[1]) * element,
-                               output_gradient + (n * o->strides[0] + c * o->strides[1]) * element, acc, &band_row,
+                grad_plane_any(gp, p, plane, input_gradient + (n * dy->strides[0] + c * dy->strides[1]) * element,
+                               output_gradient + (n * o->strides[0] + c * o->strides[1]) * element, acc, band_rows,
                                &cache);
                 continue;
             }

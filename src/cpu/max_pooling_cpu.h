@@ -118,6 +118,13 @@ static inline int nchw_forward_threads(const nchw_outputs* o, const dml_pooling_
                                dml_cpu_items_per_thread(row_cost, DML_CPU_MIN_WORK_PER_THREAD));
 }
 
+/* Output rows per chunk of the forward pass's dynamic schedule: whole
+ * planes (dml_cpu_chunk), so that a chunk's rows follow one another. */
+static inline int nchw_forward_chunk_rows(const nchw_outputs* o, int threads) {
+    uint64_t plane_rows = o->out.sizes[3], rows = dml_cpu_chunk((uint64_t)o->rows / plane_rows, threads) * plane_rows;
+    return rows > INT32_MAX ? INT32_MAX : (int)rows;
+}
+
 /* One output row (od, oh) of plane (n, c): where its input plane, output
  * and indices rows start. */
 typedef struct nchw_output_row {

@@ -231,7 +231,7 @@ static inline void nhwc_run_forward(const dml_kernel_args* args, nhwc_forward_po
     const dml_pool_view* o = &g->out;
 #pragma omp parallel num_threads(f->threads)
     {
-#pragma omp for schedule(static) nowait
+#pragma omp for schedule(dynamic, dml_cpu_chunk((uint64_t)f->positions, f->threads)) nowait
         for (int64_t at = 0; at < f->positions; at++) {
             nhwc_position x = nhwc_position_at(o, (uint64_t)at);
             nhwc_window w = nhwc_window_at(g, p, x.od, x.oh, x.ow);
@@ -374,7 +374,7 @@ static inline void nhwc_write_once(const nhwc_grad_plan* gp, const dml_pooling_p
     int64_t rows = (int64_t)g->in.sizes[0] * g->in.sizes[2] * g->in.sizes[3]; /* N * D * H */
 #pragma omp parallel num_threads(gp->threads)
     {
-#pragma omp for schedule(static) nowait
+#pragma omp for schedule(dynamic, dml_cpu_chunk((uint64_t)gp->windows, gp->threads)) nowait
         for (int64_t at = 0; at < gp->windows; at++) {
             nhwc_position x = nhwc_position_at(o, (uint64_t)at);
             nhwc_window w = nhwc_window_at(g, p, x.od, x.oh, x.ow);
@@ -386,7 +386,7 @@ static inline void nhwc_write_once(const nhwc_grad_plan* gp, const dml_pooling_p
                    output_gradient + x.n * gp->grad_out.strides[0] * element, &w);
         }
         if (some_uncovered) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, dml_cpu_chunk((uint64_t)rows, gp->threads))
             for (int64_t row = 0; row < rows; row++) {
                 uint32_t h = (uint32_t)((uint64_t)row % g->in.sizes[3]);
                 uint64_t rest = (uint64_t)row / g->in.sizes[3];
@@ -506,7 +506,7 @@ static inline void nhwc_run_band(const nhwc_grad_plan* gp, const dml_kernel_args
 #pragma omp parallel num_threads(gp->threads)
     {
         int thread = dml_cpu_thread_index();
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, dml_cpu_chunk((uint64_t)gp->tasks, gp->threads))
         for (int64_t t = 0; t < gp->tasks; t++)
             task(gp, args->op->params, args, t, scratch + (size_t)thread * gp->band_size);
     }

@@ -509,6 +509,14 @@ __host__ __device__ inline bool is_nonzero_number(uint16_t bits) {
     return magnitude != 0 && magnitude <= 0x7C00u;
 }
 
+/* Whether every element of a maxima word is a nonzero number (the same test). */
+__host__ __device__ inline bool all_nonzero_numbers(uint32_t word, float) {
+    return (word & 0x7FFFFFFFu) - 1u < 0x7F800000u;
+}
+__host__ __device__ inline bool all_nonzero_numbers(uint32_t word, uint16_t) {
+    return (word & 0x7FFFu) - 1u < 0x7C00u && (word >> 16 & 0x7FFFu) - 1u < 0x7C00u;
+}
+
 /* An element's bits in the low bits of a word, and back. */
 __host__ __device__ inline uint32_t element_bits(float value) {
     uint32_t bits;
@@ -591,6 +599,22 @@ pool_staged_bin(const roi_pooling_problem& f, const staged_plan& n, const uint32
     T* out = (T*)f.output + (ChannelsLast ? ((uint64_t)r * per_channel + bin) * f.channels + c0
                                           : ((uint64_t)r * f.channels + c0) * per_channel + bin);
     const uint32_t step = ChannelsLast ? 1 : per_channel;
+    /* The common case, K channels of C whose maxima are all nonzero numbers:
+     * the maxima are the outputs, with no test per channel. */
+    bool maxima_out = c0 + K <= f.channels;
+    DML_UNROLL
+    for (unsigned w = 0; w < Words; w++)
+        maxima_out = maxima_out && all_nonzero_numbers(maxima[w], T());
+    if (maxima_out) {
+        if (ChannelsLast && whole) {
+            copy_words<Words>((uint32_t*)out, maxima);
+        } else {
+            DML_UNROLL
+            for (unsigned k = 0; k < K; k++)
+                out[k * step] = element_of<T>(maxima[k * sizeof(T) / 4] >> (k * sizeof(T) % 4 * 8));
+        }
+        return;
+    }
     uint32_t words[Words] = {};
     DML_UNROLL
     for (unsigned k = 0; k < K; k++) {
@@ -659,23 +683,75 @@ __host__ __device__ inline uint32_t staged_bin(const roi_pooling_problem& f, con
                                     : (uint32_t)end});
 }
 
-/* The block copies the image's chunk of K channels from c0 into `stage`
- * (kStageWords words a thread in flight). */
+/* Pixel `pixel` of the chunk's K planes (NCHW) as staged words. */
+template <class T, unsigned Words>
+__device__ __forceinline__ void pack_pixel(const T* const planes[], uint32_t pixel, uint32_t words[Words]) {
+    constexpr unsigned K = Words * sizeof(uint32_t) / sizeof(T);
+    DML_UNROLL
+    for (unsigned w = 0; w < Words; w++)
+        words[w] = 0;
+    DML_UNROLL
+    for (unsigned k = 0; k < K; k++)
+        words[k * sizeof(T) / 4] |= element_bits(planes[k][pixel]) << (k * sizeof(T) % 4 * 8);
+}
+
+/* The block copies the image's chunk of K channels from c0 into `stage`, a
+ * thread kStageWords words at a time, their loads all in flight before the
+ * first store. Up to 4 words a pixel, whole rounds of kStagePixels pixels
+ * have no test between their loads (a test per pixel had the compiler wait
+ * for each pixel's loads before it issued the next one's), then a pixel at
+ * a time; NCHW reads the K planes through a pointer each (a load per channel
+ * and pixel at an immediate offset). 8 words a pixel: a test per pixel (the
+ * other way spilled registers). */
 template <class T, unsigned Words, bool ChannelsLast>
 __device__ __forceinline__ void stage_chunk(const roi_pooling_problem& f, const staged_plan& n, const T* image,
                                             uint32_t c0, bool whole, uint32_t* stage) {
-    const uint32_t pixels = f.height * f.width;
+    constexpr unsigned K = Words * sizeof(uint32_t) / sizeof(T);
     constexpr uint32_t kStagePixels = kStageWords / Words;
-    for (uint32_t first = threadIdx.x; first < pixels; first += kStagePixels * blockDim.x) {
-        uint32_t words[kStagePixels][Words];
+    const uint32_t pixels = f.height * f.width;
+    uint32_t first = threadIdx.x;
+    if constexpr (Words > 4) {
+        for (; first < pixels; first += kStagePixels * kThreads) {
+            uint32_t words[kStagePixels][Words];
+            DML_UNROLL
+            for (uint32_t u = 0; u < kStagePixels; u++)
+                if (first + u * kThreads < pixels)
+                    load_pixel<T, Words, ChannelsLast>(f, image, c0, first + u * kThreads, whole, words[u]);
+            DML_UNROLL
+            for (uint32_t u = 0; u < kStagePixels; u++)
+                if (first + u * kThreads < pixels)
+                    copy_words<Words>(stage + staged_offset<Words>(f, n, first + u * kThreads), words[u]);
+        }
+    } else {
+        const T* planes[K]; /* NCHW; channels past C repeat the last one (read, never stored) */
         DML_UNROLL
-        for (uint32_t u = 0; u < kStagePixels; u++)
-            if (first + u * blockDim.x < pixels)
-                load_pixel<T, Words, ChannelsLast>(f, image, c0, first + u * blockDim.x, whole, words[u]);
-        DML_UNROLL
-        for (uint32_t u = 0; u < kStagePixels; u++)
-            if (first + u * blockDim.x < pixels)
-                copy_words<Words>(stage + staged_offset<Words>(f, n, first + u * blockDim.x), words[u]);
+        for (unsigned k = 0; k < K; k++)
+            planes[k] = image + (uint64_t)(c0 + k < f.channels ? c0 + k : f.channels - 1) * pixels;
+        for (; first + (kStagePixels - 1) * kThreads < pixels; first += kStagePixels * kThreads) {
+            uint32_t words[kStagePixels][Words];
+            const T* at[K]; /* the planes at `first` */
+            DML_UNROLL
+            for (unsigned k = 0; k < K; k++)
+                at[k] = planes[k] + first;
+            DML_UNROLL
+            for (uint32_t u = 0; u < kStagePixels; u++) {
+                if constexpr (ChannelsLast)
+                    load_pixel<T, Words, true>(f, image, c0, first + u * kThreads, whole, words[u]);
+                else
+                    pack_pixel<T, Words>(at, u * kThreads, words[u]);
+            }
+            DML_UNROLL
+            for (uint32_t u = 0; u < kStagePixels; u++)
+                copy_words<Words>(stage + staged_offset<Words>(f, n, first + u * kThreads), words[u]);
+        }
+        for (; first < pixels; first += kThreads) {
+            uint32_t words[Words];
+            if constexpr (ChannelsLast)
+                load_pixel<T, Words, true>(f, image, c0, first, whole, words);
+            else
+                pack_pixel<T, Words>(planes, first, words);
+            copy_words<Words>(stage + staged_offset<Words>(f, n, first), words);
+        }
     }
 }
 
@@ -856,7 +932,8 @@ HRESULT plan_staged(const DMLOperator* op, const DMLDevice* device, bool channel
     const uint32_t kept = staged_kept(device, kernel, shape, resident, allowed);
     staged_plan* n = (staged_plan*)dml_plan_state(plan, sizeof(staged_plan));
     if (n == nullptr) return E_OUTOFMEMORY;
-    staged_plan_make(op, channels_last, resident, kept, n);
+    *n = shape;
+    staged_plan_keep(n, kept);
     const uint64_t tasks = (uint64_t)n->shares * n->shape_only.batch * n->chunks;
     n->blocks = (unsigned)(tasks < resident ? tasks : resident);
     return S_OK;

@@ -810,6 +810,8 @@ __global__ void __launch_bounds__(kThreads, 3)
     uint32_t* indices = (uint32_t*)((char*)shared + n.indices_offset);
     const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const uint64_t tasks = (uint64_t)n.shares * f.batch * n.chunks;
+    /* Every block of the cluster runs before any stores into another's shared memory. */
+    if (n.cluster > 1) cooperative_groups::this_cluster().sync();
     unsigned parity = 0;
     for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
         const staged_task task = staged_task_of(f, n, t);

@@ -452,6 +452,7 @@ static void replay_pooling_staged(const DMLOperator* op, const dml_kernel_args* 
     HRESULT status = pooling_replay::staged_plan_make(op, ChannelsLast, resident, kept, &n);
     EXPECT(status == S_OK, "the staged plan declined (%s)", dmlStatusName(status));
     if (status != S_OK) return;
+    if (n.shares % 2 == 0) n.cluster = 2; /* plan_staged's clusters: their order of the tasks */
     const pooling_replay::roi_pooling_problem f = pooling_replay::bound_problem(n.shape_only, args);
     *words = n.words;
     /* Channels-last pixels as whole vectors where K divides C (run_staged's

@@ -1697,11 +1697,20 @@ HRESULT run_forward_staged(const dml_kernel_args* args) {
  * Deterministic: counts and offsets are exact, and the sorted lists do not
  * depend on the order atomics placed them in. */
 
-struct contribution {
+/* 16-byte aligned: the place phase stores one, and the sort loads one, as a
+ * single vector (4-byte aligned, each took four 4-byte accesses: place 32 us
+ * against 13 on an H100). */
+struct alignas(16) contribution {
     uint32_t key;      /* ((((r OH + oy) OW + ox) sX + lx) sY + ly) taps + tap: the CPU's order */
     uint32_t pixel;    /* n H W + y W + x */
     uint32_t position; /* (r OH + oy) OW + ox: the row of the transposed output gradient */
     float weight;      /* the tap's weight (1 for NEAREST_NEIGHBOR) */
+};
+
+/* A sorted list entry: what phase 5 reads of a contribution, one 8-byte load. */
+struct alignas(8) listed_term {
+    uint32_t position;
+    float weight;
 };
 
 constexpr unsigned kGatherPixels = 32; /* pixels per phase-5 task: a warp's row of stores (a lane each) */
@@ -1721,14 +1730,14 @@ struct listed_problem {
     void* output_gradient;
     uint32_t per_x, per_y, taps; /* samples per output element along X and Y; taps per sample */
     float average_weight;
-    uint64_t samples;                     /* R OH OW sX sY */
-    uint32_t pixels;                      /* N H W */
-    uint32_t* offsets;                    /* [pixels + 1]: counts, then their exclusive scan */
-    uint32_t* cursors;                    /* [pixels] */
-    uint32_t* block_sums;                 /* [grid] */
-    contribution *placed, *sorted;        /* [samples * taps] */
-    float* transposed;                    /* NCHW: dy * average_weight as [R OH OW, row_pitch], in the workspace */
-    uint32_t row_pitch;                   /* C rounded up to kLaneChannels (NCHW); C (channels-last: dy's rows) */
+    uint64_t samples;     /* R OH OW sX sY */
+    uint32_t pixels;      /* N H W */
+    uint32_t* offsets;    /* [pixels + 1]: counts, their exclusive scan, then the lists' ends (list_begin) */
+    uint32_t* block_sums; /* [grid] */
+    contribution* placed; /* [samples * taps] */
+    listed_term* sorted;  /* [samples * taps] */
+    float* transposed;    /* NCHW: dy * average_weight as [R OH OW, row_pitch], in the workspace */
+    uint32_t row_pitch;   /* C rounded up to kLaneChannels (NCHW); C (channels-last: dy's rows) */
     uint32_t pixel_tiles, channel_groups; /* phase 5's tasks */
 };
 
@@ -1886,13 +1895,39 @@ __device__ void transpose_output_gradient(const listed_problem& g, float* stagin
     }
 }
 
+/* Phase 5's stores: FLOAT16 by the GPU's conversion, which rounds to nearest
+ * even as dml_float_to_half does (the software one took 20 instructions an
+ * element); a NaN takes the software path, which keeps its payload bits. */
+__device__ void store_result(float* base, uint64_t offset, float value) { base[offset] = value; }
+__device__ void store_result(uint16_t* base, uint64_t offset, float value) {
+    uint16_t bits;
+    if (value != value)
+        bits = dml_float_to_half(value);
+    else
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+    base[offset] = bits;
+}
+
+/* After phase 3, offsets[p] is the end of pixel p's list (the place phase
+ * counts it up from the list's start), which the next pixel's list begins at. */
+__device__ uint32_t list_begin(const listed_problem& g, uint32_t pixel) { return pixel ? g.offsets[pixel - 1] : 0; }
+
+/* Lane `lane`'s entry of the up to 32 list entries from `base` (a list ending
+ * at `end`): lanes past the list hold entry `base`; none when base == end. */
+__device__ listed_term terms_at(const listed_problem& g, uint32_t base, uint32_t end, uint32_t lane) {
+    if (base >= end) return listed_term{0, 0.0f};
+    return g.sorted[base + (lane < end - base ? lane : 0)];
+}
+
 /* Phase 5. Task: kGatherPixels consecutive pixels (n H W + y W + x) and
  * kGatherChannels channels from c0. Each warp takes pixels of the task in
  * turn; its lanes sum the pixel's sorted list, kLaneChannels channels a
  * lane, in FLOAT64 (the strided gather's terms in its order, each
  * (dy * w) * tap weight rounded to FLOAT32: the same bits). The lanes load
  * 32 list entries at once and pass them round by shuffles, and the terms'
- * loads go kGatherBatch at a time. */
+ * loads go kGatherBatch at a time. Latency-bound, so the dependent loads are
+ * hoisted: the task's list bounds are one load (a lane a pixel), and a
+ * warp's next pixel's first 32 entries load while it sums the current one. */
 template <class T, bool ChannelsLast> __device__ void gather_listed(const listed_problem& g, float* staging) {
     const align_shape& s = g.shape;
     const uint32_t plane = s.height * s.width, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -1911,17 +1946,27 @@ template <class T, bool ChannelsLast> __device__ void gather_listed(const listed
             uint32_t c = c0 + lane + 32 * j;
             channel[j] = c < s.channels ? c : s.channels - 1;
         }
+        /* Lane k: pixel p0 + k's list [first, last), empty past the pixels. */
+        const uint32_t own = p0 + lane;
+        const uint32_t first = own < g.pixels ? list_begin(g, own) : 0;
+        const uint32_t last = own < g.pixels ? g.offsets[own] : 0;
+        uint32_t next_begin = __shfl_sync(0xFFFFFFFFu, first, warp), next_end = __shfl_sync(0xFFFFFFFFu, last, warp);
+        listed_term next = terms_at(g, next_begin, next_end, lane);
         for (uint32_t i = warp; i < kGatherPixels; i += warps) {
+            const uint32_t begin = next_begin, end = next_end;
+            listed_term mine = next;
+            if (i + warps < kGatherPixels) { /* warp-uniform */
+                next_begin = __shfl_sync(0xFFFFFFFFu, first, i + warps);
+                next_end = __shfl_sync(0xFFFFFFFFu, last, i + warps);
+                next = terms_at(g, next_begin, next_end, lane);
+            }
             double acc[kLaneChannels];
             DML_UNROLL
             for (unsigned j = 0; j < kLaneChannels; j++)
                 acc[j] = 0.0;
-            const uint32_t pixel = p0 + i;
-            const uint32_t begin = pixel < g.pixels ? g.offsets[pixel] : 0;
-            const uint32_t end = pixel < g.pixels ? g.offsets[pixel + 1] : 0;
             for (uint32_t base = begin; base < end; base += 32) {
                 const uint32_t count = end - base < 32 ? end - base : 32;
-                contribution mine = g.sorted[base + (lane < count ? lane : 0)];
+                if (base != begin) mine = terms_at(g, base, end, lane);
                 for (uint32_t k = 0; k < count; k += kGatherBatch) {
                     float values[kGatherBatch][kLaneChannels], weights[kGatherBatch];
                     DML_UNROLL
@@ -1948,13 +1993,14 @@ template <class T, bool ChannelsLast> __device__ void gather_listed(const listed
                     }
                 }
             }
+            const uint32_t pixel = p0 + i;
             /* Rounded to FLOAT32 as the CPU rounds. */
             if constexpr (ChannelsLast) { /* the pixel's channels are contiguous: stored from here */
                 if (pixel < g.pixels) {
                     T* row = (T*)g.output_gradient + (uint64_t)pixel * s.channels;
                     DML_UNROLL
                     for (unsigned j = 0; j < kLaneChannels; j++)
-                        if (c0 + lane + 32 * j < s.channels) store_value(row, c0 + lane + 32 * j, (float)acc[j]);
+                        if (c0 + lane + 32 * j < s.channels) store_result(row, c0 + lane + 32 * j, (float)acc[j]);
                 }
             } else {
                 DML_UNROLL
@@ -1969,7 +2015,7 @@ template <class T, bool ChannelsLast> __device__ void gather_listed(const listed
             if (pixel < g.pixels) {
                 T* image = (T*)g.output_gradient + (uint64_t)(pixel / plane) * s.channels * plane + pixel % plane;
                 for (uint32_t row = warp; row < kGatherChannels && c0 + row < s.channels; row += warps)
-                    store_value(image, (uint64_t)(c0 + row) * plane, staging[row * (kGatherPixels + 1) + lane]);
+                    store_result(image, (uint64_t)(c0 + row) * plane, staging[row * (kGatherPixels + 1) + lane]);
             }
             __syncthreads();
         }
@@ -1977,16 +2023,16 @@ template <class T, bool ChannelsLast> __device__ void gather_listed(const listed
 }
 
 /* ChannelsLast: both gradients packed channels-last (a template parameter,
- * not a flag: the NCHW kernel keeps its 80 registers, 3 blocks per SM). */
+ * not a flag: the NCHW kernel keeps its 80 registers, 3 blocks per SM).
+ * At most 80 registers (3 blocks) for every instantiation: unbounded, the
+ * channels-last FLOAT32 one took 92 (2 blocks). */
 template <class T, bool ChannelsLast>
-__global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_problem g) {
+__global__ void __launch_bounds__(kThreads, 3) roi_align_grad_listed(const listed_problem g) {
     __shared__ float staging[kGatherChannels * (kGatherPixels + 1)]; /* the transpose and phase 5 */
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     const uint64_t start = grid_start(), step = grid_step();
-    for (uint64_t i = start; i <= g.pixels; i += step) {
+    for (uint64_t i = start; i <= g.pixels; i += step)
         g.offsets[i] = 0;
-        if (i < g.pixels) g.cursors[i] = 0;
-    }
     grid.sync();
     /* NCHW: the transpose in thirds beside phases 1, 3 and 4, which leave
      * the GPU mostly idle (latency-bound) and use no shared memory. */
@@ -2004,15 +2050,13 @@ __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_p
     for (uint64_t s = start; s < g.samples; s += step) {
         /* The sample's atomics issued together, then its stores (on an H100
          * no faster than one tap at a time: the atomics' latency is not what
-         * this phase waits for). */
+         * this phase waited for, its 4-byte stores were). The offsets are
+         * the cursors: each pixel's ends at its list's end (list_begin). */
         const sample_contributions c = contributions_of<T>(g, s);
         uint32_t slot[4];
         DML_UNROLL
         for (unsigned t = 0; t < 4; t++)
-            if (t < c.count) slot[t] = g.offsets[c.pixel[t]];
-        DML_UNROLL
-        for (unsigned t = 0; t < 4; t++)
-            if (t < c.count) slot[t] += atomicAdd(&g.cursors[c.pixel[t]], 1u);
+            if (t < c.count) slot[t] = atomicAdd(&g.offsets[c.pixel[t]], 1u);
         DML_UNROLL
         for (unsigned t = 0; t < 4; t++)
             if (t < c.count) g.placed[slot[t]] = {c.key + t, c.pixel[t], c.position, c.weight[t]};
@@ -2025,10 +2069,10 @@ __global__ void __launch_bounds__(kThreads) roi_align_grad_listed(const listed_p
     uint32_t listed = g.offsets[g.pixels];
     for (uint64_t i = start; i < listed; i += step) {
         contribution c = g.placed[i];
-        uint32_t begin = g.offsets[c.pixel], end = g.offsets[c.pixel + 1], rank = 0;
+        uint32_t begin = list_begin(g, c.pixel), end = g.offsets[c.pixel], rank = 0;
         for (uint32_t j = begin; j < end; j++)
             rank += g.placed[j].key < c.key;
-        g.sorted[begin + rank] = c;
+        g.sorted[begin + rank] = {c.position, c.weight};
     }
     if (transposes) transpose_output_gradient<T>(g, staging, transposes * 2 / 3, transposes);
     grid.sync();
@@ -2041,7 +2085,7 @@ struct listed_plan {
     const void* kernel;        /* roi_align_grad_listed<T, channels_last> */
     bool channels_last;
     unsigned blocks;
-    uint64_t offsets_bytes, cursors_bytes, sums_bytes, list_bytes, transposed_bytes;
+    uint64_t offsets_bytes, sums_bytes, placed_bytes, sorted_bytes, transposed_bytes;
 };
 
 /* Both gradients packed NCHW, or (channels_last) both packed channels-last. */
@@ -2066,7 +2110,6 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
      * workload of 512 ROIs, 7x7 outputs, 2x2 samples has 2^18.6); larger
      * problems take the strided kernels. */
     if (pixels >= UINT32_MAX / 2 || samples * taps > ((uint64_t)1 << 20)) return S_FALSE;
-    uint64_t list_bytes = align_up(samples * taps * sizeof(contribution));
 
     const bool is_half = dy.type == DML_TENSOR_DATA_TYPE_FLOAT16;
     const void* kernel = channels_last ? (is_half ? (const void*)roi_align_grad_listed<uint16_t, true>
@@ -2095,13 +2138,13 @@ HRESULT plan_grad_listed_layout(const DMLOperator* op, const DMLDevice* device, 
     lp->channels_last = channels_last;
     lp->blocks = resident;
     lp->offsets_bytes = align_up((pixels + 1) * sizeof(uint32_t));
-    lp->cursors_bytes = align_up(pixels * sizeof(uint32_t));
     lp->sums_bytes = align_up((uint64_t)lp->blocks * sizeof(uint32_t));
-    lp->list_bytes = list_bytes;
+    lp->placed_bytes = align_up(samples * taps * sizeof(contribution));
+    lp->sorted_bytes = align_up(samples * taps * sizeof(listed_term));
     lp->transposed_bytes =
         channels_last ? 0 : align_up((uint64_t)s.roi_count * s.out_height * s.out_width * g.row_pitch * sizeof(float));
     plan->temporary_size =
-        lp->offsets_bytes + lp->cursors_bytes + lp->sums_bytes + 2 * list_bytes + lp->transposed_bytes;
+        lp->offsets_bytes + lp->sums_bytes + lp->placed_bytes + lp->sorted_bytes + lp->transposed_bytes;
     return S_OK;
 }
 
@@ -2126,11 +2169,10 @@ HRESULT run_grad_listed(const dml_kernel_args* args) {
     g.output_gradient = args->outputs[DML_ROI_ALIGN_GRAD_OUTPUT_GRADIENT];
     char* scratch = (char*)args->temporary;
     g.offsets = (uint32_t*)scratch;
-    g.cursors = (uint32_t*)(scratch + lp.offsets_bytes);
-    g.block_sums = (uint32_t*)(scratch + lp.offsets_bytes + lp.cursors_bytes);
-    g.placed = (contribution*)(scratch + lp.offsets_bytes + lp.cursors_bytes + lp.sums_bytes);
-    g.sorted = (contribution*)((char*)g.placed + lp.list_bytes);
-    g.transposed = lp.transposed_bytes ? (float*)((char*)g.sorted + lp.list_bytes) : nullptr;
+    g.block_sums = (uint32_t*)(scratch + lp.offsets_bytes);
+    g.placed = (contribution*)(scratch + lp.offsets_bytes + lp.sums_bytes);
+    g.sorted = (listed_term*)((char*)g.placed + lp.placed_bytes);
+    g.transposed = lp.transposed_bytes ? (float*)((char*)g.sorted + lp.sorted_bytes) : nullptr;
     void* kernel_args[] = {&g};
     cudaError_t error =
         cudaLaunchCooperativeKernel(lp.kernel, lp.blocks, kThreads, kernel_args, 0, dml_cuda_stream(args));

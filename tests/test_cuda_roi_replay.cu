@@ -163,9 +163,10 @@ template <class T, bool ChannelsLast> static void replay_forward_packed(const dm
 
 /* roi_align_forward_staged, task by task: the list, then each chunk of the
  * task's group staged in turn; a range of at most kept_rois ROIs has its
- * samples computed once (with the first chunk), a longer one each round's
- * axes, samples and outputs for each chunk (the kernel overlaps the rounds,
- * each in its own sets of axes and samples: the same values). */
+ * samples computed once (with the first chunk, each axis in a random count
+ * of parts), a longer one each round's axes, samples and outputs for each
+ * chunk (the kernel overlaps the rounds, each in its own sets of axes and
+ * samples: the same values). */
 template <class T, unsigned K>
 static void replay_staged_tasks(const align_replay::forward_problem& f, const align_replay::staged_plan& n) {
     const align_replay::align_shape& s = f.shape;
@@ -193,10 +194,16 @@ static void replay_staged_tasks(const align_replay::forward_problem& f, const al
                 align_replay::staging_store<T, K>(f, n, staged, i, values);
             }
             if (kept) {
-                if (j == 0)
+                if (j == 0) {
+                    /* The kernel's parts come from its block size and range: any count. */
+                    const uint32_t slots = n.x_slots > n.y_slots ? n.x_slots : n.y_slots;
+                    const uint32_t parts = (uint32_t)test_rand_range(1, slots);
                     for (uint32_t i = 0; i < end - begin; i++)
-                        for (uint32_t slot = 0; slot < n.x_slots + n.y_slots; slot++)
-                            align_replay::staged_kept_record<T>(f, n, kept_samples, i, list[begin + i], slot);
+                        for (uint32_t axis = 0; axis < 2; axis++)
+                            for (uint32_t part = 0; part < parts; part++)
+                                align_replay::staged_kept_records<T>(f, n, kept_samples, i, list[begin + i], axis == 1,
+                                                                     part, parts);
+                }
                 for (uint32_t i = 0; i < end - begin; i++)
                     for (uint32_t oy = 0; oy < s.out_height; oy++)
                         for (uint32_t ox = 0; ox < s.out_width; ox++)

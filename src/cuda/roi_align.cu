@@ -1087,22 +1087,24 @@ constexpr size_t kStagedGeometryBytes = 49152;  /* the rounds' axes (3 sets) and
 #endif
 
 struct staged_plan {
-    uint32_t k;          /* channels staged per task: 1, 2 or 4 */
-    uint32_t row;        /* staged pixels per row: W | 1 */
-    uint32_t chunks;     /* ceil(C / k) */
-    uint32_t group;      /* chunks a task stages in turn */
-    uint32_t ranges;     /* tasks per (image, group of chunks) */
-    uint32_t round_rois; /* ROIs whose samples a round computes */
-    uint32_t kept_rois;  /* ROIs whose samples the geometry holds at once (staged_kept) */
-    uint32_t x_slots;    /* per ROI: OW * MaximumSamplesPerOutput X samples */
-    uint32_t y_slots;    /* and OH * MaximumSamplesPerOutput Y samples */
+    uint32_t k;           /* channels staged per task: 1, 2 or 4 */
+    uint32_t pixel_bytes; /* a staged pixel: k elements */
+    uint32_t row;         /* staged pixels per row: W | 1 */
+    uint32_t chunks;      /* ceil(C / k) */
+    uint32_t group;       /* chunks a task stages in turn */
+    uint32_t ranges;      /* tasks per (image, group of chunks) */
+    uint32_t round_rois;  /* ROIs whose samples a round computes */
+    uint32_t kept_rois;   /* ROIs whose samples the geometry holds at once (staged_kept) */
+    uint32_t x_slots;     /* per ROI: OW * MaximumSamplesPerOutput X samples */
+    uint32_t y_slots;     /* and OH * MaximumSamplesPerOutput Y samples */
     uint32_t staging_bytes, list_bytes, shared_bytes;
     unsigned threads, blocks;
 };
 
 /* Round i's axes and samples in shared memory (structure of arrays: a
- * warp's records are consecutive words). Offsets are in elements of the
- * staged chunk: X taps x * k, Y taps y * row * k. Rounds rotate through
+ * warp's records are consecutive words). Offsets are in bytes of the
+ * staged chunk (a tap's address is one three-way add): X taps x *
+ * pixel_bytes, Y taps y * row * pixel_bytes. Rounds rotate through
  * three sets of axes and two of samples: round i + 2's axes and round
  * i + 1's samples are computed while round i's outputs read theirs. */
 struct staged_samples {
@@ -1233,7 +1235,7 @@ DML_CUDA_FN void staged_record(const forward_problem& f, const staged_plan& n, c
     const uint32_t t = along_x ? slot : slot - n.x_slots;
     if (t >= axis.count) return;
     const dml_roi_axis_sample sample = dml_roi_axis_sample_at(&axis, t, &f.params);
-    const uint32_t unit = along_x ? n.k : n.row * n.k;
+    const uint32_t unit = along_x ? n.pixel_bytes : n.row * n.pixel_bytes;
     const uint32_t first = sample.outside ? kStagedOutside : sample.first * unit, second = sample.second * unit;
     const uint32_t at = slot_g * (along_x ? n.x_slots : n.y_slots) + t;
     (along_x ? g.x_first : g.y_first)[at] = first;
@@ -1247,19 +1249,21 @@ DML_CUDA_FN void staged_sample(const forward_problem& f, const staged_plan& n, c
     staged_record(f, n, g, slot_g, slot, g.axes[slot_g * 2 + (slot < n.x_slots ? 0 : 1)]);
 }
 
-/* Sample record `slot` of kept ROI g, list entry `entry`, with its axis
- * (computed by each record: no barrier between axes and records); the
- * first record of an axis also stores its samples per output. */
+/* Records part, part + parts, ... along axis `along_y` of kept ROI g, list
+ * entry `entry`, from its axis (computed by each part: no barrier between
+ * axes and records; once per record, the axes took a sixth of the
+ * FLOAT16 kernel's instructions); part 0 also stores the samples per output. */
 template <class T>
-DML_CUDA_FN void staged_kept_record(const forward_problem& f, const staged_plan& n, const staged_samples& g,
-                                    uint32_t slot_g, uint32_t entry, uint32_t slot) {
-    const bool along_y = slot >= n.x_slots;
+DML_CUDA_FN void staged_kept_records(const forward_problem& f, const staged_plan& n, const staged_samples& g,
+                                     uint32_t slot_g, uint32_t entry, bool along_y, uint32_t part, uint32_t parts) {
     const dml_roi_axis axis = staged_axis_of<T>(f, entry, along_y);
-    if (slot == (along_y ? n.x_slots : 0)) staged_per_output(g, slot_g, entry, along_y, axis);
-    staged_record(f, n, g, slot_g, slot, axis);
+    if (part == 0) staged_per_output(g, slot_g, entry, along_y, axis);
+    const uint32_t first = along_y ? n.x_slots : 0;
+    for (uint32_t t = part; t < axis.count; t += parts)
+        staged_record(f, n, g, slot_g, first + t, axis);
 }
 
-/* K staged channels of one pixel as FLOAT32: one shared load. */
+/* K staged channels of the pixel at byte offsets row + column as FLOAT32: one shared load. */
 template <unsigned Bytes> struct staged_vector;
 template <> struct staged_vector<2> { using type = uint16_t; };
 template <> struct staged_vector<4> { using type = uint32_t; };
@@ -1275,7 +1279,9 @@ DML_CUDA_FN float widen(uint16_t half) {
 #endif
 }
 
-template <class T, unsigned K> DML_CUDA_FN void load_staged(const T* at, float values[K]) {
+template <class T, unsigned K>
+DML_CUDA_FN void load_staged(const T* staged, uint32_t row, uint32_t column, float values[K]) {
+    const T* at = (const T*)((const unsigned char*)staged + row + column); /* byte offsets */
     T elements[K];
 #ifdef __CUDA_ARCH__
     using vector = typename staged_vector<K * sizeof(T)>::type;
@@ -1314,10 +1320,10 @@ DML_CUDA_FN bool staged_sums_2x2(const T* staged, const staged_samples& g, uint3
     for (unsigned i = 0; i < 2; i++) {
         DML_UNROLL
         for (unsigned j = 0; j < 2; j++) {
-            load_staged<T, K>(staged + top[j] + left[i], taps[i][j][0]);
-            load_staged<T, K>(staged + top[j] + right[i], taps[i][j][1]);
-            load_staged<T, K>(staged + bottom[j] + left[i], taps[i][j][2]);
-            load_staged<T, K>(staged + bottom[j] + right[i], taps[i][j][3]);
+            load_staged<T, K>(staged, top[j], left[i], taps[i][j][0]);
+            load_staged<T, K>(staged, top[j], right[i], taps[i][j][1]);
+            load_staged<T, K>(staged, bottom[j], left[i], taps[i][j][2]);
+            load_staged<T, K>(staged, bottom[j], right[i], taps[i][j][3]);
         }
     }
     DML_UNROLL
@@ -1336,6 +1342,22 @@ DML_CUDA_FN bool staged_sums_2x2(const T* staged, const staged_samples& g, uint3
     return true;
 }
 
+/* A result as T. FLOAT16: the hardware's round to nearest even, which
+ * dml_float_to_half matches for every number (a NaN keeps the software
+ * path and its payload bits); the software path for all took about 30
+ * instructions an element (round 11). */
+DML_CUDA_FN float staged_narrow(float value, float) { return value; }
+DML_CUDA_FN uint16_t staged_narrow(float value, uint16_t) {
+#ifdef __CUDA_ARCH__
+    if (value != value) return dml_float_to_half(value);
+    uint16_t bits;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+    return bits;
+#else
+    return dml_float_to_half(value);
+#endif
+}
+
 /* Output (oy, ox) of round ROI g, list entry `entry`, channels c0 ..: stored. */
 template <class T, unsigned K>
 DML_CUDA_FN void staged_output(const forward_problem& f, const staged_plan& n, const T* staged, const staged_samples& g,
@@ -1351,7 +1373,11 @@ DML_CUDA_FN void staged_output(const forward_problem& f, const staged_plan& n, c
     } else {
         double sum[K];
         const uint32_t x0 = slot_g * n.x_slots + ox * per_x, y0 = slot_g * n.y_slots + oy * per_y;
-        if (!(per_x == 2 && per_y == 2 && staged_sums_2x2<T, K>(staged, g, x0, y0, sum))) {
+        if (per_x == 2 && per_y == 2 && staged_sums_2x2<T, K>(staged, g, x0, y0, sum)) {
+            DML_UNROLL
+            for (unsigned k = 0; k < K; k++)
+                results[k] = (float)(sum[k] * 0.25); /* sample_divisor's product for S = 4 */
+        } else {
             DML_UNROLL
             for (unsigned k = 0; k < K; k++)
                 sum[k] = 0.0;
@@ -1368,10 +1394,10 @@ DML_CUDA_FN void staged_output(const forward_problem& f, const staged_plan& n, c
                             values[k] = p.out_of_bounds_value;
                     } else {
                         float top_left[K], top_right[K], bottom_left[K], bottom_right[K];
-                        load_staged<T, K>(staged + top + left, top_left);
-                        load_staged<T, K>(staged + top + right, top_right);
-                        load_staged<T, K>(staged + bottom + left, bottom_left);
-                        load_staged<T, K>(staged + bottom + right, bottom_right);
+                        load_staged<T, K>(staged, top, left, top_left);
+                        load_staged<T, K>(staged, top, right, top_right);
+                        load_staged<T, K>(staged, bottom, left, bottom_left);
+                        load_staged<T, K>(staged, bottom, right, bottom_right);
                         DML_UNROLL
                         for (unsigned k = 0; k < K; k++)
                             values[k] =
@@ -1382,17 +1408,17 @@ DML_CUDA_FN void staged_output(const forward_problem& f, const staged_plan& n, c
                         sum[k] += values[k];
                 }
             }
+            const sample_divisor divisor = sample_divisor_make((uint64_t)per_x * per_y);
+            DML_UNROLL
+            for (unsigned k = 0; k < K; k++)
+                results[k] = divisor.average(sum[k]);
         }
-        const sample_divisor divisor = sample_divisor_make((uint64_t)per_x * per_y);
-        DML_UNROLL
-        for (unsigned k = 0; k < K; k++)
-            results[k] = divisor.average(sum[k]);
     }
     const uint32_t outputs = s.out_height * s.out_width;
     T* out = (T*)f.output + ((uint64_t)(entry & ~kStagedNoImage) * s.channels + c0) * outputs + oy * s.out_width + ox;
     DML_UNROLL
-    for (unsigned k = 0; k < K; k++)
-        if (c0 + k < s.channels) store_value(out, (uint64_t)k * outputs, results[k]);
+    for (unsigned k = 0; k < K; k++, out += outputs)
+        if (c0 + k < s.channels) *out = staged_narrow(results[k], T());
 }
 
 /* Task `task` = (range, image, group of chunks), group fastest: its image,
@@ -1535,9 +1561,15 @@ __global__ void __launch_bounds__(1024) roi_align_forward_staged(const forward_p
                 staged_rounds<T, K>(f, n, staged, list, geometry, begin, end, c0);
                 continue;
             }
-            if (j == 0)
-                for (dml_cuda_block_walker w(n.x_slots + n.y_slots, end - begin); w.outer == 0; w.next())
-                    staged_kept_record<T>(f, n, g, w.middle, list[begin + w.middle], w.inner);
+            if (j == 0) {
+                /* Items (ROI, axis, part): each computes its axis once and
+                 * every parts-th of its records, as many items as threads. */
+                const uint32_t axes = 2 * (end - begin), slots = max(n.x_slots, n.y_slots);
+                const uint32_t parts = min(max(blockDim.x / axes, 1u), slots);
+                for (dml_cuda_block_walker w(parts, axes); w.outer == 0; w.next())
+                    staged_kept_records<T>(f, n, g, w.middle / 2, list[begin + w.middle / 2], w.middle % 2, w.inner,
+                                           parts);
+            }
             __syncthreads(); /* the chunk staged (and the samples computed) */
             for (dml_cuda_block_walker w(s.out_width, s.out_height); w.outer < end - begin; w.next())
                 staged_output<T, K>(f, n, staged, g, list[begin + w.outer], w.outer, w.middle, w.inner, c0);
@@ -1588,6 +1620,7 @@ HRESULT staged_plan_make(const DMLOperator* op, size_t shared_limit, staged_plan
         const uint64_t staging = ((uint64_t)height * n->row * k * element + 15) & ~(uint64_t)15;
         if (k * element <= DML_ROI_ALIGN_STAGED_PIXEL_BYTES && staging + rest <= shared_limit) {
             n->k = k;
+            n->pixel_bytes = (uint32_t)(k * element);
             n->staging_bytes = (uint32_t)staging;
         }
     }

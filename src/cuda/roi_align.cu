@@ -1928,17 +1928,10 @@ __device__ void transpose_output_gradient(const listed_problem& g, float* stagin
     }
 }
 
-/* Phase 5's stores: FLOAT16 by the GPU's conversion, which rounds to nearest
- * even as dml_float_to_half does (the software one took 20 instructions an
- * element); a NaN takes the software path, which keeps its payload bits. */
-__device__ void store_result(float* base, uint64_t offset, float value) { base[offset] = value; }
-__device__ void store_result(uint16_t* base, uint64_t offset, float value) {
-    uint16_t bits;
-    if (value != value)
-        bits = dml_float_to_half(value);
-    else
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
-    base[offset] = bits;
+/* Phase 5's stores, FLOAT16 by staged_narrow (the software conversion took
+ * 20 instructions an element here). */
+template <class T> __device__ void store_result(T* base, uint64_t offset, float value) {
+    base[offset] = staged_narrow(value, T());
 }
 
 /* After phase 3, offsets[p] is the end of pixel p's list (the place phase

@@ -458,6 +458,11 @@ TEST_CASE(temporary_resource_binding) {
     DMLDevice* device = test_device(2);
     pool_op p;
     pool_op_init(&p, false);
+    /* Overlapping 2x2 windows, strides 1: every implementation asks for a
+     * workspace (the fast paths' band-free 2x2/2 and 3x3/2 gradients do not). */
+    p.strides[0] = p.strides[1] = 1;
+    p.out_sizes[2] = p.out_sizes[3] = 3;
+    p.out.TotalTensorSizeInBytes = 36;
     DML_BUFFER_TENSOR_DESC grad_out = p.in;
     DML_TENSOR_DESC grad_out_desc = {DML_TENSOR_TYPE_BUFFER, &grad_out};
     DML_MAX_POOLING_GRAD_OPERATOR_DESC grad = {&p.in_desc, &p.out_desc, &grad_out_desc, 2,          p.strides,
@@ -475,7 +480,7 @@ TEST_CASE(temporary_resource_binding) {
            "the workspace is reported alike: %llu and %llu", (unsigned long long)info.TemporaryResourceSize,
            (unsigned long long)properties.TemporaryResourceSize);
 
-    float input[16], dy[4] = {1, 2, 3, 4}, dx[16];
+    float input[16], dy[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, dx[16];
     for (int i = 0; i < 16; i++)
         input[i] = (float)i;
     uint64_t temporary_size = info.TemporaryResourceSize;
@@ -497,9 +502,10 @@ TEST_CASE(temporary_resource_binding) {
     scratch = (DML_BUFFER_BINDING){temporary, 256, temporary_size}; /* any 256-aligned offset */
     memset(temporary, 0xCD, temporary_size + 256);                  /* the workspace need not be zeroed */
     EXPECT_STATUS(dmlDispatch(compiled, &bindings), S_OK, NULL);
-    /* Each 2x2 window's maximum is its last element (5, 7, 13, 15). */
+    /* Window (oh, ow)'s maximum is its last element, (oh + 1, ow + 1): each once. */
     for (int i = 0; i < 16; i++) {
-        float expected = i == 5 ? 1 : i == 7 ? 2 : i == 13 ? 3 : i == 15 ? 4 : 0;
+        int h = i / 4, w = i % 4;
+        float expected = h > 0 && w > 0 ? dy[(h - 1) * 3 + w - 1] : 0;
         EXPECT(dx[i] == expected, "dx[%d] is %g, expected %g", i, dx[i], expected);
     }
     free(temporary);

@@ -62,6 +62,26 @@ static HRESULT choose_implementation(DMLCompiledOperator* compiled, const dml_im
                     compiled->device->backend->name);
 }
 
+/* The persistent resource's layout: OWNED_BY_DML inputs, each 256-aligned,
+ * at `offsets`, `size` bytes in all. Checked when the operator is created,
+ * so that compiling a created operator cannot fail on it. */
+static HRESULT persistent_layout(const DMLOperator* op, uint64_t offsets[DML_MAX_SLOTS], uint64_t* size) {
+    *size = 0;
+    for (uint32_t i = 0; i < op->input_count; i++) {
+        const dml_tensor* tensor = &op->inputs[i].tensor;
+        if (!tensor->present || !(tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML)) continue;
+        offsets[i] = *size;
+        uint64_t padded; /* round_up(total_bytes, 256), overflow-checked as the sum */
+        if (!dml_add_u64(tensor->total_bytes, DML_PERSISTENT_BUFFER_ALIGNMENT - 1, &padded) ||
+            !dml_add_u64(*size, padded / DML_PERSISTENT_BUFFER_ALIGNMENT * DML_PERSISTENT_BUFFER_ALIGNMENT, size))
+            return dml_fail(E_INVALIDARG,
+                            "%s: %s is OWNED_BY_DML with TotalTensorSizeInBytes %llu: the persistent resource "
+                            "would exceed 2^64 bytes",
+                            op->name, op->inputs[i].field, (unsigned long long)tensor->total_bytes);
+    }
+    return S_OK;
+}
+
 HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLOperator** op) {
     DML_TRY(dml_check_device_usable(device, "dmlCreateOperator"));
     if (op == NULL) return dml_fail(E_POINTER, "dmlCreateOperator: op is NULL");
@@ -87,6 +107,8 @@ HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLO
     created->type = desc->Type;
     created->name = info->name;
     HRESULT status = info->create(created, desc->Desc);
+    uint64_t offsets[DML_MAX_SLOTS], persistent_size;
+    if (SUCCEEDED(status)) status = persistent_layout(created, offsets, &persistent_size);
     if (FAILED(status)) {
         release_params(created);
         free(created);
@@ -143,22 +165,10 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
         dmlReleaseCompiledOperator(result);
         return status;
     }
-    /* OWNED_BY_DML inputs live in the persistent resource, each 256-aligned. */
-    for (uint32_t i = 0; i < op->input_count; i++) {
-        const dml_tensor* tensor = &op->inputs[i].tensor;
-        if (!tensor->present || !(tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML)) continue;
-        result->persistent_offsets[i] = result->persistent_size;
-        uint64_t padded; /* round_up(total_bytes, 256), overflow-checked as the sum */
-        if (!dml_add_u64(tensor->total_bytes, DML_PERSISTENT_BUFFER_ALIGNMENT - 1, &padded) ||
-            !dml_add_u64(result->persistent_size,
-                         padded / DML_PERSISTENT_BUFFER_ALIGNMENT * DML_PERSISTENT_BUFFER_ALIGNMENT,
-                         &result->persistent_size)) {
-            dmlReleaseCompiledOperator(result);
-            return dml_fail(E_INVALIDARG,
-                            "%s: %s is OWNED_BY_DML with TotalTensorSizeInBytes %llu: the persistent resource "
-                            "would exceed 2^64 bytes",
-                            op->name, op->inputs[i].field, (unsigned long long)tensor->total_bytes);
-        }
+    status = persistent_layout(op, result->persistent_offsets, &result->persistent_size);
+    if (FAILED(status)) { /* checked by dmlCreateOperator: not reached */
+        dmlReleaseCompiledOperator(result);
+        return status;
     }
     result->initialized = result->persistent_size == 0;
     *compiled = result;

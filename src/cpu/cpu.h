@@ -81,9 +81,9 @@ static inline uint64_t dml_cpu_items_per_thread(uint64_t item_cost, uint64_t min
 }
 
 /* Items per chunk of a dynamic schedule over `items`: about 16 chunks per
- * thread, so that a thread that runs slower (a virtual CPU its host shares,
- * measured here at half the speed of the other for seconds at a time) takes
- * fewer of them instead of holding the others at the end. Each item's
+ * thread, so that a thread that runs slower (a virtual CPU its host shares:
+ * on the 2-core test machine, at times half the other's speed for seconds)
+ * takes fewer of them instead of holding the others at the end. Each item's
  * result never depends on the thread that computes it. */
 static inline int dml_cpu_chunk(uint64_t items, int threads) {
     uint64_t chunk = items / ((uint64_t)(threads > 0 ? threads : 1) * 16);

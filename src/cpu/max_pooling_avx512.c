@@ -749,11 +749,11 @@ typedef struct grad_plan {
     row_geometry g;
     dml_pool_view grad_in, grad_out; /* InputGradient, OutputGradient */
     bool stream;                     /* FLOAT32 OutputGradient far larger than the caches: streamed where aligned */
-    bool quads;                      /* 3x3 windows, strides 2, start padding 1: quad_plane, no band */
-    int64_t planes;                  /* N * C */
-    uint32_t band_rows;              /* accumulator rows per thread */
-    uint32_t band_blocks;            /* blocks of 16 even (and of 16 odd) columns of a band row */
-    uint32_t band_width;             /* floats of a band row: 32 band_blocks + BAND_SLACK */
+    bool quads;           /* 3x3 windows with start padding 1 or 2x2 without, strides 2: quad_plane, no band */
+    int64_t planes;       /* N * C */
+    uint32_t band_rows;   /* accumulator rows per thread */
+    uint32_t band_blocks; /* blocks of 16 even (and of 16 odd) columns of a band row */
+    uint32_t band_width;  /* floats of a band row: 32 band_blocks + BAND_SLACK */
     int threads;
     plan_window_rows window_rows[]; /* per output row oh */
 } grad_plan;

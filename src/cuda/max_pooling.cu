@@ -206,19 +206,10 @@ template <class V> __global__ void max_pooling_argmax(const grad_problem g) {
 }
 
 /* The gradient sums' conversions, by the GPU's instructions: binary16 ->
- * FLOAT32 is exact, FLOAT32 -> binary16 rounds to nearest even as
- * dml_float_to_half does for every number (a NaN keeps the software path,
- * which keeps its payload bits). */
+ * FLOAT32 is exact, FLOAT32 -> binary16 is dml_cuda_narrow (the CPU's bits). */
 __device__ float to_float(float v) { return v; }
 __device__ float to_float(uint16_t v) { return dml_cuda_widen(v); }
-template <class T> __device__ T from_float(float v);
-template <> __device__ float from_float<float>(float v) { return v; }
-template <> __device__ uint16_t from_float<uint16_t>(float v) {
-    if (v != v) return dml_float_to_half(v);
-    uint16_t h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    return h;
-}
+template <class T> __device__ T from_float(float v) { return dml_cuda_narrow(v, T()); }
 
 template <class V> __global__ void max_pooling_gather(const grad_problem g) {
     typedef typename V::T T;

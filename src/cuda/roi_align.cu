@@ -1342,22 +1342,6 @@ DML_CUDA_FN bool staged_sums_2x2(const T* staged, const staged_samples& g, uint3
     return true;
 }
 
-/* A result as T. FLOAT16: the hardware's round to nearest even, which
- * dml_float_to_half matches for every number (a NaN keeps the software
- * path and its payload bits); the software path for all took about 30
- * instructions an element (round 11). */
-DML_CUDA_FN float staged_narrow(float value, float) { return value; }
-DML_CUDA_FN uint16_t staged_narrow(float value, uint16_t) {
-#ifdef __CUDA_ARCH__
-    if (value != value) return dml_float_to_half(value);
-    uint16_t bits;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
-    return bits;
-#else
-    return dml_float_to_half(value);
-#endif
-}
-
 /* Output (oy, ox) of round ROI g, list entry `entry`, channels c0 ..: stored. */
 template <class T, unsigned K>
 DML_CUDA_FN void staged_output(const forward_problem& f, const staged_plan& n, const T* staged, const staged_samples& g,
@@ -1418,7 +1402,7 @@ DML_CUDA_FN void staged_output(const forward_problem& f, const staged_plan& n, c
     T* out = (T*)f.output + ((uint64_t)(entry & ~kStagedNoImage) * s.channels + c0) * outputs + oy * s.out_width + ox;
     DML_UNROLL
     for (unsigned k = 0; k < K; k++, out += outputs)
-        if (c0 + k < s.channels) *out = staged_narrow(results[k], T());
+        if (c0 + k < s.channels) *out = dml_cuda_narrow(results[k], T());
 }
 
 /* Task `task` = (range, image, group of chunks), group fastest: its image,
@@ -1928,10 +1912,10 @@ __device__ void transpose_output_gradient(const listed_problem& g, float* stagin
     }
 }
 
-/* Phase 5's stores, FLOAT16 by staged_narrow (the software conversion took
+/* Phase 5's stores, FLOAT16 by dml_cuda_narrow (the software conversion took
  * 20 instructions an element here). */
 template <class T> __device__ void store_result(T* base, uint64_t offset, float value) {
-    base[offset] = staged_narrow(value, T());
+    base[offset] = dml_cuda_narrow(value, T());
 }
 
 /* After phase 3, offsets[p] is the end of pixel p's list (the place phase

@@ -34,24 +34,9 @@ struct roi_pooling_problem {
     uint64_t count; /* output elements */
 };
 
-__host__ __device__ float load_value(const float* base, uint64_t offset) { return base[offset]; }
-__host__ __device__ float load_value(const uint16_t* base, uint64_t offset) { return dml_half_to_float(base[offset]); }
-
-/* ROI r's row [BatchID, x1, y1, x2, y2] as FLOAT32. */
-template <class T> __host__ __device__ void roi_row(const roi_pooling_problem& f, uint32_t r, float values[5]) {
-    for (uint32_t k = 0; k < 5; k++)
-        values[k] = load_value((const T*)f.rois, r * f.roi_row_stride + k * f.roi_column_stride);
-}
-
-/* ROI r's region. */
-template <class T> __host__ __device__ dml_pooled_region roi_region(const roi_pooling_problem& f, uint32_t r) {
-    float values[5];
-    roi_row<T>(f, r, values);
-    return dml_roi_pooled_region(values, f.batch, f.params.spatial_scale);
-}
-
-/* An element as FLOAT32 for the comparison: binary16 by the GPU's exact
- * conversion on the device, by the software one on the host (same numbers). */
+/* An element or ROI value as FLOAT32: binary16 by the GPU's exact
+ * conversion on the device, by the software one on the host (same numbers;
+ * a NaN stays a NaN, which the comparisons and the ROI math only test for). */
 __host__ __device__ inline float widen(float value) { return value; }
 __host__ __device__ inline float widen(uint16_t bits) {
 #ifdef __CUDA_ARCH__
@@ -59,6 +44,19 @@ __host__ __device__ inline float widen(uint16_t bits) {
 #else
     return dml_half_to_float(bits);
 #endif
+}
+
+/* ROI r's row [BatchID, x1, y1, x2, y2] as FLOAT32. */
+template <class T> __host__ __device__ void roi_row(const roi_pooling_problem& f, uint32_t r, float values[5]) {
+    for (uint32_t k = 0; k < 5; k++)
+        values[k] = widen(((const T*)f.rois)[r * f.roi_row_stride + k * f.roi_column_stride]);
+}
+
+/* ROI r's region. */
+template <class T> __host__ __device__ dml_pooled_region roi_region(const roi_pooling_problem& f, uint32_t r) {
+    float values[5];
+    roi_row<T>(f, r, values);
+    return dml_roi_pooled_region(values, f.batch, f.params.spatial_scale);
 }
 
 /* The first maximal element of a bin in increasing (y, x) order, or +0.0 for
@@ -206,18 +204,6 @@ __host__ __device__ void roi_bins(const roi_pooling_problem& f, uint32_t r, uint
     if (first == 0) *batch = region.batch; /* 0 for an invalid ROI: its bins are empty */
 }
 
-/* The FLOAT32 value a NaN-free maximum came from, as T (exact: it is one). */
-__host__ __device__ inline float narrow(float value, float) { return value; }
-__host__ __device__ inline uint16_t narrow(float value, uint16_t) {
-#ifdef __CUDA_ARCH__
-    uint16_t bits;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
-    return bits;
-#else
-    return dml_float_to_half(value);
-#endif
-}
-
 /* The offset of (y, x) in a channel's plane: y W + x (NCHW), C times that
  * (channels-last); fewer than 2^32 elements. */
 template <bool ChannelsLast> struct plane_index {
@@ -258,7 +244,9 @@ __host__ __device__ __forceinline__ void bin_maxima(const T* const planes[K], In
 template <class T, class Index>
 __host__ __device__ T pooled_value(float maximum, const T* plane, Index at, dml_pooled_bin rows,
                                    dml_pooled_bin columns) {
-    if (maximum != 0.0f && maximum == maximum) return narrow(maximum, T());
+    /* A nonzero number is exactly a T value: dml_cuda_narrow gives its bits
+     * (never a NaN here, so never its software path). */
+    if (maximum != 0.0f && maximum == maximum) return dml_cuda_narrow(maximum, T());
     return bin_max<T>(rows, columns, [&](uint32_t y, uint32_t x) { return plane[at(y, x)]; });
 }
 
@@ -450,6 +438,7 @@ struct staged_plan {
     uint32_t rois;           /* R */
     uint32_t shares;         /* tasks: shares * N * chunks; cluster shares of a chunk, then chunks, then images */
     uint32_t cluster;        /* blocks a cluster (1 or 2): consecutive shares of one chunk, staged once */
+    uint32_t row_magic;      /* pixel / W = pixel * row_magic >> 32 where W is even (the pitch W + 1), else 0 */
     uint32_t kept;           /* ROIs whose regions and bins a block holds */
     uint32_t regions_offset; /* bytes: staged pixels, regions, bins (start | end << 16), ROI indices */
     uint32_t bins_offset, indices_offset, shared_bytes;
@@ -514,12 +503,38 @@ __host__ __device__ inline bool is_nonzero_number(uint16_t bits) {
     return magnitude != 0 && magnitude <= 0x7C00u;
 }
 
-/* Whether every element of a maxima word is a nonzero number (the same test). */
-__host__ __device__ inline bool all_nonzero_numbers(uint32_t word, float) {
-    return (word & 0x7FFFFFFFu) - 1u < 0x7F800000u;
+/* Whether every element of the maxima words is a nonzero number (the same
+ * test). On the device an ordered comparison with zero, false for a zero and
+ * for NaN: one instruction a word (FLOAT16 both halves at once; 8 integer
+ * ones a word before). */
+template <unsigned Words> __host__ __device__ inline bool all_nonzero_numbers(const uint32_t words[Words], float) {
+    bool all = true;
+    DML_UNROLL
+    for (unsigned w = 0; w < Words; w++) {
+#ifdef __CUDA_ARCH__
+        all &= fabsf(__uint_as_float(words[w])) > 0.0f;
+#else
+        all &= (words[w] & 0x7FFFFFFFu) - 1u < 0x7F800000u;
+#endif
+    }
+    return all;
 }
-__host__ __device__ inline bool all_nonzero_numbers(uint32_t word, uint16_t) {
-    return (word & 0x7FFFu) - 1u < 0x7C00u && (word >> 16 & 0x7FFFu) - 1u < 0x7C00u;
+template <unsigned Words> __host__ __device__ inline bool all_nonzero_numbers(const uint32_t words[Words], uint16_t) {
+#ifdef __CUDA_ARCH__
+    uint32_t all = ~0u;
+    DML_UNROLL
+    for (unsigned w = 0; w < Words; w++) {
+        uint32_t nonzero; /* set.ne: ordered, per half 0xFFFF or 0 */
+        asm("set.ne.u32.f16x2 %0, %1, %2;" : "=r"(nonzero) : "r"(words[w]), "r"(0u));
+        all &= nonzero;
+    }
+    return all == ~0u;
+#else
+    bool all = true;
+    for (unsigned w = 0; w < Words; w++)
+        all &= (words[w] & 0x7FFFu) - 1u < 0x7C00u && (words[w] >> 16 & 0x7FFFu) - 1u < 0x7C00u;
+    return all;
+#endif
 }
 
 /* An element's bits in the low bits of a word, and back. */
@@ -570,10 +585,15 @@ __host__ __device__ __forceinline__ void load_pixel(const roi_pooling_problem& f
     }
 }
 
-/* Where pixel `pixel` (y W + x) is staged: its first word. */
+/* Where pixel `pixel` (y W + x) is staged: its first word, at y pitch + x,
+ * which is the pixel itself where W is odd (the pitch) and pixel + y where W
+ * is even (pitch W + 1). y by a multiplication: m = floor(2^32 / W) + 1
+ * makes pixel m / 2^32 exceed pixel / W by less than 1 / W where pixel W <
+ * 2^32 (both are below 2^16: staged_plan_make), so its floor is y; a
+ * division took about 20 instructions a pixel. */
 template <unsigned Words>
-__host__ __device__ inline uint32_t staged_offset(const roi_pooling_problem& f, const staged_plan& n, uint32_t pixel) {
-    return (pixel / f.width * n.pitch + pixel % f.width) * Words;
+__host__ __device__ inline uint32_t staged_offset(const roi_pooling_problem&, const staged_plan& n, uint32_t pixel) {
+    return (pixel + (uint32_t)((uint64_t)pixel * n.row_magic >> 32)) * Words;
 }
 
 __host__ __device__ inline uint32_t pack_bin(dml_pooled_bin bin) { return bin.start | bin.end << 16; }
@@ -592,12 +612,39 @@ pool_staged_bin(const roi_pooling_problem& f, const staged_plan& n, const uint32
         maxima[w] = no_maximum_word(T());
     for (uint32_t y = rows.start; y < rows.end; y++) {
         const uint32_t* row = stage + (size_t)y * n.pitch * Words;
-        for (uint32_t x = columns.start; x < columns.end; x++) {
-            uint32_t values[Words];
-            copy_words<Words>(values, row + x * Words);
-            DML_UNROLL
-            for (unsigned w = 0; w < Words; w++)
-                maxima[w] = word_max(maxima[w], values[w], T());
+        if constexpr (ChannelsLast && Words <= 4) {
+            /* Quads of columns, those past the bin's end not loaded (NaN,
+             * which the maximum skips): a row's loads issued together, and
+             * no branches for the remainder that lanes take apart. Faster
+             * channels-last (the NCHW kernels: as fast at FLOAT16, slower at
+             * FLOAT32; round 12). */
+            for (uint32_t x = columns.start; x < columns.end; x += 4) {
+                uint32_t values[4][Words];
+                DML_UNROLL
+                for (unsigned i = 0; i < 4; i++) {
+                    if (i == 0 || x + i < columns.end) {
+                        copy_words<Words>(values[i], row + (x + i) * Words);
+                    } else {
+                        DML_UNROLL
+                        for (unsigned w = 0; w < Words; w++)
+                            values[i][w] = no_maximum_word(T());
+                    }
+                }
+                DML_UNROLL
+                for (unsigned i = 0; i < 4; i++) {
+                    DML_UNROLL
+                    for (unsigned w = 0; w < Words; w++)
+                        maxima[w] = word_max(maxima[w], values[i][w], T());
+                }
+            }
+        } else {
+            for (uint32_t x = columns.start; x < columns.end; x++) {
+                uint32_t values[Words];
+                copy_words<Words>(values, row + x * Words);
+                DML_UNROLL
+                for (unsigned w = 0; w < Words; w++)
+                    maxima[w] = word_max(maxima[w], values[w], T());
+            }
         }
     }
     const uint32_t PW = f.params.pooled_width, per_channel = f.params.pooled_height * PW, bin = ph * PW + pw;
@@ -606,11 +653,7 @@ pool_staged_bin(const roi_pooling_problem& f, const staged_plan& n, const uint32
     const uint32_t step = ChannelsLast ? 1 : per_channel;
     /* The common case, K channels of C whose maxima are all nonzero numbers:
      * the maxima are the outputs, with no test per channel. */
-    bool maxima_out = c0 + K <= f.channels;
-    DML_UNROLL
-    for (unsigned w = 0; w < Words; w++)
-        maxima_out = maxima_out && all_nonzero_numbers(maxima[w], T());
-    if (maxima_out) {
+    if (c0 + K <= f.channels && all_nonzero_numbers<Words>(maxima, T())) {
         if (ChannelsLast && whole) {
             copy_words<Words>((uint32_t*)out, maxima);
         } else {
@@ -689,16 +732,35 @@ __host__ __device__ inline uint32_t staged_bin(const roi_pooling_problem& f, con
                                     : (uint32_t)end});
 }
 
-/* A staged pixel's words into the chunk's copy of every block of the
- * cluster (the block's own first). */
+/* `stage` in the shared memory of the cluster's block `rank`: a 32-bit
+ * address of the shared::cluster window. */
+__device__ __forceinline__ uint32_t cluster_address(const uint32_t* stage, uint32_t rank) {
+    uint32_t address;
+    asm("mapa.shared::cluster.u32 %0, %1, %2;"
+        : "=r"(address)
+        : "r"((uint32_t)__cvta_generic_to_shared(stage)), "r"(rank));
+    return address;
+}
+
+/* A staged pixel's words into the block's copy of the chunk (word `offset`)
+ * and, in a cluster (of two), into the partner's (`partner`: its copy's
+ * cluster_address). */
 template <unsigned Words>
-__device__ __forceinline__ void store_staged(const staged_plan& n, uint32_t* stage, uint32_t offset,
+__device__ __forceinline__ void store_staged(const staged_plan& n, uint32_t* stage, uint32_t partner, uint32_t offset,
                                              const uint32_t* words) {
     copy_words<Words>(stage + offset, words);
-    if (n.cluster > 1) {
-        const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-        for (uint32_t j = 1; j < n.cluster; j++)
-            copy_words<Words>(cluster.map_shared_rank(stage + offset, (cluster.block_rank() + j) % n.cluster), words);
+    if (n.cluster == 1) return;
+    const uint32_t to = partner + offset * (uint32_t)sizeof(uint32_t);
+    if constexpr (Words % 4 == 0) {
+        DML_UNROLL
+        for (unsigned i = 0; i < Words; i += 4)
+            asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(to + i * 4), "r"(words[i]),
+                         "r"(words[i + 1]), "r"(words[i + 2]), "r"(words[i + 3])
+                         : "memory");
+    } else if constexpr (Words == 2) {
+        asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};" ::"r"(to), "r"(words[0]), "r"(words[1]) : "memory");
+    } else {
+        asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(to), "r"(words[0]) : "memory");
     }
 }
 
@@ -723,7 +785,8 @@ __device__ __forceinline__ void pack_pixel(const T* const planes[], uint32_t pix
  * for each pixel's loads before it issued the next one's), then a pixel at
  * a time; NCHW reads the K planes through a pointer each (a load per channel
  * and pixel at an immediate offset). 8 words a pixel: a test per pixel (the
- * other way spilled registers). */
+ * other way spilled registers). The partner's address is computed once (a
+ * remainder and a loop a pixel before). */
 template <class T, unsigned Words, bool ChannelsLast>
 __device__ __forceinline__ void stage_chunk(const roi_pooling_problem& f, const staged_plan& n, const T* image,
                                             uint32_t c0, bool whole, uint32_t* stage) {
@@ -732,6 +795,8 @@ __device__ __forceinline__ void stage_chunk(const roi_pooling_problem& f, const 
     const uint32_t pixels = f.height * f.width, rank = blockIdx.x % n.cluster; /* the block's rank in the cluster */
     const uint32_t end = (uint32_t)((uint64_t)pixels * (rank + 1) / n.cluster);
     uint32_t first = (uint32_t)((uint64_t)pixels * rank / n.cluster) + threadIdx.x;
+    /* Clusters are of two blocks (plan_staged): the partner is the other rank. */
+    const uint32_t partner = n.cluster > 1 ? cluster_address(stage, rank ^ 1) : 0;
     if constexpr (Words > 4) {
         for (; first < end; first += kStagePixels * kThreads) {
             uint32_t words[kStagePixels][Words];
@@ -742,7 +807,7 @@ __device__ __forceinline__ void stage_chunk(const roi_pooling_problem& f, const 
             DML_UNROLL
             for (uint32_t u = 0; u < kStagePixels; u++)
                 if (first + u * kThreads < end)
-                    store_staged<Words>(n, stage, staged_offset<Words>(f, n, first + u * kThreads), words[u]);
+                    store_staged<Words>(n, stage, partner, staged_offset<Words>(f, n, first + u * kThreads), words[u]);
         }
     } else {
         const T* planes[K]; /* NCHW; channels past C repeat the last one (read, never stored) */
@@ -764,7 +829,7 @@ __device__ __forceinline__ void stage_chunk(const roi_pooling_problem& f, const 
             }
             DML_UNROLL
             for (uint32_t u = 0; u < kStagePixels; u++)
-                store_staged<Words>(n, stage, staged_offset<Words>(f, n, first + u * kThreads), words[u]);
+                store_staged<Words>(n, stage, partner, staged_offset<Words>(f, n, first + u * kThreads), words[u]);
         }
         for (; first < end; first += kThreads) {
             uint32_t words[Words];
@@ -772,7 +837,7 @@ __device__ __forceinline__ void stage_chunk(const roi_pooling_problem& f, const 
                 load_pixel<T, Words, true>(f, image, c0, first, whole, words);
             else
                 pack_pixel<T, Words>(planes, first, words);
-            store_staged<Words>(n, stage, staged_offset<Words>(f, n, first), words);
+            store_staged<Words>(n, stage, partner, staged_offset<Words>(f, n, first), words);
         }
     }
 }
@@ -878,8 +943,9 @@ HRESULT staged_plan_make(const DMLOperator* op, bool channels_last, uint64_t res
     if (!packed(input) || !packed(output)) return S_FALSE;
     const dml_roi_pooling_params& p = *(const dml_roi_pooling_params*)op->params;
     const uint32_t channels = input.sizes[1], height = input.sizes[2], width = input.sizes[3];
-    /* Bins are two 16-bit bounds. */
-    if (height > UINT16_MAX || width > UINT16_MAX) return S_FALSE;
+    /* Bins are two 16-bit bounds; staged_offset's pixels are below 2^16
+     * (which every chunk that fits a block's shared memory is). */
+    if (height > UINT16_MAX || width > UINT16_MAX || (uint64_t)height * width > UINT16_MAX) return S_FALSE;
     if ((uint64_t)p.pooled_height + p.pooled_width > kMaxBinsPerRoi) return S_FALSE;
     const uint32_t element = input.type == DML_TENSOR_DATA_TYPE_FLOAT16 ? 2 : 4;
     const uint64_t pitch = width | 1, pixels = pitch * height;
@@ -899,6 +965,7 @@ HRESULT staged_plan_make(const DMLOperator* op, bool channels_last, uint64_t res
     n->words = words;
     n->channels = words * (uint32_t)sizeof(uint32_t) / element;
     n->pitch = (uint32_t)pitch;
+    n->row_magic = pitch == width ? 0 : (uint32_t)((1ull << 32) / width + 1);
     n->chunks = (channels + n->channels - 1) / n->channels;
     n->rois = output.sizes[0];
     /* As many shares as keep every resident block busy in one wave (each

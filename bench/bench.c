@@ -461,6 +461,11 @@ const char* bench_dnnl_impl(const_dnnl_primitive_desc_t pd) {
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success) return "?";
     return name;
 }
+
+bool bench_dnnl_is_reference(const_dnnl_primitive_desc_t pd) {
+    const char* name = bench_dnnl_impl(pd);
+    return strncmp(name, "ref", 3) == 0 || strstr(name, "_ref") != NULL;
+}
 #endif
 
 /* ---- A program over a table of shapes ---- */

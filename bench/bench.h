@@ -185,6 +185,10 @@ dnnl_memory_t bench_dnnl_memory(const bench_dnnl* dnnl, const dnnl_memory_desc_t
 double bench_dnnl_time(const bench_dnnl* dnnl, dnnl_primitive_t primitive, int arg_count, const dnnl_exec_arg_t* args);
 /* oneDNN's name for the implementation pd chose, e.g. "jit:avx2". */
 const char* bench_dnnl_impl(const_dnnl_primitive_desc_t pd);
+/* Whether oneDNN chose a reference (untuned) implementation: a blocking
+ * without a JIT kernel at the ISA cap (nChw16c under SSE41), no peer anyone
+ * runs, and slow to measure; the benches skip those rows. */
+bool bench_dnnl_is_reference(const_dnnl_primitive_desc_t pd);
 #endif
 
 /* ---- A program over a table of shapes ---- */

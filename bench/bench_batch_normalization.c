@@ -127,7 +127,9 @@ typedef struct dnnl_layout {
     dnnl_format_tag_t tag;
 } dnnl_layout;
 
-static const dnnl_layout dnnl_layouts[] = {{"nchw", dnnl_nchw}, {"nChw8c", dnnl_nChw8c}, {"channels-last", dnnl_nhwc}};
+/* nChw16c: oneDNN's own blocking on AVX-512 */
+static const dnnl_layout dnnl_layouts[] = {
+    {"nchw", dnnl_nchw}, {"nChw8c", dnnl_nChw8c}, {"nChw16c", dnnl_nChw16c}, {"channels-last", dnnl_nhwc}};
 
 /* The five operations of one shape, type and layout; nothing when oneDNN
  * has no implementation for the type. */
@@ -155,6 +157,10 @@ static void bench_onednn(const bench_dnnl* dnnl, const bn_shape* s, dnnl_data_ty
         BENCH_CHECK_DNNL(dnnl_batch_normalization_forward_desc_init(
             &desc, operation == INFERENCE ? dnnl_forward_inference : dnnl_forward_training, &data_md, 1e-5f, flags));
         if (dnnl_primitive_desc_create(&forward_pd, &desc, NULL, dnnl->engine, NULL) != dnnl_success) continue;
+        if (bench_dnnl_is_reference(forward_pd)) {
+            dnnl_primitive_desc_destroy(forward_pd);
+            continue;
+        }
         pd = forward_pd;
         if (is_gradient(operation)) {
             unsigned backward_flags = dnnl_use_scaleshift | (operation == GRAD ? dnnl_use_global_stats : 0u);

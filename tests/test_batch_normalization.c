@@ -313,7 +313,7 @@ static bool compare_forward_output(const bn_problem* p, const operand* o, const 
         double got = test_load(o->t.buffer.DataType, o->b.data, test_tensor_offset(&o->t, i));
         double want = expected[i];
         double abs_tol = tol.abs * (1.0 + fabs(pre[i]) * (p->activation.type ? 2.0 : 0.0));
-        bool ok = (isnan(got) && isnan(want)) || fabs(got - want) <= abs_tol + tol.rel * fabs(want);
+        bool ok = (isnan(got) && isnan(want)) || got == want || fabs(got - want) <= abs_tol + tol.rel * fabs(want);
         if (!ok && bn_ref_near_jump(&p->activation, pre[i], 1e-5 * (1.0 + fabs(pre[i])))) ok = true;
         if (!ok) {
             EXPECT(false, "%s: element %llu is %.9g but expected %.9g (pre-activation %.9g)", what,
@@ -1205,6 +1205,42 @@ TEST_CASE(edge_cases) {
     EXPECT(isnan(test_load(DML_TENSOR_DATA_TYPE_FLOAT32, r.outputs[0].b.data, 0)), "sqrt(1 - 2) is NaN");
     bn_free(&r);
     dmlReleaseDevice(device);
+}
+
+/* Variance + Epsilon = 0 with a nonzero deviation: the factor is infinite
+ * and each element's result is ±inf by its sign (BN-6: NaN and infinities
+ * propagate by the formula). Pins that no fast path rewrites the formula
+ * into one whose terms meet as inf - inf (the AVX-512 passes expand
+ * (x - Mean) * factor + Bias into x * factor + offset only where factor and
+ * offset are finite). Runs of 20 elements: whole vectors and a tail. */
+TEST_CASE(infinite_factor_keeps_the_sign) {
+    enum { CHANNELS = 8, RUN = 20, COUNT = 2 * CHANNELS * RUN }; /* 8 channels: the gradients' fast paths want 8 */
+    const uint32_t x[4] = {2, CHANNELS, 1, RUN}, per_channel[4] = {1, CHANNELS, 1, 1};
+    double input[COUNT], dy[COUNT], forward[COUNT], backward[COUNT];
+    for (int i = 0; i < COUNT; i++) { /* per channel: mean 2, biased variance 1 */
+        input[i] = i % 2 ? 3.0 : 1.0;
+        dy[i] = i % 2 ? 2.0 : 1.0;
+        forward[i] = i % 2 ? INFINITY : -INFINITY;
+        backward[i] = -forward[i];
+    }
+    double scale[CHANNELS], bias[CHANNELS], mean[CHANNELS], variance[CHANNELS], dscale[CHANNELS], dbias[CHANNELS];
+    for (int c = 0; c < CHANNELS; c++) {
+        scale[c] = 1.0 + c, bias[c] = c, mean[c] = 2.0, variance[c] = 1.0;
+        dscale[c] = INFINITY, dbias[c] = RUN * (1.0 + 2.0); /* sdy: two runs of 1, 2, 1, 2, ... */
+    }
+    bn_problem p = problem_4d(DML_OPERATOR_BATCH_NORMALIZATION_TRAINING, x, per_channel);
+    p.epsilon = -1.0f;
+    const double* training_given[5] = {input, scale, bias, NULL, NULL};
+    const double* training_expected[3] = {forward, mean, variance};
+    run_vector(p, training_given, training_expected, 1e-6, 1e-6, "Variance + Epsilon = 0, TRAINING");
+    /* TRAINING_GRAD: k = Scale / 0 = inf and w = sdyxc / M / 0 = inf
+     * (sdyxc = RUN a channel), so dx = k * (dy - u - (x - 2) * w) is +inf
+     * where x = 1 and -inf where x = 3. */
+    bn_problem q = problem_4d(DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD, x, per_channel);
+    q.epsilon = -1.0f;
+    const double* gradient_given[5] = {input, dy, mean, variance, scale};
+    const double* gradient_expected[3] = {backward, dscale, dbias};
+    run_vector(q, gradient_given, gradient_expected, 1e-6, 1e-6, "Variance + Epsilon = 0, TRAINING_GRAD");
 }
 
 /* ---- Validation (spec §2 rules 1-6, §4 Spatial, §8.2) ---- */

@@ -157,13 +157,11 @@ typedef struct forward_run {
 
 /* (x - mean) * factor + bias [+ fused add] in FLOAT64 lanes, for 8 lanes.
  * Expanded, x * factor + offset: one FMA a lane where the AVX2 pass has a
- * subtraction too (with the loads folded into the widenings, TRAINING took
- * 6.6 -> 6.1 ms on the 2-core Zen 4 class machine). The
- * expansion moves the FLOAT64 roundings by 2^-53 of the terms, invisible in
- * the FLOAT32 result unless they cancel to 2^-28 of themselves (the spec
- * allows 1e-5 relative + 1e-6 absolute); it is taken only where factor and
- * offset are finite, since an infinite factor (Variance + Epsilon = 0) would
- * turn the direct form's ±inf into inf - inf. */
+ * subtraction too. The expansion moves the FLOAT64 roundings by 2^-53 of
+ * the terms, invisible in the FLOAT32 result unless they cancel to 2^-28 of
+ * themselves (the spec allows 1e-5 relative + 1e-6 absolute); it is taken
+ * only where factor and offset are finite, since an infinite factor
+ * (Variance + Epsilon = 0) would turn the direct form's ±inf into inf - inf. */
 HOT __m512d forward8(const forward_run* f, uint64_t t, __mmask8 valid, bool expanded) {
     __m512d x = load_wide(f->x + t, valid);
     __m512d value = expanded ? _mm512_fmadd_pd(x, f->factor, f->offset)
@@ -269,8 +267,9 @@ static void gradient_sums(const bn_fast_plan* p, const dml_bn_backward_args* a, 
  * k * dy for the constant-statistics GRAD (spec §6, §7), in FLOAT64 lanes
  * rounded once to FLOAT32. Expanded, dx = dy * k + (x * xk + offset) with
  * xk = -k * w and offset = k * (Mean * w - u): two FMAs a lane instead of
- * three subtractions and two products (TRAINING_GRAD 10.8 -> 10.1 ms on
- * the 2-core Zen 4 class machine). As in the forward pass, the expansion
+ * three subtractions and two products (the FLOAT64 arithmetic was about 1
+ * ms of TRAINING_GRAD's 10.7 on the 2-core EPYC; docs/operators/
+ * batch_normalization.md, round 12). As in the forward pass, the expansion
  * moves the FLOAT64 roundings by 2^-53 of the terms, and it is taken only
  * where k, xk and offset are finite. */
 typedef struct backward_run {

@@ -1,6 +1,8 @@
 /* Max pooling with AVX-512, FLOAT32 and FLOAT16, rows contiguous along W
  * ("nchw"), 4-D and 5-D, for the shapes where it beats AVX2: W stride 2 with
- * windows of two or three undilated columns (3x3/2, 2x2/2), any padding,
+ * windows of two or three undilated columns (3x3/2, 2x2/2), and for the
+ * forward also W stride 1 with such windows (3x3/1: "Stride 1" below), any
+ * padding,
  * any depth and height windows of at most MAX_WINDOW_ROWS rows, output rows
  * of at most 512 columns, at most MAX_PLAN_ROWS output rows per plane (their
  * window rows are computed once, in the plan). The gradient takes the same
@@ -25,7 +27,15 @@
  * Blocks whose windows lie inside the row take that lean path; so does the
  * first block of padding 1 (lane 0's first tap is column -1: it starts at
  * its second). Other blocks at the row's ends check each tap's column
- * (edge_block_max), in the generic order of taps. */
+ * (edge_block_max), in the generic order of taps.
+ *
+ * Stride 1 (forward only): lane l's window starts at column base + l, so a
+ * row's taps are its 16 columns from base and the same shifted by one and
+ * two lanes (stride1_taps: two loads masked to the row). Every block takes
+ * edge_block_max's checked path: on narrow planes (14 columns: one block
+ * with a padding column at each end) nearly every block meets an end, which
+ * sent AVX2's 8-column blocks through their slowest edge loads (3x3/1 on
+ * 32x256x14x14: 6-8 ms against 0.44 channels-last). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -74,7 +84,8 @@ typedef struct row_geometry {
     bool track_position; /* false: a FLOAT32 pass without indices needs only values */
     uint32_t lanes;      /* output columns per block: LANES, or WIDE_LANES (FLOAT16 keys) */
     uint32_t window_w, padding_w;
-    uint32_t blocks; /* per output row (row_block_at) */
+    uint32_t stride_w; /* 2, or 1 (forward only) */
+    uint32_t blocks;   /* per output row (row_block_at) */
     row_block block[MAX_BLOCKS];
 } row_geometry;
 
@@ -151,6 +162,17 @@ static ALWAYS_INLINE void row_taps(const char* row, const row_block* b, int wind
     }
 }
 
+/* The taps of one input row for a W-stride-1 block: tap[k] holds column
+ * base + l + k, from the 16 columns at base and the next window_w - 1 (the
+ * lanes of b->low and b->high: nothing outside the row is read). */
+static ALWAYS_INLINE void stride1_taps(const char* row, const row_block* b, int window_w, bool half, __m512 tap[3]) {
+    __m512i low = _mm512_castps_si512(load_columns(row, b->base, (__mmask16)b->low, half));
+    __m512i high = _mm512_castps_si512(load_columns(row, b->base + LANES, (__mmask16)b->high, half));
+    tap[0] = _mm512_castsi512_ps(low);
+    tap[1] = _mm512_castsi512_ps(_mm512_alignr_epi32(high, low, 1));
+    if (window_w == 3) tap[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(high, low, 2));
+}
+
 /* The window maxima of one block, per lane: value, plane position, and
  * whether any tap was valid. */
 typedef struct block_max {
@@ -196,7 +218,11 @@ static ALWAYS_INLINE block_max edge_block_max(const row_geometry* g, const char*
     block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
     for (uint32_t r = 0; r < w->count; r++) {
         __m512 tap[3];
-        row_taps(plane + w->offset[r] * (half ? 2 : 4), b, window_w, half, false, tap);
+        const char* row = plane + w->offset[r] * (half ? 2 : 4);
+        if (g->stride_w == 1)
+            stride1_taps(row, b, window_w, half, tap);
+        else
+            row_taps(row, b, window_w, half, false, tap);
         __m512i at = _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[r]));
         for (int k = 0; k < window_w; k++) {
             __mmask16 take = (lanes_win(tap[k], m.value) | (__mmask16)~m.found) & valid[k];
@@ -316,9 +342,11 @@ static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const char* p
                                             uint32_t j, bool kept, row_cache* cache, int window_w, bool half,
                                             bool track) {
     const size_t element = half ? 2 : 4;
-    const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const row_block* b = &g->block[j];
-    __m512i columns = _mm512_add_epi32(lane_columns, _mm512_set1_epi32(b->base));
+    /* lane l's first column: base + stride l */
+    __m512i columns =
+        _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32((int32_t)g->stride_w)), _mm512_set1_epi32(b->base));
     if (b->kind == BLOCK_EDGE) return edge_block_max(g, plane, w, b, columns, window_w, half, track);
     bool left_edge = b->kind == BLOCK_LEFT_EDGE;
     __m512 value;
@@ -596,11 +624,17 @@ static void forward_row_any(const forward_plan* f, const nchw_output_row* r, row
 static row_block row_block_at(const row_geometry* g, uint32_t j, uint32_t out_width) {
     const uint32_t lanes = g->lanes;
     uint32_t ow0 = out_width < lanes ? 0 : lanes * j < out_width - lanes ? lanes * j : out_width - lanes;
-    row_block b = {.base = 2 * (int32_t)ow0 - (int32_t)g->padding_w,
+    row_block b = {.base = (int32_t)(g->stride_w * ow0) - (int32_t)g->padding_w,
                    .ow0 = ow0,
                    .count = out_width < lanes ? out_width : lanes,
                    .first_lane = lanes * j - ow0};
     int64_t width = g->in.sizes[4];
+    if (g->stride_w == 1) { /* stride1_taps: every block checked (edge_block_max) */
+        b.kind = BLOCK_EDGE;
+        b.low = column_mask(b.base, width, lanes);
+        b.high = column_mask(b.base + lanes, width, lanes) & (((uint32_t)1 << (g->window_w - 1)) - 1);
+        return b;
+    }
     bool ends_inside = b.base + 2 * (int64_t)(b.count - 1) + g->window_w <= width;
     b.kind = b.base >= 0 && ends_inside ? BLOCK_INSIDE : b.base == -1 && ends_inside ? BLOCK_LEFT_EDGE : BLOCK_EDGE;
     int64_t first = b.kind == BLOCK_LEFT_EDGE ? b.base + 1 : b.base; /* row_taps */
@@ -611,21 +645,23 @@ static row_block row_block_at(const row_geometry* g, uint32_t j, uint32_t out_wi
 }
 
 /* Whether both directions take the problem: FLOAT32 or FLOAT16 input
- * contiguous along W, W stride 2 with windows of two or three undilated
- * columns, at most MAX_WINDOW_ROWS rows per window, output rows of at most
- * 512 columns, at most MAX_PLAN_ROWS output rows per plane, positions and
- * columns in int32 lanes. Sets g's input and blocks of `lanes` columns
- * for output view out. */
+ * contiguous along W, W stride 2 (or 1 where `stride_1` allows it: the
+ * forward) with windows of two or three undilated columns, at most
+ * MAX_WINDOW_ROWS rows per window, output rows of at most 512 columns, at
+ * most MAX_PLAN_ROWS output rows per plane, positions and columns in int32
+ * lanes. Sets g's input and blocks of `lanes` columns for output view out. */
 static bool row_geometry_init(row_geometry* g, const dml_tensor* input, const dml_pooling_params* p,
-                              const dml_pool_view* out, uint32_t lanes) {
+                              const dml_pool_view* out, uint32_t lanes, bool stride_1) {
     if (input->type != DML_TENSOR_DATA_TYPE_FLOAT32 && input->type != DML_TENSOR_DATA_TYPE_FLOAT16) return false;
     g->in = dml_pool_view_5d(input);
     g->half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16;
     g->window_w = p->window[2];
     g->padding_w = p->start_padding[2];
+    g->stride_w = p->strides[2];
     g->lanes = lanes;
     if (g->in.strides[4] != 1 || out->strides[4] != 1) return false;
-    if (p->strides[2] != 2 || p->dilations[2] != 1 || (g->window_w != 2 && g->window_w != 3)) return false;
+    if (g->stride_w != 2 && !(g->stride_w == 1 && stride_1 && lanes == LANES)) return false;
+    if (p->dilations[2] != 1 || (g->window_w != 2 && g->window_w != 3)) return false;
     if ((uint64_t)p->window[0] * p->window[1] > MAX_WINDOW_ROWS) return false;
     if ((uint64_t)out->sizes[2] * out->sizes[3] > MAX_PLAN_ROWS) return false;
     uint32_t out_width = out->sizes[4];
@@ -662,8 +698,8 @@ static bool blocks_inside(const row_geometry* g) {
 static row_geometry wide_geometry_or(const row_geometry* g, const dml_tensor* input, const dml_pooling_params* p,
                                      const dml_pool_view* out, const plan_window_rows* rows, uint32_t out_rows) {
     row_geometry wide;
-    if (!g->half) return *g;
-    row_geometry_init(&wide, input, p, out, WIDE_LANES);
+    if (!g->half || g->stride_w != 2) return *g;
+    row_geometry_init(&wide, input, p, out, WIDE_LANES, false);
     wide.track_position = g->track_position;
     return blocks_inside(&wide) && offsets_fit_16_bits(rows, out_rows, g->window_w) ? wide : *g;
 }
@@ -675,7 +711,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     memset(&f, 0, sizeof f);
     f.o = nchw_outputs_of(op);
     const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
-    if (!row_geometry_init(&f.g, input, p, &f.o.out, LANES)) return S_FALSE;
+    if (!row_geometry_init(&f.g, input, p, &f.o.out, LANES, true)) return S_FALSE;
     if (f.o.has_indices && f.o.idx.strides[4] != 1) return S_FALSE;
     /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
     f.g.track_position = f.o.has_indices || f.g.half;
@@ -1065,7 +1101,7 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     gp.grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
     gp.grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
     const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
-    if (!row_geometry_init(&gp.g, input, p, &gp.grad_in, LANES)) return S_FALSE;
+    if (!row_geometry_init(&gp.g, input, p, &gp.grad_in, LANES, false)) return S_FALSE;
     const row_geometry* g = &gp.g;
     gp.g.track_position = true;
     if (g->in.sizes[2] != 1 || gp.grad_in.sizes[2] != 1 || g->in.sizes[4] < 3 || gp.grad_out.strides[4] != 1)

@@ -762,7 +762,8 @@ TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
  * planes such as 14 columns with padding 1, one to six blocks, the last
  * overlapping), padding 0 to 2 on either side, windows past the row's end,
  * H windows of 1 to 3 rows at H strides 1 to 3, rows of padding only, 4-D
- * and 5-D, FLOAT32 and FLOAT16, with and without indices. */
+ * and 5-D, FLOAT32 and FLOAT16, with and without indices, inputs with zero
+ * strides. */
 TEST_CASE(stride1_row_blocks_match_generic_bit_for_bit) {
     DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(3)};
     DMLDevice* generic = generic_device();
@@ -781,6 +782,8 @@ TEST_CASE(stride1_row_blocks_match_generic_bit_for_bit) {
         fit_output_sizes(&c);
         if (c.output_sizes[2 + w] > 1 && test_rand_bool()) c.output_sizes[2 + w]++; /* a window past the end */
         if (test_rand_range(0, 3) == 0) c.output_sizes[2 + h] += 3;                 /* rows of padding only */
+        /* Zero strides: rows at one address with different positions (the kept rows' key) */
+        if (test_rand_range(0, 3) == 0) c.layouts[0] = TEST_LAYOUT_BROADCAST;
         expect_generic_bits(devices[i % 3], generic, &c, false, false);
     }
     for (int i = 0; i < 3; i++)

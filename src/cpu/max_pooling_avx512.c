@@ -2,12 +2,11 @@
  * ("nchw"), 4-D and 5-D, for the shapes where it beats AVX2: W stride 2 with
  * windows of two or three undilated columns (3x3/2, 2x2/2), and for the
  * forward also W stride 1 with such windows (3x3/1: "Stride 1" below), any
- * padding,
- * any depth and height windows of at most MAX_WINDOW_ROWS rows, output rows
- * of at most 512 columns, at most MAX_PLAN_ROWS output rows per plane (their
- * window rows are computed once, in the plan). The gradient takes the same
- * shapes on 2-D planes (see "Gradient" below). Everything else declines to
- * the AVX2 entries.
+ * padding, any depth and height windows of at most MAX_WINDOW_ROWS rows,
+ * output rows of at most 512 columns, at most MAX_PLAN_ROWS output rows per
+ * plane (their window rows are computed once, in the plan). The gradient
+ * takes the stride-2 shapes on 2-D planes (see "Gradient" below).
+ * Everything else declines to the AVX2 entries.
  *
  * Sixteen output columns of one output row are one vector. Each input row
  * of the windows is loaded once per block (32 or 33 columns, masked at the
@@ -31,11 +30,11 @@
  *
  * Stride 1 (forward only): lane l's window starts at column base + l, so a
  * row's taps are its 16 columns from base and the same shifted by one and
- * two lanes (stride1_taps: two loads masked to the row). Every block takes
- * edge_block_max's checked path: on narrow planes (14 columns: one block
- * with a padding column at each end) nearly every block meets an end, which
- * sent AVX2's 8-column blocks through their slowest edge loads (3x3/1 on
- * 32x256x14x14: 6-8 ms against 0.44 channels-last). */
+ * two lanes (stride1_taps: two loads masked to the row), and every tap's
+ * column is checked per lane (stride1_reduce_row): on narrow planes (14
+ * columns: one block with a padding column at each end) nearly every block
+ * meets an end, which sent AVX2's 8-column blocks through their slowest
+ * edge loads (3x3/1 p1 on 32x256x14x14: 6.1-6.5 ms there, 2.1-2.2 here). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -162,17 +161,6 @@ static ALWAYS_INLINE void row_taps(const char* row, const row_block* b, int wind
     }
 }
 
-/* The taps of one input row for a W-stride-1 block: tap[k] holds column
- * base + l + k, from the 16 columns at base and the next window_w - 1 (the
- * lanes of b->low and b->high: nothing outside the row is read). */
-static ALWAYS_INLINE void stride1_taps(const char* row, const row_block* b, int window_w, bool half, __m512 tap[3]) {
-    __m512i low = _mm512_castps_si512(load_columns(row, b->base, (__mmask16)b->low, half));
-    __m512i high = _mm512_castps_si512(load_columns(row, b->base + LANES, (__mmask16)b->high, half));
-    tap[0] = _mm512_castsi512_ps(low);
-    tap[1] = _mm512_castsi512_ps(_mm512_alignr_epi32(high, low, 1));
-    if (window_w == 3) tap[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(high, low, 2));
-}
-
 /* The window maxima of one block, per lane: value, plane position, and
  * whether any tap was valid. */
 typedef struct block_max {
@@ -218,11 +206,7 @@ static ALWAYS_INLINE block_max edge_block_max(const row_geometry* g, const char*
     block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
     for (uint32_t r = 0; r < w->count; r++) {
         __m512 tap[3];
-        const char* row = plane + w->offset[r] * (half ? 2 : 4);
-        if (g->stride_w == 1)
-            stride1_taps(row, b, window_w, half, tap);
-        else
-            row_taps(row, b, window_w, half, false, tap);
+        row_taps(plane + w->offset[r] * (half ? 2 : 4), b, window_w, half, false, tap);
         __m512i at = _mm512_add_epi32(columns, _mm512_set1_epi32(w->position[r]));
         for (int k = 0; k < window_w; k++) {
             __mmask16 take = (lanes_win(tap[k], m.value) | (__mmask16)~m.found) & valid[k];
@@ -342,11 +326,9 @@ static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const char* p
                                             uint32_t j, bool kept, row_cache* cache, int window_w, bool half,
                                             bool track) {
     const size_t element = half ? 2 : 4;
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i lane_columns = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const row_block* b = &g->block[j];
-    /* lane l's first column: base + stride l */
-    __m512i columns =
-        _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32((int32_t)g->stride_w)), _mm512_set1_epi32(b->base));
+    __m512i columns = _mm512_add_epi32(lane_columns, _mm512_set1_epi32(b->base));
     if (b->kind == BLOCK_EDGE) return edge_block_max(g, plane, w, b, columns, window_w, half, track);
     bool left_edge = b->kind == BLOCK_LEFT_EDGE;
     __m512 value;
@@ -369,6 +351,78 @@ static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const char* p
     cache->value[j] = value; /* the last row's reductions */
     cache->position_of[j] = at;
     return m;
+}
+
+/* ---- W stride 1 (the forward) ----
+ *
+ * Each input row of the windows is reduced on its own over the block's taps
+ * (a lane taking a tap where it is the lane's first valid one or wins, in
+ * the generic order), and the rows are merged in window order, as at stride
+ * 2. (A row of a 3-row window at H stride 1 serves three output rows; a
+ * ring that kept its reductions for them was slower, 2.48-2.68 ms against
+ * 2.09-2.21 on 32x256x14x14 3x3/1 p1 in the same run.) */
+
+/* The taps of one input row for a W-stride-1 block: tap[k] holds column
+ * base + l + k, from the 16 columns at base and the next window_w - 1 (the
+ * lanes of b->low and b->high: nothing outside the row is read). */
+static ALWAYS_INLINE void stride1_taps(const char* row, const row_block* b, int window_w, bool half, __m512 tap[3]) {
+    __m512i low = _mm512_castps_si512(load_columns(row, b->base, (__mmask16)b->low, half));
+    __m512i high = _mm512_castps_si512(load_columns(row, b->base + LANES, (__mmask16)b->high, half));
+    tap[0] = _mm512_castsi512_ps(low);
+    tap[1] = _mm512_castsi512_ps(_mm512_alignr_epi32(high, low, 1));
+    if (window_w == 3) tap[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(high, low, 2));
+}
+
+/* One input row at plane position `position` reduced over a stride-1
+ * block's taps; lanes past the block's count and columns outside the row
+ * take none (found clear). */
+static ALWAYS_INLINE block_max stride1_reduce_row(const row_geometry* g, const char* row, int32_t position,
+                                                  const row_block* b, int window_w, bool half, bool track) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i columns = _mm512_add_epi32(lane, _mm512_set1_epi32(b->base)); /* lane l's first tap */
+    const __m512i width = _mm512_set1_epi32((int32_t)g->in.sizes[4]);
+    const __mmask16 lanes = (__mmask16)(((uint32_t)1 << b->count) - 1);
+    __m512 tap[3];
+    stride1_taps(row, b, window_w, half, tap);
+    __m512i at = _mm512_add_epi32(columns, _mm512_set1_epi32(position));
+    block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
+    for (int k = 0; k < window_w; k++) {
+        __m512i column = _mm512_add_epi32(columns, _mm512_set1_epi32(k));
+        __mmask16 inside = _mm512_cmpge_epi32_mask(column, _mm512_setzero_si512());
+        __mmask16 valid = _mm512_mask_cmplt_epi32_mask(inside, column, width) & lanes;
+        __mmask16 take = (lanes_win(tap[k], m.value) | (__mmask16)~m.found) & valid;
+        m.found |= valid;
+        m.value = _mm512_mask_mov_ps(m.value, take, tap[k]);
+        if (track) m.position = _mm512_mask_add_epi32(m.position, take, at, _mm512_set1_epi32(k));
+    }
+    return m;
+}
+
+/* Merges a later row's reduction into m: it wins where m has no valid tap
+ * yet or where it is strictly better (the first maximum of a sequence is
+ * that of its parts merged in order). */
+static ALWAYS_INLINE void merge_row(block_max* m, const block_max* row, bool track) {
+    __mmask16 take = row->found & ((__mmask16)~m->found | lanes_win(row->value, m->value));
+    m->found |= row->found;
+    m->value = _mm512_mask_mov_ps(m->value, take, row->value);
+    if (track) m->position = _mm512_mask_mov_epi32(m->position, take, row->position);
+}
+
+/* One output row at W stride 1: every block's window maxima, stored. */
+static ALWAYS_INLINE void stride1_forward_row(const forward_plan* f, const nchw_output_row* r, int window_w, bool half,
+                                              bool track) {
+    const plan_window_rows* w = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
+    const size_t element = half ? 2 : 4;
+    for (uint32_t j = 0; j < f->g.blocks; j++) {
+        const row_block* b = &f->g.block[j];
+        block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
+        for (uint32_t k = 0; k < w->count; k++) {
+            block_max row = stride1_reduce_row(&f->g, r->plane + w->offset[k] * (int64_t)element, w->position[k], b,
+                                               window_w, half, track);
+            merge_row(&m, &row, track);
+        }
+        store_block(f, r, b, m, half);
+    }
 }
 
 /* One output row: every block's window maxima, stored. */
@@ -597,6 +651,19 @@ static ALWAYS_INLINE void wide_forward_row(const forward_plan* f, const nchw_out
 
 /* forward_row specialized for the loop-invariant choices. */
 static void forward_row_any(const forward_plan* f, const nchw_output_row* r, row_cache* cache) {
+    if (f->g.stride_w == 1) {
+        switch ((f->g.window_w == 3) * 4 + f->g.half * 2 + f->g.track_position) {
+        case 0: stride1_forward_row(f, r, 2, false, false); break;
+        case 1: stride1_forward_row(f, r, 2, false, true); break;
+        case 2: stride1_forward_row(f, r, 2, true, false); break;
+        case 3: stride1_forward_row(f, r, 2, true, true); break;
+        case 4: stride1_forward_row(f, r, 3, false, false); break;
+        case 5: stride1_forward_row(f, r, 3, false, true); break;
+        case 6: stride1_forward_row(f, r, 3, true, false); break;
+        default: stride1_forward_row(f, r, 3, true, true); break;
+        }
+        return;
+    }
     if (f->g.lanes == WIDE_LANES) {
         if (f->g.window_w == 3)
             wide_forward_row(f, r, cache, 3);
@@ -629,7 +696,7 @@ static row_block row_block_at(const row_geometry* g, uint32_t j, uint32_t out_wi
                    .count = out_width < lanes ? out_width : lanes,
                    .first_lane = lanes * j - ow0};
     int64_t width = g->in.sizes[4];
-    if (g->stride_w == 1) { /* stride1_taps: every block checked (edge_block_max) */
+    if (g->stride_w == 1) { /* every lane's columns checked (stride1_reduce_row) */
         b.kind = BLOCK_EDGE;
         b.low = column_mask(b.base, width, lanes);
         b.high = column_mask(b.base + lanes, width, lanes) & (((uint32_t)1 << (g->window_w - 1)) - 1);

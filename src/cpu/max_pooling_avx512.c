@@ -69,10 +69,11 @@ typedef enum block_kind {
 typedef struct row_block {
     int32_t base;
     uint32_t ow0, count;
-    uint32_t first_lane; /* the lanes before it were written by the block before (the last block) */
-    uint32_t low, high;  /* load masks of lanes (__mmask16 or __mmask32) */
-    bool last;           /* column base + 2 lanes lies inside the row */
-    uint8_t kind;        /* block_kind */
+    uint32_t first_lane;   /* the lanes before it were written by the block before (the last block) */
+    uint32_t low, high;    /* load masks of lanes (__mmask16 or __mmask32) */
+    bool last;             /* column base + 2 lanes lies inside the row */
+    uint8_t kind;          /* block_kind */
+    uint16_t tap_valid[3]; /* W stride 1: the lanes whose tap k lies in the row (and below count) */
 } row_block;
 
 /* The input and the blocks of an output row: what the forward pass and the
@@ -376,22 +377,20 @@ static ALWAYS_INLINE void stride1_taps(const char* row, const row_block* b, int 
 /* One input row at plane position `position` reduced over a stride-1
  * block's taps; lanes past the block's count and columns outside the row
  * take none (found clear). */
-static ALWAYS_INLINE block_max stride1_reduce_row(const row_geometry* g, const char* row, int32_t position,
-                                                  const row_block* b, int window_w, bool half, bool track) {
+static ALWAYS_INLINE block_max stride1_reduce_row(const char* row, int32_t position, const row_block* b, int window_w,
+                                                  bool half, bool track) {
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i columns = _mm512_add_epi32(lane, _mm512_set1_epi32(b->base)); /* lane l's first tap */
-    const __m512i width = _mm512_set1_epi32((int32_t)g->in.sizes[4]);
-    const __mmask16 lanes = (__mmask16)(((uint32_t)1 << b->count) - 1);
     __m512 tap[3];
     stride1_taps(row, b, window_w, half, tap);
-    __m512i at = _mm512_add_epi32(columns, _mm512_set1_epi32(position));
+    __m512i at = _mm512_add_epi32(lane, _mm512_set1_epi32(b->base + position)); /* lane l's first tap */
     block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
     for (int k = 0; k < window_w; k++) {
-        __m512i column = _mm512_add_epi32(columns, _mm512_set1_epi32(k));
-        __mmask16 inside = _mm512_cmpge_epi32_mask(column, _mm512_setzero_si512());
-        __mmask16 valid = _mm512_mask_cmplt_epi32_mask(inside, column, width) & lanes;
-        __mmask16 take = (lanes_win(tap[k], m.value) | (__mmask16)~m.found) & valid;
-        m.found |= valid;
+        /* take = valid & (~found | wins), in mask registers */
+        __mmask16 valid = (__mmask16)b->tap_valid[k];
+        __mmask16 number = _mm512_mask_cmp_ps_mask(valid, tap[k], tap[k], _CMP_ORD_Q);
+        __mmask16 wins = _mm512_mask_cmp_ps_mask(number, tap[k], m.value, _CMP_NLE_UQ);
+        __mmask16 take = _kor_mask16(wins, _kandn_mask16(m.found, valid));
+        m.found = _kor_mask16(m.found, valid);
         m.value = _mm512_mask_mov_ps(m.value, take, tap[k]);
         if (track) m.position = _mm512_mask_add_epi32(m.position, take, at, _mm512_set1_epi32(k));
     }
@@ -402,8 +401,10 @@ static ALWAYS_INLINE block_max stride1_reduce_row(const row_geometry* g, const c
  * yet or where it is strictly better (the first maximum of a sequence is
  * that of its parts merged in order). */
 static ALWAYS_INLINE void merge_row(block_max* m, const block_max* row, bool track) {
-    __mmask16 take = row->found & ((__mmask16)~m->found | lanes_win(row->value, m->value));
-    m->found |= row->found;
+    __mmask16 number = _mm512_mask_cmp_ps_mask(row->found, row->value, row->value, _CMP_ORD_Q);
+    __mmask16 wins = _mm512_mask_cmp_ps_mask(number, row->value, m->value, _CMP_NLE_UQ);
+    __mmask16 take = _kor_mask16(wins, _kandn_mask16(m->found, row->found));
+    m->found = _kor_mask16(m->found, row->found);
     m->value = _mm512_mask_mov_ps(m->value, take, row->value);
     if (track) m->position = _mm512_mask_mov_epi32(m->position, take, row->position);
 }
@@ -417,8 +418,8 @@ static ALWAYS_INLINE void stride1_forward_row(const forward_plan* f, const nchw_
         const row_block* b = &f->g.block[j];
         block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
         for (uint32_t k = 0; k < w->count; k++) {
-            block_max row = stride1_reduce_row(&f->g, r->plane + w->offset[k] * (int64_t)element, w->position[k], b,
-                                               window_w, half, track);
+            block_max row = stride1_reduce_row(r->plane + w->offset[k] * (int64_t)element, w->position[k], b, window_w,
+                                               half, track);
             merge_row(&m, &row, track);
         }
         store_block(f, r, b, m, half);
@@ -700,6 +701,9 @@ static row_block row_block_at(const row_geometry* g, uint32_t j, uint32_t out_wi
         b.kind = BLOCK_EDGE;
         b.low = column_mask(b.base, width, lanes);
         b.high = column_mask(b.base + lanes, width, lanes) & (((uint32_t)1 << (g->window_w - 1)) - 1);
+        for (uint32_t k = 0; k < g->window_w; k++)
+            b.tap_valid[k] =
+                (uint16_t)(column_mask(b.base + (int64_t)k, width, lanes) & (((uint32_t)1 << b.count) - 1));
         return b;
     }
     bool ends_inside = b.base + 2 * (int64_t)(b.count - 1) + g->window_w <= width;

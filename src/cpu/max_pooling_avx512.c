@@ -64,8 +64,8 @@ typedef enum block_kind {
 } block_kind;
 
 /* One block of an output row: columns ow0 .. ow0 + count - 1, whose lane
- * l's window starts at input column base + 2 l; the lanes of its three
- * loads (row_taps) that lie inside the row. */
+ * l's window starts at input column base + 2 l (W stride 1: base + l); the
+ * lanes of its loads (row_taps, stride1_taps) that lie inside the row. */
 typedef struct row_block {
     int32_t base;
     uint32_t ow0, count;

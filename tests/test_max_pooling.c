@@ -722,6 +722,19 @@ TEST_CASE(whole_row_path_matches_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
+/* A case of the AVX-512 NCHW row blocks (fast_path_case, NCHW): W windows
+ * of 2 or 3 columns at W stride `stride_w`, padding 0 to 2 on either side,
+ * MAX_POOLING2 with or without indices. */
+static pool_case row_blocks_case(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_type, uint32_t stride_w) {
+    pool_case c = fast_path_case(type, data_type, false);
+    if (c.type == DML_OPERATOR_MAX_POOLING2 && test_rand_bool()) c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
+    uint32_t w = c.rank - 3;
+    set_window(&c, w, test_rand_range(2, 3), stride_w);
+    c.start_padding[w] = test_rand_range(0, 2);
+    c.end_padding[w] = test_rand_range(0, 2);
+    return c;
+}
+
 /* Rows of 1 to 40 output columns at W stride 2 (windows of 2 or 3 columns):
  * the AVX-512 paths' blocks of 16 columns — a row narrower than a block,
  * whole blocks, the last block overlapping the one before — with padding 0
@@ -737,12 +750,8 @@ TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
                                         DML_OPERATOR_MAX_POOLING_GRAD};
     for (int i = 0; i < 320 && !test_case_failed(); i++) {
         DML_TENSOR_DATA_TYPE type = i / 4 % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-        pool_case c = fast_path_case(types[i % 4], type, false);
-        if (c.type == DML_OPERATOR_MAX_POOLING2 && test_rand_bool()) c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
+        pool_case c = row_blocks_case(types[i % 4], type, 2);
         uint32_t w = c.rank - 3, h = w - 1;
-        set_window(&c, w, test_rand_range(2, 3), 2);
-        c.start_padding[w] = test_rand_range(0, 2);
-        c.end_padding[w] = test_rand_range(0, 2);
         c.input_sizes[2 + w] = test_rand_range(1, 82);
         /* Gradients: planes tall enough for the band of narrow rows too (a band row takes 48 floats). */
         c.input_sizes[2 + h] = test_rand_range(1, is_grad(&c) ? 64 : 9);
@@ -770,12 +779,8 @@ TEST_CASE(stride1_row_blocks_match_generic_bit_for_bit) {
     const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2};
     for (int i = 0; i < 240 && !test_case_failed(); i++) {
         DML_TENSOR_DATA_TYPE type = i / 3 % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-        pool_case c = fast_path_case(types[i % 3], type, false);
-        if (c.type == DML_OPERATOR_MAX_POOLING2 && test_rand_bool()) c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
+        pool_case c = row_blocks_case(types[i % 3], type, 1);
         uint32_t w = c.rank - 3, h = w - 1;
-        set_window(&c, w, test_rand_range(2, 3), 1);
-        c.start_padding[w] = test_rand_range(0, 2);
-        c.end_padding[w] = test_rand_range(0, 2);
         c.input_sizes[2 + w] = test_rand_range(0, 3) == 0 ? 14 : test_rand_range(1, 82);
         c.input_sizes[2 + h] = test_rand_range(1, 16);
         set_window(&c, h, test_rand_range(1, 3), test_rand_range(1, 3));

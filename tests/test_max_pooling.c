@@ -766,8 +766,9 @@ TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
-/* The forward's AVX-512 W-stride-1 blocks (windows of 2 or 3 columns, every
- * block checked at the row's ends): rows of 1 to 82 input columns (narrow
+/* The AVX-512 W-stride-1 blocks (windows of 2 or 3 columns, every block
+ * checked at the row's ends), forward and gradient (NaN and infinities
+ * among the gradients): rows of 1 to 82 input columns (narrow
  * planes such as 14 columns with padding 1, one to six blocks, the last
  * overlapping), padding 0 to 2 on either side, windows past the row's end,
  * H windows of 1 to 3 rows at H strides 1 to 3, rows of padding only, 4-D
@@ -776,20 +777,21 @@ TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
 TEST_CASE(stride1_row_blocks_match_generic_bit_for_bit) {
     DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(3)};
     DMLDevice* generic = generic_device();
-    const DML_OPERATOR_TYPE types[3] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2};
-    for (int i = 0; i < 240 && !test_case_failed(); i++) {
-        DML_TENSOR_DATA_TYPE type = i / 3 % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-        pool_case c = row_blocks_case(types[i % 3], type, 1);
+    const DML_OPERATOR_TYPE types[4] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
+                                        DML_OPERATOR_MAX_POOLING_GRAD};
+    for (int i = 0; i < 320 && !test_case_failed(); i++) {
+        DML_TENSOR_DATA_TYPE type = i / 4 % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
+        pool_case c = row_blocks_case(types[i % 4], type, 1);
         uint32_t w = c.rank - 3, h = w - 1;
         c.input_sizes[2 + w] = test_rand_range(0, 3) == 0 ? 14 : test_rand_range(1, 82);
         c.input_sizes[2 + h] = test_rand_range(1, 16);
         set_window(&c, h, test_rand_range(1, 3), test_rand_range(1, 3));
         fit_output_sizes(&c);
         if (c.output_sizes[2 + w] > 1 && test_rand_bool()) c.output_sizes[2 + w]++; /* a window past the end */
-        if (test_rand_range(0, 3) == 0) c.output_sizes[2 + h] += 3;                 /* rows of padding only */
-        /* Zero strides: rows at one address with different positions (the kept rows' key) */
+        if (!is_grad(&c) && test_rand_range(0, 3) == 0) c.output_sizes[2 + h] += 3; /* rows of padding only */
+        /* Zero strides: rows at one address with different positions */
         if (test_rand_range(0, 3) == 0) c.layouts[0] = TEST_LAYOUT_BROADCAST;
-        expect_generic_bits(devices[i % 3], generic, &c, false, false);
+        expect_generic_bits(devices[i % 3], generic, &c, false, is_grad(&c) && test_rand_bool());
     }
     for (int i = 0; i < 3; i++)
         dmlReleaseDevice(devices[i]);

@@ -1,11 +1,11 @@
 /* Max pooling with AVX-512, FLOAT32 and FLOAT16, rows contiguous along W
  * ("nchw"), 4-D and 5-D, for the shapes where it beats AVX2: W stride 2 with
- * windows of two or three undilated columns (3x3/2, 2x2/2), and for the
- * forward also W stride 1 with such windows (3x3/1: "Stride 1" below), any
+ * windows of two or three undilated columns (3x3/2, 2x2/2), and W stride 1
+ * with such windows (3x3/1: "Stride 1" below), any
  * padding, any depth and height windows of at most MAX_WINDOW_ROWS rows,
  * output rows of at most 512 columns, at most MAX_PLAN_ROWS output rows per
  * plane (their window rows are computed once, in the plan). The gradient
- * takes the stride-2 shapes on 2-D planes (see "Gradient" below).
+ * takes the same shapes on 2-D planes (see "Gradient" below).
  * Everything else declines to the AVX2 entries.
  *
  * Sixteen output columns of one output row are one vector. Each input row
@@ -28,13 +28,15 @@
  * its second). Other blocks at the row's ends check each tap's column
  * (edge_block_max), in the generic order of taps.
  *
- * Stride 1 (forward only): lane l's window starts at column base + l, so a
- * row's taps are its 16 columns from base and the same shifted by one and
- * two lanes (stride1_taps: two loads masked to the row), and every tap's
- * column is checked per lane (stride1_reduce_row): on narrow planes (14
- * columns: one block with a padding column at each end) nearly every block
- * meets an end, which sent AVX2's 8-column blocks through their slowest
- * edge loads (3x3/1 p1 on 32x256x14x14: 6.1-6.5 ms there, 2.1-2.2 here). */
+ * Stride 1: lane l's window starts at column base + l, so a row's taps are
+ * its 16 columns from base and the same shifted by one and two lanes
+ * (stride1_taps: two loads masked to the row), and every tap's column is
+ * checked per lane (stride1_reduce_row): on narrow planes (14 columns: one
+ * block with a padding column at each end) nearly every block meets an end,
+ * which sent AVX2's 8-column blocks through their slowest edge loads (3x3/1
+ * p1 on 32x256x14x14: 6.1-6.5 ms there, 2.1-2.2 here). The gradient adds
+ * InputGradient at those argmaxes into a FLOAT32 plane per thread, in
+ * increasing output order as the generic kernel (stride1_plane). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -84,7 +86,7 @@ typedef struct row_geometry {
     bool track_position; /* false: a FLOAT32 pass without indices needs only values */
     uint32_t lanes;      /* output columns per block: LANES, or WIDE_LANES (FLOAT16 keys) */
     uint32_t window_w, padding_w;
-    uint32_t stride_w; /* 2, or 1 (forward only) */
+    uint32_t stride_w; /* 2 or 1 */
     uint32_t blocks;   /* per output row (row_block_at) */
     row_block block[MAX_BLOCKS];
 } row_geometry;
@@ -354,7 +356,7 @@ static ALWAYS_INLINE block_max block_maxima(const row_geometry* g, const char* p
     return m;
 }
 
-/* ---- W stride 1 (the forward) ----
+/* ---- W stride 1 ----
  *
  * Each input row of the windows is reduced on its own over the block's taps
  * (a lane taking a tap where it is the lane's first valid one or wins, in
@@ -409,21 +411,26 @@ static ALWAYS_INLINE void merge_row(block_max* m, const block_max* row, bool tra
     if (track) m->position = _mm512_mask_mov_epi32(m->position, take, row->position);
 }
 
+/* The window maxima of a stride-1 block whose windows' input rows are w of
+ * the plane at `plane`. */
+static ALWAYS_INLINE block_max stride1_block_max(const char* plane, const plan_window_rows* w, const row_block* b,
+                                                 int window_w, bool half, bool track) {
+    const size_t element = half ? 2 : 4;
+    block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
+    for (uint32_t k = 0; k < w->count; k++) {
+        block_max row =
+            stride1_reduce_row(plane + w->offset[k] * (int64_t)element, w->position[k], b, window_w, half, track);
+        merge_row(&m, &row, track);
+    }
+    return m;
+}
+
 /* One output row at W stride 1: every block's window maxima, stored. */
 static ALWAYS_INLINE void stride1_forward_row(const forward_plan* f, const nchw_output_row* r, int window_w, bool half,
                                               bool track) {
     const plan_window_rows* w = &f->window_rows[(size_t)r->od * f->o.out.sizes[3] + r->oh];
-    const size_t element = half ? 2 : 4;
-    for (uint32_t j = 0; j < f->g.blocks; j++) {
-        const row_block* b = &f->g.block[j];
-        block_max m = {_mm512_setzero_ps(), _mm512_setzero_si512(), 0};
-        for (uint32_t k = 0; k < w->count; k++) {
-            block_max row = stride1_reduce_row(r->plane + w->offset[k] * (int64_t)element, w->position[k], b, window_w,
-                                               half, track);
-            merge_row(&m, &row, track);
-        }
-        store_block(f, r, b, m, half);
-    }
+    for (uint32_t j = 0; j < f->g.blocks; j++)
+        store_block(f, r, &f->g.block[j], stride1_block_max(r->plane, w, &f->g.block[j], window_w, half, track), half);
 }
 
 /* One output row: every block's window maxima, stored. */
@@ -716,13 +723,13 @@ static row_block row_block_at(const row_geometry* g, uint32_t j, uint32_t out_wi
 }
 
 /* Whether both directions take the problem: FLOAT32 or FLOAT16 input
- * contiguous along W, W stride 2 (or 1 where `stride_1` allows it: the
- * forward) with windows of two or three undilated columns, at most
+ * contiguous along W, W stride 2 or 1 (blocks of LANES columns) with
+ * windows of two or three undilated columns, at most
  * MAX_WINDOW_ROWS rows per window, output rows of at most 512 columns, at
  * most MAX_PLAN_ROWS output rows per plane, positions and columns in int32
  * lanes. Sets g's input and blocks of `lanes` columns for output view out. */
 static bool row_geometry_init(row_geometry* g, const dml_tensor* input, const dml_pooling_params* p,
-                              const dml_pool_view* out, uint32_t lanes, bool stride_1) {
+                              const dml_pool_view* out, uint32_t lanes) {
     if (input->type != DML_TENSOR_DATA_TYPE_FLOAT32 && input->type != DML_TENSOR_DATA_TYPE_FLOAT16) return false;
     g->in = dml_pool_view_5d(input);
     g->half = input->type == DML_TENSOR_DATA_TYPE_FLOAT16;
@@ -731,7 +738,7 @@ static bool row_geometry_init(row_geometry* g, const dml_tensor* input, const dm
     g->stride_w = p->strides[2];
     g->lanes = lanes;
     if (g->in.strides[4] != 1 || out->strides[4] != 1) return false;
-    if (g->stride_w != 2 && !(g->stride_w == 1 && stride_1 && lanes == LANES)) return false;
+    if (g->stride_w != 2 && !(g->stride_w == 1 && lanes == LANES)) return false;
     if (p->dilations[2] != 1 || (g->window_w != 2 && g->window_w != 3)) return false;
     if ((uint64_t)p->window[0] * p->window[1] > MAX_WINDOW_ROWS) return false;
     if ((uint64_t)out->sizes[2] * out->sizes[3] > MAX_PLAN_ROWS) return false;
@@ -770,7 +777,7 @@ static row_geometry wide_geometry_or(const row_geometry* g, const dml_tensor* in
                                      const dml_pool_view* out, const plan_window_rows* rows, uint32_t out_rows) {
     row_geometry wide;
     if (!g->half || g->stride_w != 2) return *g;
-    row_geometry_init(&wide, input, p, out, WIDE_LANES, false);
+    row_geometry_init(&wide, input, p, out, WIDE_LANES);
     wide.track_position = g->track_position;
     return blocks_inside(&wide) && offsets_fit_16_bits(rows, out_rows, g->window_w) ? wide : *g;
 }
@@ -782,7 +789,7 @@ static HRESULT plan_forward(const DMLOperator* op, const DMLDevice* device, DML_
     memset(&f, 0, sizeof f);
     f.o = nchw_outputs_of(op);
     const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
-    if (!row_geometry_init(&f.g, input, p, &f.o.out, LANES, true)) return S_FALSE;
+    if (!row_geometry_init(&f.g, input, p, &f.o.out, LANES)) return S_FALSE;
     if (f.o.has_indices && f.o.idx.strides[4] != 1) return S_FALSE;
     /* FLOAT16 values are written from FLOAT32 lanes, but a NaN's own bits are re-read at its position. */
     f.g.track_position = f.o.has_indices || f.g.half;
@@ -857,6 +864,7 @@ typedef struct grad_plan {
     dml_pool_view grad_in, grad_out; /* InputGradient, OutputGradient */
     bool stream;                     /* FLOAT32 OutputGradient far larger than the caches: streamed where aligned */
     bool quads;           /* 3x3 windows with start padding 1 or 2x2 without, strides 2: quad_plane, no band */
+    bool stride1;         /* W stride 1: stride1_plane, an accumulator plane per thread */
     int64_t planes;       /* N * C */
     uint32_t band_rows;   /* accumulator rows per thread */
     uint32_t band_blocks; /* blocks of 16 even (and of 16 odd) columns of a band row */
@@ -1144,8 +1152,53 @@ static ALWAYS_INLINE void quad_plane(const grad_plan* gp, const char* plane, con
 }
 
 /* quad_plane or band_plane, specialized for the window's width and the type. */
+/* One plane at W stride 1: each output row's argmaxes (stride1_block_max),
+ * their InputGradient added into the FLOAT32 plane `acc` in increasing
+ * output order (as the generic kernel: the same sums, bit for bit; lanes
+ * before a block's first_lane were added by the block before), then the
+ * plane written. */
+static ALWAYS_INLINE void stride1_plane(const grad_plan* gp, const char* plane, const char* dy_plane, char* dx_plane,
+                                        float* acc, int window_w, bool half) {
+    const row_geometry* g = &gp->g;
+    const dml_pool_view *dy = &gp->grad_in, *dx = &gp->grad_out;
+    const uint32_t height = g->in.sizes[3], width = g->in.sizes[4];
+    const size_t element = half ? 2 : 4;
+    memset(acc, 0, (size_t)height * width * sizeof *acc);
+    for (uint32_t oh = 0; oh < dy->sizes[3]; oh++) {
+        const char* dy_row = dy_plane + (uint64_t)oh * dy->strides[3] * element;
+        for (uint32_t j = 0; j < g->blocks; j++) {
+            const row_block* b = &g->block[j];
+            block_max m = stride1_block_max(plane, &gp->window_rows[oh], b, window_w, half, true);
+            _Alignas(64) int32_t position[LANES];
+            _mm512_store_si512(position, m.position);
+            for (uint32_t lane = b->first_lane; lane < b->count; lane++) {
+                if (!(m.found >> lane & 1)) continue; /* an all-padding window: no gradient */
+                uint64_t at = (uint64_t)(b->ow0 + lane) * dy->strides[4];
+                acc[position[lane]] += half ? _cvtsh_ss(((const uint16_t*)dy_row)[at]) : ((const float*)dy_row)[at];
+            }
+        }
+    }
+    for (uint32_t h = 0; h < height; h++) {
+        char* dx_row = dx_plane + (uint64_t)h * dx->strides[3] * element;
+        for (uint32_t x = 0; x < width; x += LANES) {
+            uint32_t count = width - x < LANES ? width - x : LANES;
+            __m512 sums = _mm512_maskz_loadu_ps((__mmask16)(((uint32_t)1 << count) - 1), acc + (size_t)h * width + x);
+            store_gradient(dx_row + x * element, sums, count, half, false);
+        }
+    }
+}
+
 static void grad_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
                            char* dx_plane, float* band, grad_row r[2], row_cache* cache) {
+    if (gp->stride1) {
+        switch ((gp->g.window_w == 3) * 2 + gp->g.half) {
+        case 0: stride1_plane(gp, plane, dy_plane, dx_plane, band, 2, false); break;
+        case 1: stride1_plane(gp, plane, dy_plane, dx_plane, band, 2, true); break;
+        case 2: stride1_plane(gp, plane, dy_plane, dx_plane, band, 3, false); break;
+        default: stride1_plane(gp, plane, dy_plane, dx_plane, band, 3, true); break;
+        }
+        return;
+    }
     switch (gp->quads * 4 + (gp->g.window_w == 3) * 2 + gp->g.half) {
     case 4: quad_plane(gp, plane, dy_plane, dx_plane, r, cache, 2, false); break;
     case 5: quad_plane(gp, plane, dy_plane, dx_plane, r, cache, 2, true); break;
@@ -1160,10 +1213,11 @@ static void grad_plane_any(const grad_plan* gp, const dml_pooling_params* p, con
 
 /* The problems of the forward pass (row_geometry_init) on 2-D planes (D = 1,
  * one output depth) at least three columns wide (an argmax's offset from its
- * window's first element then tells its row), W padding of at most 2,
- * InputGradient and OutputGradient contiguous along W, and a band (with its
- * alignment) no larger than a plane: the temporary resource's bound, one
- * FLOAT32 plane per thread. */
+ * window's first element then tells its row), InputGradient and
+ * OutputGradient contiguous along W; at W stride 2 also W padding of at most
+ * 2 and a band (with its alignment) no larger than a plane: the temporary
+ * resource's bound, one FLOAT32 plane per thread, which W stride 1 takes
+ * whole (stride1_plane). */
 static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXECUTION_FLAGS flags, dml_plan* plan) {
     (void)flags;
     const dml_pooling_params* p = op->params;
@@ -1172,11 +1226,27 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     gp.grad_in = dml_pool_view_5d(&op->inputs[DML_POOL_INPUT_GRADIENT].tensor);
     gp.grad_out = dml_pool_view_5d(&op->outputs[DML_POOL_OUTPUT].tensor);
     const dml_tensor* input = &op->inputs[DML_POOL_INPUT].tensor;
-    if (!row_geometry_init(&gp.g, input, p, &gp.grad_in, LANES, false)) return S_FALSE;
+    if (!row_geometry_init(&gp.g, input, p, &gp.grad_in, LANES)) return S_FALSE;
     const row_geometry* g = &gp.g;
     gp.g.track_position = true;
     if (g->in.sizes[2] != 1 || gp.grad_in.sizes[2] != 1 || g->in.sizes[4] < 3 || gp.grad_out.strides[4] != 1)
         return S_FALSE;
+    uint64_t plane_size = (uint64_t)g->in.sizes[3] * g->in.sizes[4];
+    gp.planes = (int64_t)g->in.sizes[0] * g->in.sizes[1];
+    uint64_t plane_cost =
+        plane_size + (uint64_t)gp.grad_in.sizes[3] * gp.grad_in.sizes[4] * p->window[0] * p->window[1] * p->window[2];
+    gp.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp.planes,
+                                     dml_cpu_items_per_thread(plane_cost, DML_CPU_MIN_WORK_PER_THREAD));
+    uint32_t out_height = gp.grad_in.sizes[3];
+    if (g->stride_w == 1) { /* stride1_plane: a FLOAT32 plane per thread, 4 T H W bytes (the documented bound) */
+        gp.stride1 = true;
+        grad_plan* state = dml_plan_state(plan, sizeof *state + out_height * sizeof(plan_window_rows));
+        if (state == NULL) return E_OUTOFMEMORY;
+        *state = gp;
+        plan_window_rows_fill(p, &gp.g.in, &gp.grad_in, state->window_rows);
+        plan->temporary_size = (uint64_t)gp.threads * plane_size * sizeof(float);
+        return S_OK;
+    }
     /* quad_plane's windows: 3x3 with start padding 1 or 2x2 without, strides 2, undilated. */
     uint32_t quad_padding = p->window[1] == 3;
     gp.quads = (p->window[1] == 2 || p->window[1] == 3) && p->window[2] == p->window[1] && p->strides[1] == 2 &&
@@ -1185,7 +1255,6 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
                (g->in.sizes[4] + 2 * LANES - 1) / (2 * LANES) <= MAX_BLOCKS; /* quad_write_row's blocks */
     if (!gp.quads && g->padding_w > 2)
         return S_FALSE; /* band_write_row's loads start at most one column in (BAND_SLACK) */
-    uint64_t plane_size = (uint64_t)g->in.sizes[3] * g->in.sizes[4];
     uint64_t rows = (uint64_t)(p->window[1] - 1) * p->dilations[1] + 1;
     gp.band_rows = (uint32_t)(rows < g->in.sizes[3] ? rows : g->in.sizes[3]);
     /* Band columns: every output column and the one after (the last window's third column), every input column. */
@@ -1196,16 +1265,10 @@ static HRESULT plan_grad(const DMLOperator* op, const DMLDevice* device, DML_EXE
     gp.band_width = 2 * LANES * gp.band_blocks + BAND_SLACK;
     if (!gp.quads && (uint64_t)gp.band_rows * gp.band_width + BAND_ALIGNMENT / sizeof(float) > plane_size)
         return S_FALSE;
-    gp.planes = (int64_t)g->in.sizes[0] * g->in.sizes[1];
-    uint64_t plane_cost =
-        plane_size + (uint64_t)gp.grad_in.sizes[3] * gp.grad_in.sizes[4] * p->window[0] * p->window[1] * p->window[2];
-    gp.threads = dml_cpu_threads_for((int)device->threads, (uint64_t)gp.planes,
-                                     dml_cpu_items_per_thread(plane_cost, DML_CPU_MIN_WORK_PER_THREAD));
     /* FLOAT32 rows of whole 32-byte halves: a line is never both streamed and stored through the cache.
      * quad_plane's rows go through the cache: streamed, 3x3/2 took 9.3-10.0 ms against 7.9-8.2 (Zen 4). */
     gp.stream = !gp.quads && !g->half && (uint64_t)gp.planes * plane_size * sizeof(float) >= DML_CPU_STREAM_BYTES &&
                 g->in.sizes[4] % 8 == 0;
-    uint32_t out_height = gp.grad_in.sizes[3];
     grad_plan* state = dml_plan_state(plan, sizeof *state + out_height * sizeof(plan_window_rows));
     if (state == NULL) return E_OUTOFMEMORY;
     *state = gp;
@@ -1225,7 +1288,9 @@ static HRESULT run_grad(const dml_kernel_args* args) {
 #pragma omp parallel num_threads(gp->threads)
     {
         float* band = NULL; /* each thread's on its own cache lines, wherever the resource starts */
-        if (!gp->quads) {
+        if (gp->stride1) {  /* the thread's accumulator plane */
+            band = (float*)args->temporary + (size_t)dml_cpu_thread_index() * g->in.sizes[3] * g->in.sizes[4];
+        } else if (!gp->quads) {
             uintptr_t bands = ((uintptr_t)args->temporary + BAND_ALIGNMENT - 1) & ~(uintptr_t)(BAND_ALIGNMENT - 1);
             band = (float*)bands + (size_t)dml_cpu_thread_index() * gp->band_rows * gp->band_width;
             for (uint32_t i = 0; i < gp->band_rows * gp->band_width; i += LANES)

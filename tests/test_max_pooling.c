@@ -722,43 +722,35 @@ TEST_CASE(whole_row_path_matches_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
-/* A case of the AVX-512 NCHW row blocks (fast_path_case, NCHW): W windows
- * of 2 or 3 columns at W stride `stride_w`, padding 0 to 2 on either side,
- * MAX_POOLING2 with or without indices. */
-static pool_case row_blocks_case(DML_OPERATOR_TYPE type, DML_TENSOR_DATA_TYPE data_type, uint32_t stride_w) {
-    pool_case c = fast_path_case(type, data_type, false);
-    if (c.type == DML_OPERATOR_MAX_POOLING2 && test_rand_bool()) c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
-    uint32_t w = c.rank - 3;
-    set_window(&c, w, test_rand_range(2, 3), stride_w);
-    c.start_padding[w] = test_rand_range(0, 2);
-    c.end_padding[w] = test_rand_range(0, 2);
-    return c;
-}
-
-/* Rows of 1 to 40 output columns at W stride 2 (windows of 2 or 3 columns):
- * the AVX-512 paths' blocks of 16 columns — a row narrower than a block,
- * whole blocks, the last block overlapping the one before — with padding 0
- * to 2 on either side (the first block at column -1, or further out), odd
- * and even widths, windows past the row's end, H windows of 1 to 3 rows at
- * H strides 1 to 3 (forward: output rows past the input's end), 4-D and 5-D, every operator (forward with and without
- * indices; the gradient's band on 2-D planes, NaN and infinities among the
- * gradients), one to three threads over one to six planes. */
-TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
+/* Cases of the AVX-512 NCHW row blocks at W stride `stride_w` against the
+ * generic kernel, bit for bit: every operator (MAX_POOLING2 with and
+ * without indices), windows of 2 or 3 columns, padding 0 to 2 on either
+ * side, rows of 1 to 82 input columns, H windows of 1 to 3 rows at H
+ * strides 1 to 3, windows past the row's end, forward rows of padding only,
+ * NaN and infinities among half the gradients, one to three threads. */
+static void row_blocks_match_generic(uint32_t stride_w) {
     DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(3)};
     DMLDevice* generic = generic_device();
     const DML_OPERATOR_TYPE types[4] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
                                         DML_OPERATOR_MAX_POOLING_GRAD};
     for (int i = 0; i < 320 && !test_case_failed(); i++) {
         DML_TENSOR_DATA_TYPE type = i / 4 % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-        pool_case c = row_blocks_case(types[i % 4], type, 2);
+        pool_case c = fast_path_case(types[i % 4], type, false);
+        if (c.type == DML_OPERATOR_MAX_POOLING2 && test_rand_bool()) c.index_type = DML_TENSOR_DATA_TYPE_UNKNOWN;
         uint32_t w = c.rank - 3, h = w - 1;
-        c.input_sizes[2 + w] = test_rand_range(1, 82);
-        /* Gradients: planes tall enough for the band of narrow rows too (a band row takes 48 floats). */
-        c.input_sizes[2 + h] = test_rand_range(1, is_grad(&c) ? 64 : 9);
+        set_window(&c, w, test_rand_range(2, 3), stride_w);
+        c.start_padding[w] = test_rand_range(0, 2);
+        c.end_padding[w] = test_rand_range(0, 2);
+        bool narrow = stride_w == 1 && test_rand_range(0, 3) == 0; /* 14 columns: one block, both ends padding */
+        c.input_sizes[2 + w] = narrow ? 14 : test_rand_range(1, 82);
+        /* Stride 2 gradients: planes tall enough for the band of narrow rows too (a band row takes 48 floats). */
+        c.input_sizes[2 + h] = test_rand_range(1, stride_w == 1 ? 16 : is_grad(&c) ? 64 : 9);
         set_window(&c, h, test_rand_range(1, 3), test_rand_range(1, 3));
         fit_output_sizes(&c);
         if (c.output_sizes[2 + w] > 1 && test_rand_bool()) c.output_sizes[2 + w]++; /* a window past the end */
         if (!is_grad(&c) && test_rand_range(0, 3) == 0) c.output_sizes[2 + h] += 3; /* rows of padding only */
+        /* Stride 1, zero strides: rows at one address with different positions */
+        if (stride_w == 1 && test_rand_range(0, 3) == 0) c.layouts[0] = TEST_LAYOUT_BROADCAST;
         expect_generic_bits(devices[i % 3], generic, &c, false, is_grad(&c) && test_rand_bool());
     }
     for (int i = 0; i < 3; i++)
@@ -766,37 +758,18 @@ TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) {
     dmlReleaseDevice(generic);
 }
 
-/* The AVX-512 W-stride-1 blocks (windows of 2 or 3 columns, every block
- * checked at the row's ends), forward and gradient (NaN and infinities
- * among the gradients): rows of 1 to 82 input columns (narrow
- * planes such as 14 columns with padding 1, one to six blocks, the last
- * overlapping), padding 0 to 2 on either side, windows past the row's end,
- * H windows of 1 to 3 rows at H strides 1 to 3, rows of padding only, 4-D
+/* W stride 2: rows of 1 to 40 output columns, the AVX-512 paths' blocks of
+ * 16 columns (a row narrower than a block, whole blocks, the last block
+ * overlapping the one before) with padding 0 to 2 on either side (the first
+ * block at column -1, or further out), odd and even widths, 4-D and 5-D;
+ * the gradient's band on 2-D planes, one to six planes. */
+TEST_CASE(stride2_row_blocks_match_generic_bit_for_bit) { row_blocks_match_generic(2); }
+
+/* W stride 1 (every block checked at the row's ends), forward and gradient:
+ * narrow planes such as 14 columns with padding 1, one to six blocks, 4-D
  * and 5-D, FLOAT32 and FLOAT16, with and without indices, inputs with zero
  * strides. */
-TEST_CASE(stride1_row_blocks_match_generic_bit_for_bit) {
-    DMLDevice* devices[3] = {test_device(1), test_device(2), test_device(3)};
-    DMLDevice* generic = generic_device();
-    const DML_OPERATOR_TYPE types[4] = {DML_OPERATOR_MAX_POOLING, DML_OPERATOR_MAX_POOLING1, DML_OPERATOR_MAX_POOLING2,
-                                        DML_OPERATOR_MAX_POOLING_GRAD};
-    for (int i = 0; i < 320 && !test_case_failed(); i++) {
-        DML_TENSOR_DATA_TYPE type = i / 4 % 2 ? DML_TENSOR_DATA_TYPE_FLOAT16 : DML_TENSOR_DATA_TYPE_FLOAT32;
-        pool_case c = row_blocks_case(types[i % 4], type, 1);
-        uint32_t w = c.rank - 3, h = w - 1;
-        c.input_sizes[2 + w] = test_rand_range(0, 3) == 0 ? 14 : test_rand_range(1, 82);
-        c.input_sizes[2 + h] = test_rand_range(1, 16);
-        set_window(&c, h, test_rand_range(1, 3), test_rand_range(1, 3));
-        fit_output_sizes(&c);
-        if (c.output_sizes[2 + w] > 1 && test_rand_bool()) c.output_sizes[2 + w]++; /* a window past the end */
-        if (!is_grad(&c) && test_rand_range(0, 3) == 0) c.output_sizes[2 + h] += 3; /* rows of padding only */
-        /* Zero strides: rows at one address with different positions */
-        if (test_rand_range(0, 3) == 0) c.layouts[0] = TEST_LAYOUT_BROADCAST;
-        expect_generic_bits(devices[i % 3], generic, &c, false, is_grad(&c) && test_rand_bool());
-    }
-    for (int i = 0; i < 3; i++)
-        dmlReleaseDevice(devices[i]);
-    dmlReleaseDevice(generic);
-}
+TEST_CASE(stride1_row_blocks_match_generic_bit_for_bit) { row_blocks_match_generic(1); }
 
 /* FLOAT16 rows of two or three columns, 3x3/2 windows from column -1
  * (padding 1), several window rows: the AVX-512 path's keys give back the

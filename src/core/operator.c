@@ -13,8 +13,6 @@ struct DMLCompiledOperator {
     DMLOperator op; /* a private copy: the caller may release its DMLOperator */
     DML_EXECUTION_FLAGS flags;
     dml_plan plan; /* the chosen implementation and what it precomputed */
-    uint64_t persistent_size;
-    uint64_t persistent_offsets[DML_MAX_SLOTS]; /* of each OWNED_BY_DML input */
     bool initialized;
 };
 
@@ -62,15 +60,16 @@ static HRESULT choose_implementation(DMLCompiledOperator* compiled, const dml_im
                     compiled->device->backend->name);
 }
 
-/* The persistent resource's layout: OWNED_BY_DML inputs, each 256-aligned,
- * at `offsets`, `size` bytes in all. Checked when the operator is created,
- * so that compiling a created operator cannot fail on it. */
-static HRESULT persistent_layout(const DMLOperator* op, uint64_t offsets[DML_MAX_SLOTS], uint64_t* size) {
+/* Lays out op's persistent resource (op->persistent_size and _offsets),
+ * when the operator is created: a description whose resource would pass
+ * 2^64 bytes is rejected there, and compiling it cannot fail on it. */
+static HRESULT persistent_layout(DMLOperator* op) {
+    uint64_t* size = &op->persistent_size;
     *size = 0;
     for (uint32_t i = 0; i < op->input_count; i++) {
         const dml_tensor* tensor = &op->inputs[i].tensor;
         if (!tensor->present || !(tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML)) continue;
-        offsets[i] = *size;
+        op->persistent_offsets[i] = *size;
         uint64_t padded; /* round_up(total_bytes, 256), overflow-checked as the sum */
         if (!dml_add_u64(tensor->total_bytes, DML_PERSISTENT_BUFFER_ALIGNMENT - 1, &padded) ||
             !dml_add_u64(*size, padded / DML_PERSISTENT_BUFFER_ALIGNMENT * DML_PERSISTENT_BUFFER_ALIGNMENT, size))
@@ -107,8 +106,7 @@ HRESULT dmlCreateOperator(DMLDevice* device, const DML_OPERATOR_DESC* desc, DMLO
     created->type = desc->Type;
     created->name = info->name;
     HRESULT status = info->create(created, desc->Desc);
-    uint64_t offsets[DML_MAX_SLOTS], persistent_size;
-    if (SUCCEEDED(status)) status = persistent_layout(created, offsets, &persistent_size);
+    if (SUCCEEDED(status)) status = persistent_layout(created);
     if (FAILED(status)) {
         release_params(created);
         free(created);
@@ -165,12 +163,7 @@ HRESULT dmlCompileOperator(DMLDevice* device, const DMLOperator* op, DML_EXECUTI
         dmlReleaseCompiledOperator(result);
         return status;
     }
-    status = persistent_layout(op, result->persistent_offsets, &result->persistent_size);
-    if (FAILED(status)) { /* checked by dmlCreateOperator: not reached */
-        dmlReleaseCompiledOperator(result);
-        return status;
-    }
-    result->initialized = result->persistent_size == 0;
+    result->initialized = op->persistent_size == 0;
     *compiled = result;
     return S_OK;
 }
@@ -189,7 +182,7 @@ HRESULT dmlGetBindingProperties(const DMLCompiledOperator* compiled, DML_BINDING
     if (compiled == NULL || properties == NULL) return dml_fail(E_POINTER, "dmlGetBindingProperties: NULL argument");
     properties->RequiredDescriptorCount = compiled->op.input_count + compiled->op.output_count;
     properties->TemporaryResourceSize = compiled->plan.temporary_size;
-    properties->PersistentResourceSize = compiled->persistent_size;
+    properties->PersistentResourceSize = compiled->op.persistent_size;
     return S_OK;
 }
 
@@ -198,7 +191,7 @@ HRESULT dmlGetCompiledOperatorInfo(const DMLCompiledOperator* compiled, DML_COMP
     if (compiled == NULL || info == NULL) return dml_fail(E_POINTER, "dmlGetCompiledOperatorInfo: NULL argument");
     info->ImplementationName = compiled->plan.impl->name;
     info->TemporaryResourceSize = compiled->plan.temporary_size;
-    info->PersistentResourceSize = compiled->persistent_size;
+    info->PersistentResourceSize = compiled->op.persistent_size;
     return S_OK;
 }
 
@@ -283,7 +276,7 @@ static HRESULT bind_slots(const DMLCompiledOperator* compiled, bool outputs, UIN
                                 "%s: %s: %s is OWNED_BY_DML: it is bound at initialization and must "
                                 "not be bound at dispatch",
                                 op->name, what, field);
-            addresses[i] = (char*)owned_base + compiled->persistent_offsets[i];
+            addresses[i] = (char*)owned_base + compiled->op.persistent_offsets[i];
             continue;
         }
         if (is_unbound(&bindings[i]))
@@ -328,7 +321,7 @@ static HRESULT bind_persistent(const DMLCompiledOperator* compiled, const char* 
         if (op->inputs[i].tensor.present && (op->inputs[i].tensor.flags & DML_TENSOR_FLAG_OWNED_BY_DML) &&
             dml_tensor_element_size(&op->inputs[i].tensor) > element_alignment)
             element_alignment = dml_tensor_element_size(&op->inputs[i].tensor);
-    return bind_resource(compiled, what, "PersistentResource", binding, compiled->persistent_size, element_alignment,
+    return bind_resource(compiled, what, "PersistentResource", binding, compiled->op.persistent_size, element_alignment,
                          range);
 }
 
@@ -341,7 +334,7 @@ HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, co
     const char* what = "initialize";
     byte_range persistent_range;
     DML_TRY(bind_persistent(compiled, what, persistent, &persistent_range));
-    if (compiled->persistent_size == 0) {
+    if (compiled->op.persistent_size == 0) {
         if (inputCount != 0 && inputCount != op->input_count)
             return dml_fail(E_INVALIDARG, "%s: %s: %u input bindings given but the operator has %u input slots",
                             op->name, what, inputCount, op->input_count);
@@ -384,7 +377,7 @@ HRESULT dmlInitializeOperator(DMLCompiledOperator* compiled, UINT inputCount, co
         if (!tensor->present || !(tensor->flags & DML_TENSOR_FLAG_OWNED_BY_DML)) continue;
         const DML_BUFFER_BINDING* buffer = inputs[i].Desc;
         HRESULT status =
-            compiled->device->backend->copy(compiled->device, (char*)base + compiled->persistent_offsets[i],
+            compiled->device->backend->copy(compiled->device, (char*)base + compiled->op.persistent_offsets[i],
                                             (const char*)buffer->Buffer + buffer->Offset, tensor->total_bytes);
         if (FAILED(status)) return status;
     }

@@ -61,6 +61,10 @@ struct DMLOperator {
     /* Family parameters (a struct of src/ops/<family>.h), owned; no pointers inside. */
     void* params;
     size_t params_size;
+    /* The persistent resource: the OWNED_BY_DML inputs, each 256-aligned at
+     * its offset (laid out and checked by dmlCreateOperator). */
+    uint64_t persistent_size;
+    uint64_t persistent_offsets[DML_MAX_SLOTS];
 };
 
 /* CPU instruction-set levels, each including the ones before it. An

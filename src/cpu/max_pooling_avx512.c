@@ -1151,7 +1151,6 @@ static ALWAYS_INLINE void quad_plane(const grad_plan* gp, const char* plane, con
                        half);
 }
 
-/* quad_plane or band_plane, specialized for the window's width and the type. */
 /* One plane at W stride 1: each output row's argmaxes (stride1_block_max),
  * their InputGradient added into the FLOAT32 plane `acc` in increasing
  * output order (as the generic kernel: the same sums, bit for bit; lanes
@@ -1188,6 +1187,8 @@ static ALWAYS_INLINE void stride1_plane(const grad_plan* gp, const char* plane, 
     }
 }
 
+/* stride1_plane, quad_plane or band_plane (`band`: the thread's band, or
+ * its plane at W stride 1), specialized for the window's width and the type. */
 static void grad_plane_any(const grad_plan* gp, const dml_pooling_params* p, const char* plane, const char* dy_plane,
                            char* dx_plane, float* band, grad_row r[2], row_cache* cache) {
     if (gp->stride1) {
